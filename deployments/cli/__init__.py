@@ -1,0 +1,37 @@
+"""The `skillgate` command line: doctor, recipes, show, run (and the commands later steps add).
+
+Every command is a thin layer over skillgate_core / flows / warehouse; a ConfigError or a missing
+file becomes one red line naming the file and field, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from deployments.cli import doctor_cmd, recipes_cmd
+from skillgate_core.config import ConfigError
+from skillgate_core.stages import UnknownStageError
+
+app = typer.Typer(
+    name="skillgate",
+    help="Train LLM agents to choose and use skills. Start with `skillgate doctor` and `skillgate recipes`.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+doctor_cmd.register(app)
+recipes_cmd.register(app)
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    try:
+        app()
+    except (ConfigError, UnknownStageError, FileNotFoundError) as exc:
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)

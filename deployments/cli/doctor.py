@@ -1,0 +1,141 @@
+"""`skillgate doctor`: one table of what this machine has, with a fix for every failing row."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from typing import Literal
+
+from skillgate_core.paths import state_layout
+
+__all__ = ["CheckRow", "run_checks"]
+
+REQUIRED_PACKAGES = (
+    "prefect", "ray", "deepspeed", "torch", "transformers", "trl", "peft", "accelerate",
+    "datasets", "tokenizers", "docker", "duckdb", "polars", "typer", "rich",
+)
+MIN_FREE_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One doctor row."""
+
+    name: str
+    """What was checked."""
+    status: Literal["ok", "warn", "fail"]
+    """fail makes `doctor` exit 1; warn is a degraded but working setup."""
+    detail: str
+    """What was found."""
+    fix: str = ""
+    """How to fix it (empty when ok)."""
+
+
+def _python() -> CheckRow:
+    v = sys.version_info
+    ok = v >= (3, 11)
+    return CheckRow("python", "ok" if ok else "fail", sys.version.split()[0], "" if ok else "use Python >= 3.11")
+
+
+def _packages() -> list[CheckRow]:
+    rows = []
+    for name in REQUIRED_PACKAGES:
+        try:
+            rows.append(CheckRow(f"package {name}", "ok", md.version(name)))
+        except md.PackageNotFoundError:
+            rows.append(CheckRow(f"package {name}", "fail", "not installed", "make setup"))
+    return rows
+
+
+def _torch_device() -> CheckRow:
+    try:
+        import torch
+    except ImportError:
+        return CheckRow("torch device", "fail", "torch not importable", "make setup")
+    if torch.cuda.is_available():
+        return CheckRow("torch device", "ok", f"cuda x{torch.cuda.device_count()} ({torch.cuda.get_device_name(0)})")
+    return CheckRow("torch device", "ok", f"cpu ({torch.get_num_threads()} threads; no CUDA: embedded default)")
+
+
+def _docker() -> CheckRow:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        info = client.version()
+        return CheckRow("docker daemon", "ok", f"server {info.get('Version', '?')}")
+    except Exception as exc:  # any failure means: no usable daemon
+        fix = "sudo bash infra/dockerd.sh (starts dockerd; bubblewrap is used meanwhile)"
+        return CheckRow("docker daemon", "warn", f"not reachable ({type(exc).__name__})", fix)
+
+
+def _bwrap() -> CheckRow:
+    exe = shutil.which("bwrap")
+    if not exe:
+        return CheckRow("bubblewrap", "fail", "bwrap not found", "apt-get install bubblewrap (make setup does it as root)")
+    cmd = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+           "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+           "--tmpfs", "/tmp", "/bin/true"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return CheckRow("bubblewrap", "fail", "sandbox start timed out", "check user namespaces")
+    if proc.returncode != 0:
+        return CheckRow("bubblewrap", "fail", proc.stderr.strip()[:120] or f"exit {proc.returncode}",
+                        "enable unprivileged user namespaces or run as root")
+    return CheckRow("bubblewrap", "ok", f"{exe}: sandbox with no network starts")
+
+
+def _prefect_api() -> CheckRow:
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return CheckRow("prefect api", "ok", "embedded: an ephemeral server starts on demand")
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5) as resp:
+            return CheckRow("prefect api", "ok", f"{url} answers ({resp.status})")
+    except Exception as exc:
+        return CheckRow("prefect api", "fail", f"{url}: {type(exc).__name__}",
+                        "bash infra/prefect_server.sh, or unset PREFECT_API_URL for the embedded server")
+
+
+def _warehouse() -> CheckRow:
+    path = state_layout().warehouse_file
+    if not path.exists():
+        return CheckRow("warehouse", "ok", f"{path} (not created yet: the first run creates it)")
+    try:
+        import duckdb
+
+        con = duckdb.connect(str(path), read_only=True)
+        n = con.execute("select count(*) from information_schema.tables").fetchone()[0]
+        con.close()
+        return CheckRow("warehouse", "ok", f"{path} ({n} tables)")
+    except Exception as exc:
+        return CheckRow("warehouse", "fail", f"{path}: {str(exc)[:120]}", "skillgate warehouse rebuild")
+
+
+def _state_dir() -> list[CheckRow]:
+    home = state_layout().home
+    rows = []
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home):
+            pass
+        rows.append(CheckRow("state dir", "ok", f"{home} (SKILLGATE_HOME)"))
+    except OSError as exc:
+        rows.append(CheckRow("state dir", "fail", f"{home}: {exc.strerror}", "set SKILLGATE_HOME to a writable dir"))
+        return rows
+    free = shutil.disk_usage(home).free / 2**30
+    status = "ok" if free >= MIN_FREE_GIB else "fail"
+    rows.append(CheckRow("free disk", status, f"{free:.1f} GiB at {home}",
+                         "" if status == "ok" else f"free at least {MIN_FREE_GIB} GiB"))
+    return rows
+
+
+def run_checks() -> list[CheckRow]:
+    return [_python(), *_packages(), _torch_device(), _docker(), _bwrap(), _prefect_api(), _warehouse(), *_state_dir()]

@@ -1,0 +1,55 @@
+"""The one entry flow: `skillgate(recipe, overrides)` routes to one sub-flow per stage.
+
+Every deployment in prefect.yaml points here with a recipe name, so a Prefect UI run,
+`prefect deployment run skillgate/rl-train`, the nightly eval70 schedule and `skillgate run` all go
+through the same code. Stages that are not built yet are reported as such, never faked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from deployments import RECIPES_DIR
+from flows.stage_flows import STAGE_FLOWS
+from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe
+from skillgate_core.stages import get_stage
+
+__all__ = ["skillgate"]
+
+
+@flow(name="skillgate", log_prints=True)
+def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "ui") -> dict[str, Any]:
+    """Run RECIPE (catalog name or .toml path) with `stage.key=value` overrides.
+
+    trigger: who started it (ui, schedule, cli, test); recorded with the run.
+    Returns {"recipe", "digest", "stages": {stage: record or {"status": "not-built"}}}.
+    """
+    logger = get_run_logger()
+    resolved = resolve_recipe(find_recipe(recipe, RECIPES_DIR), overrides or [])
+    plan = plan_recipe(resolved)
+    artifacts: dict[str, str] = dict(resolved.recipe.inputs)
+    results: dict[str, Any] = {}
+    lines = [f"# skillgate `{resolved.name}` ({trigger})", "", "| stage | status | outputs |", "|---|---|---|"]
+    for row in plan:
+        if not row.built:
+            logger.warning("stage %s: %s", row.stage, row.note)
+            results[row.stage] = {"status": "not-built", "note": row.note}
+            lines.append(f"| {row.stage} | not built yet | {row.note} |")
+            continue
+        missing = [r for r in get_stage(row.stage).inputs if r not in artifacts]
+        if missing:
+            logger.warning("stage %s: skipped, missing inputs %s", row.stage, missing)
+            results[row.stage] = {"status": "skipped", "note": f"missing inputs: {', '.join(missing)}"}
+            lines.append(f"| {row.stage} | skipped | missing inputs: {', '.join(missing)} |")
+            continue
+        inputs = {r: artifacts[r] for r in get_stage(row.stage).inputs}
+        record = STAGE_FLOWS[row.stage](resolved.config_json(row.stage), inputs)
+        artifacts.update(record["outputs"])
+        results[row.stage] = {"status": "reused" if record["reused"] else "completed", **record}
+        outs = ", ".join(f"{r}: `{p}`" for r, p in record["outputs"].items())
+        lines.append(f"| {row.stage} | {results[row.stage]['status']} ({record['seconds']} s) | {outs} |")
+    create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
+    return {"recipe": resolved.name, "digest": resolved.digest(), "stages": results}

@@ -1,0 +1,73 @@
+"""Credit assignment: who gets which advantage, on which tokens (METHOD.md 4-7).
+
+- `actions`: `SelectionAction`, one attributed skill read with its call and identity token spans.
+- `advantages`: GRPO task advantages; clean-oracle / first-oracle utilities; selector advantages.
+- `behaviour`: the episode-level behaviour terms of the mixed_separated and hybrid_slate ablations.
+- `groups`: fail-closed group validation and the dynamic filter, each rejection with a reason.
+- `weights`: task and selector token weights over a conversion chunk.
+
+Pure functions over plain Python / numpy values; the torch loss lives in `skillgate_core.rl.loss`.
+"""
+
+from skillgate_core.credit.actions import CATEGORIES, Category, SelectionAction
+from skillgate_core.credit.advantages import (
+    UTILITIES,
+    Utility,
+    clean_oracle_utility,
+    first_oracle_utility,
+    selector_advantages,
+    selector_advantages_from_utilities,
+    task_advantages,
+    validate_reads,
+)
+from skillgate_core.credit.behaviour import (
+    EpisodeLabel,
+    episode_label,
+    hybrid_regret_shift,
+    hybrid_slate_advantages,
+    hybrid_strata_term,
+    mixed_separated_advantages,
+    mixed_separated_term,
+)
+from skillgate_core.credit.groups import (
+    EpisodeEvidence,
+    GroupVerdict,
+    RejectReason,
+    count_rejections,
+    dynamic_filter,
+    slate_problem,
+    validate_group,
+)
+from skillgate_core.credit.weights import TokenWeightError, TokenWeights, per_token_advantages, token_weights
+
+__all__ = [
+    "CATEGORIES",
+    "UTILITIES",
+    "Category",
+    "EpisodeEvidence",
+    "EpisodeLabel",
+    "GroupVerdict",
+    "RejectReason",
+    "SelectionAction",
+    "TokenWeightError",
+    "TokenWeights",
+    "Utility",
+    "clean_oracle_utility",
+    "count_rejections",
+    "dynamic_filter",
+    "episode_label",
+    "first_oracle_utility",
+    "hybrid_regret_shift",
+    "hybrid_slate_advantages",
+    "hybrid_strata_term",
+    "mixed_separated_advantages",
+    "mixed_separated_term",
+    "per_token_advantages",
+    "selector_advantages",
+    "selector_advantages_from_utilities",
+    "slate_problem",
+    "task_advantages",
+    "token_weights",
+    "validate_group",
+    "validate_reads",
+]

@@ -1,0 +1,119 @@
+"""Task advantages, selection utilities and selector advantages for one group (METHOD.md 5).
+
+A group is one prompt's G rollouts. The task stream is plain GRPO on the episode score. The
+selector stream scores each read *action* with a utility u in {0, 1} and centres it on the mean
+utility over all actions of the group; there is no std scaling, so an action's advantage is the
+difference between its utility and the group's read quality.
+
+Reads are given per episode as the categories of its read actions in order (see `actions.CATEGORIES`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from skillgate_core.credit.actions import CATEGORIES
+
+__all__ = [
+    "STD_EPSILON",
+    "UTILITIES",
+    "Utility",
+    "clean_oracle_utility",
+    "first_oracle_utility",
+    "selector_advantages",
+    "selector_advantages_from_utilities",
+    "task_advantages",
+    "validate_reads",
+]
+
+STD_EPSILON = 1e-6
+"""Added to the sample standard deviation so a near-constant group does not blow up."""
+
+Utility = Literal["clean_oracle", "first_oracle"]
+"""clean_oracle = SkillGate; first_oracle = the non-clean ablation `selector_action_credit`."""
+
+
+def task_advantages(scores: Sequence[float]) -> list[float]:
+    """GRPO advantages: (r_i - mean r) / (sample std(r) + 1e-6).
+
+    The std is the sample standard deviation (ddof = 1, i.e. divide by n - 1); METHOD.md 11
+    vectors 1, 2 and 5 pin this reading to 1e-6. A group of one has no spread: all zeros.
+    """
+    n = len(scores)
+    if n == 0:
+        return []
+    values = [float(s) for s in scores]
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"scores must be finite, got {values}")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return [0.0]
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return [(v - mean) / (std + STD_EPSILON) for v in values]
+
+
+def validate_reads(reads: Sequence[Sequence[str]]) -> None:
+    """Raise unless `reads` is a list (per episode) of lists of known read categories."""
+    for i, episode in enumerate(reads):
+        if isinstance(episode, str):
+            raise TypeError(f"episode {i}: reads must be a sequence of categories, not a string")
+        for c in episode:
+            if c not in CATEGORIES:
+                raise ValueError(f"episode {i}: unknown read category {c!r}; expected one of {CATEGORIES}")
+
+
+def clean_oracle_utility(reads: Sequence[Sequence[str]]) -> list[list[float]]:
+    """u = 1 for the single action of an episode whose only read is the oracle; 0 for every other action.
+
+    A multi-read episode earns nothing even when it contains the oracle ([O,O], [O,M]): reading
+    extra skills is what the clean utility refuses to reward.
+    """
+    validate_reads(reads)
+    return [[1.0] if list(episode) == ["oracle"] else [0.0] * len(episode) for episode in reads]
+
+
+def first_oracle_utility(reads: Sequence[Sequence[str]]) -> list[list[float]]:
+    """u = 1 for the first oracle action of each episode, 0 for all other actions."""
+    validate_reads(reads)
+    utilities: list[list[float]] = []
+    for episode in reads:
+        first = next((j for j, c in enumerate(episode) if c == "oracle"), None)
+        utilities.append([1.0 if j == first else 0.0 for j in range(len(episode))])
+    return utilities
+
+
+UTILITIES: dict[str, Callable[[Sequence[Sequence[str]]], list[list[float]]]] = {
+    "clean_oracle": clean_oracle_utility,
+    "first_oracle": first_oracle_utility,
+}
+
+
+def selector_advantages_from_utilities(utilities: Sequence[Sequence[float]]) -> list[list[float]]:
+    """A_sel(a) = u(a) - b with b = mean u over the group's ACTIONS (0 if none).
+
+    Everything is zero unless the group holds both u = 1 and u = 0 actions. With u in {0, 1} that
+    is what centring gives anyway; stating it keeps the inert cases (nobody reads, nobody reads
+    cleanly, every read clean) exactly zero rather than rounding residue.
+    """
+    flat = [float(u) for episode in utilities for u in episode]
+    if any(u not in (0.0, 1.0) for u in flat):
+        raise ValueError(f"utilities must be 0 or 1, got {sorted(set(flat))}")
+    if not (1.0 in flat and 0.0 in flat):
+        return [[0.0] * len(episode) for episode in utilities]
+    baseline = math.fsum(flat) / len(flat)
+    return [[float(u) - baseline for u in episode] for episode in utilities]
+
+
+def selector_advantages(reads: Sequence[Sequence[str]], utility: str) -> list[list[float]]:
+    """Per episode, the selector advantage of each of its read actions, in order.
+
+    `reads[i]` lists the categories of episode i's read actions; `utility` is "clean_oracle" or
+    "first_oracle". The advantages of a group sum to zero over actions.
+    """
+    try:
+        utility_fn = UTILITIES[utility]
+    except KeyError:
+        raise ValueError(f"unknown utility {utility!r}; expected one of {sorted(UTILITIES)}") from None
+    return selector_advantages_from_utilities(utility_fn(reads))

@@ -1,0 +1,74 @@
+"""The state directory: everything SkillGate writes lives under SKILLGATE_HOME (default ./.skillgate).
+
+    SKILLGATE_HOME/
+      warehouse.duckdb   the experiment warehouse (warehouse/ is its only writer)
+      prefect/           PREFECT_HOME: the embedded Prefect server's database and settings
+      experiments/       one folder per scientific experiment (segments, exports, evaluations)
+      datasets/          content-addressed datasets (benchmarks, trajectories, RL parquet)
+      skills/            frozen skill snapshots
+      artifacts/         other stage outputs (models, reports), one folder per stage run
+      tmp/               scratch space for atomic writes (same filesystem as the targets)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["StateLayout", "state_layout"]
+
+ENV_HOME = "SKILLGATE_HOME"
+DEFAULT_HOME = ".skillgate"
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Where each kind of state lives; build it with `state_layout()`."""
+
+    home: Path
+    """The state directory itself (absolute)."""
+
+    @property
+    def warehouse_file(self) -> Path:
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def prefect_home(self) -> Path:
+        return self.home / "prefect"
+
+    @property
+    def experiments(self) -> Path:
+        return self.home / "experiments"
+
+    @property
+    def datasets(self) -> Path:
+        return self.home / "datasets"
+
+    @property
+    def skill_snapshots(self) -> Path:
+        return self.home / "skills"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
+    def tmp(self) -> Path:
+        return self.home / "tmp"
+
+    def stage_dir(self, stage: str, key: str) -> Path:
+        """Output folder of one stage run, keyed by its config + inputs digest."""
+        return self.artifacts / stage / key
+
+    def ensure(self) -> StateLayout:
+        for path in (self.home, self.prefect_home, self.experiments, self.datasets,
+                     self.skill_snapshots, self.artifacts, self.tmp):
+            path.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def state_layout(home: str | os.PathLike[str] | None = None) -> StateLayout:
+    """The layout rooted at `home`, else $SKILLGATE_HOME, else ./.skillgate."""
+    root = Path(home or os.environ.get(ENV_HOME) or DEFAULT_HOME).expanduser().resolve()
+    return StateLayout(home=root)

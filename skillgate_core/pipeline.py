@@ -1,0 +1,125 @@
+"""Running one stage: pure function over paths, output built in a temp dir and renamed into place.
+
+The output folder is keyed by sha256(stage, config digest, input digests), so the same stage on the
+same inputs and config lands in the same folder: a finished one (it holds `stage_result.json`) is
+reused instead of recomputed, and a half-built one is never visible (it lives under a temp name
+until the rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.config import canonical_json, config_digest, config_to_dict
+from skillgate_core.digests import atomic_write_json, path_sha256
+from skillgate_core.paths import StateLayout
+from skillgate_core.stages import get_stage
+
+__all__ = ["RESULT_FILE", "StageRecord", "run_stage"]
+
+RESULT_FILE = "stage_result.json"
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """The outcome of one stage run, as JSON-able facts (what tasks return and the warehouse stores)."""
+
+    stage: str
+    """Stage name."""
+    config_digest: str
+    """sha256 of the stage's config."""
+    config: Mapping[str, Any]
+    """The config values."""
+    inputs: Mapping[str, str]
+    """Input role -> path."""
+    input_digests: Mapping[str, str]
+    """Input role -> sha256 of its content."""
+    outputs: Mapping[str, str]
+    """Output role -> path."""
+    output_digests: Mapping[str, str]
+    """Output role -> sha256 of its content."""
+    out_dir: str
+    """The stage run's folder."""
+    metrics: Mapping[str, Any]
+    """What the stage reported."""
+    seconds: float
+    """Wall time of the stage function (0 when reused)."""
+    reused: bool
+    """True when a finished identical run was found and nothing was recomputed."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StageRecord:
+        return cls(**data)
+
+
+def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
+    """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
+    spec = get_stage(stage)
+    fn = spec.run_function()
+    if not isinstance(config, spec.config_class()):
+        raise TypeError(f"stage '{stage}' expects a {spec.config_class().__name__}, got {type(config).__name__}")
+    missing = [r for r in spec.inputs if r not in inputs]
+    if missing:
+        raise FileNotFoundError(f"stage '{stage}': missing input roles {missing}")
+    input_paths = {r: Path(inputs[r]).resolve() for r in spec.inputs}
+    input_digests = {r: path_sha256(p) for r, p in input_paths.items()}
+    cdigest = config_digest(config)
+    key = hashlib.sha256(canonical_json([stage, cdigest, input_digests]).encode()).hexdigest()[:16]
+    final = layout.stage_dir(stage, key)
+    if (final / RESULT_FILE).is_file():
+        record = StageRecord.from_json(json.loads((final / RESULT_FILE).read_text()))
+        return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
+
+    layout.ensure()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+    try:
+        started = time.perf_counter()
+        result = fn(config, input_paths, work)
+        seconds = time.perf_counter() - started
+        unknown = set(result.outputs) - set(spec.outputs)
+        if unknown or set(spec.outputs) - set(result.outputs):
+            raise RuntimeError(f"stage '{stage}' returned roles {sorted(result.outputs)}, declared {list(spec.outputs)}")
+        rel = {}
+        for role, path in result.outputs.items():
+            p = Path(path).resolve()
+            if not p.is_relative_to(work.resolve()):
+                raise RuntimeError(f"stage '{stage}': output '{role}' ({p}) is outside its out_dir")
+            rel[role] = p.relative_to(work.resolve())
+        output_digests = {role: path_sha256(work / r) for role, r in rel.items()}
+        record = StageRecord(
+            stage=stage,
+            config_digest=cdigest,
+            config=config_to_dict(config),
+            inputs={r: str(p) for r, p in input_paths.items()},
+            input_digests=input_digests,
+            outputs={role: str(final / r) for role, r in rel.items()},
+            output_digests=output_digests,
+            out_dir=str(final),
+            metrics=dict(result.metrics),
+            seconds=round(seconds, 3),
+            reused=False,
+        )
+        atomic_write_json(work / RESULT_FILE, record.to_json())
+        try:
+            work.rename(final)
+        except OSError:
+            # Someone else finished the same run first: theirs is identical by construction.
+            if not (final / RESULT_FILE).is_file():
+                raise
+            shutil.rmtree(work, ignore_errors=True)
+        return record
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise

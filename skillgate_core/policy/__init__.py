@@ -1,0 +1,1 @@
+"""Model backends and the tiny-model factory (the embedded default policy)."""

@@ -1,0 +1,146 @@
+"""The stage registry: every pipeline stage, what it consumes and produces, and where its code lives.
+
+A stage is a pure function `run(config, inputs, out_dir) -> StageOutput` over paths. `inputs` and the
+outputs are keyed by *role* ("base_model", "bench", "trajectories", ...): a recipe wires a stage's
+input role to the output of an earlier stage with the same role, or to a path in its [inputs] table.
+A stage whose `entrypoint` is None is declared but not built yet: recipes may list it, plans show
+it, and running it says so instead of producing anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STAGES", "StageOutput", "StageSpec", "UnknownStageError", "get_stage", "stage_names"]
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    """What a stage function returns: its output paths by role, plus small metrics for the record."""
+
+    outputs: Mapping[str, Path]
+    """Output role -> path (inside the stage's out_dir)."""
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-able numbers and facts worth recording (sizes, counts, timings)."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One pipeline stage."""
+
+    name: str
+    """Stage name as used in recipes, flows and the warehouse (kebab-case)."""
+    summary: str
+    """One line: what the stage does."""
+    inputs: tuple[str, ...]
+    """Input roles it needs."""
+    outputs: tuple[str, ...]
+    """Output roles it produces."""
+    config: str | None = None
+    """'module:Class' of its frozen config dataclass; None while the stage is not built."""
+    entrypoint: str | None = None
+    """'module:function' of its pure run function; None while the stage is not built."""
+    planned_in: str = ""
+    """The plan step that builds it, for the 'not built yet' message."""
+
+    @property
+    def built(self) -> bool:
+        return self.entrypoint is not None and self.config is not None
+
+    def config_class(self) -> type:
+        if self.config is None:
+            raise UnknownStageError(f"stage '{self.name}' is not built yet ({self.planned_in})")
+        return _load(self.config)
+
+    def run_function(self) -> Callable[..., StageOutput]:
+        if self.entrypoint is None:
+            raise UnknownStageError(f"stage '{self.name}' is not built yet ({self.planned_in})")
+        return _load(self.entrypoint)
+
+
+class UnknownStageError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0])
+
+
+def _load(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+STAGES: tuple[StageSpec, ...] = (
+    StageSpec(
+        name="init-model",
+        summary="build the tiny Qwen2-architecture policy and train its BPE tokenizer offline",
+        inputs=(),
+        outputs=("base_model",),
+        config="skillgate_core.policy.tiny_model:TinyModelConfig",
+        entrypoint="skillgate_core.policy.tiny_model:build_tiny_model",
+    ),
+    StageSpec(
+        name="bench-build",
+        summary="generate the bundled benchmark suite (4 families, skills, slates, eval70, 147-slate)",
+        inputs=(),
+        outputs=("bench",),
+        planned_in="step 4 of 10, [benchmarks]",
+    ),
+    StageSpec(
+        name="collect",
+        summary="teacher trajectories through the real harness and sandboxes",
+        inputs=("bench", "base_model"),
+        outputs=("trajectories",),
+        planned_in="a later step (agent + collection)",
+    ),
+    StageSpec(
+        name="sft",
+        summary="TRL SFT (+ LoRA merge) on the collected trajectories",
+        inputs=("base_model", "trajectories"),
+        outputs=("sft_model",),
+        planned_in="a later step (SFT)",
+    ),
+    StageSpec(
+        name="rl-data-prep",
+        summary="deterministic RL parquet: task, frozen slate order, prompt token ids",
+        inputs=("bench", "sft_model"),
+        outputs=("rl_data",),
+        planned_in="a later step (RL data prep)",
+    ),
+    StageSpec(
+        name="grpo",
+        summary="GRPO with the selector-credit loss on Ray Train + DeepSpeed ZeRO-3",
+        inputs=("sft_model", "rl_data", "bench"),
+        outputs=("policy_export",),
+        planned_in="a later step (trainers)",
+    ),
+    StageSpec(
+        name="eval70",
+        summary="the frozen eval70_v1 protocol: 70 held-out tasks x 4 repeats",
+        inputs=("policy_export", "bench"),
+        outputs=("eval_rows",),
+        planned_in="a later step (evaluation)",
+    ),
+    StageSpec(
+        name="paper-tables",
+        summary="rebuild the paper's tables and figures from raw evaluation rows",
+        inputs=("eval_rows",),
+        outputs=("report",),
+        planned_in="a later step (paper build)",
+    ),
+)
+
+_BY_NAME = {s.name: s for s in STAGES}
+
+
+def stage_names() -> tuple[str, ...]:
+    return tuple(_BY_NAME)
+
+
+def get_stage(name: str) -> StageSpec:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UnknownStageError(f"unknown stage '{name}'; known stages: {', '.join(_BY_NAME)}") from None
