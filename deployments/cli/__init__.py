@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from deployments.cli import doctor_cmd, recipes_cmd
+from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError
 
@@ -23,6 +23,7 @@ app = typer.Typer(
 )
 doctor_cmd.register(app)
 recipes_cmd.register(app)
+skills_cmd.register(app)
 
 __all__ = ["app", "main"]
 

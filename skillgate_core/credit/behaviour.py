@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from skillgate_core.credit.advantages import validate_reads, task_advantages
+from skillgate_core.credit.advantages import task_advantages, validate_reads
 
 __all__ = [
     "EpisodeLabel",
@@ -96,8 +96,8 @@ def mixed_separated_term(
             term[i] = d * scale
     if any(success) and not all(success):
         advantages = task_advantages(values)
-        gap = min(a for a, s in zip(advantages, success) if s) - max(
-            a for a, s in zip(advantages, success) if not s
+        gap = min(a for a, s in zip(advantages, success, strict=True) if s) - max(
+            a for a, s in zip(advantages, success, strict=True) if not s
         )
         budget = gap_share * max(gap, 0.0)
         magnitude = max(abs(t) for t in term)
@@ -109,7 +109,7 @@ def mixed_separated_term(
 
 def mixed_separated_advantages(reads: Sequence[Sequence[str]], scores: Sequence[float]) -> list[float]:
     """Episode advantages of `mixed_separated`: GRPO task advantage + the behaviour term."""
-    return [a + t for a, t in zip(task_advantages(scores), mixed_separated_term(reads, scores))]
+    return [a + t for a, t in zip(task_advantages(scores), mixed_separated_term(reads, scores), strict=True)]
 
 
 def hybrid_regret_shift(
@@ -148,7 +148,7 @@ def hybrid_strata_term(
     delta: dict[str, float] = {}
     counts: dict[str, int] = {}
     for label in dict.fromkeys(labels):
-        members = [v for v, lab in zip(values, labels) if lab == label]
+        members = [v for v, lab in zip(values, labels, strict=True) if lab == label]
         counts[label] = len(members)
         mu_s = math.fsum(members) / len(members)
         delta[label] = (len(members) * mu_s + tau * mu_e) / (len(members) + tau) - mu_e
@@ -171,5 +171,5 @@ def hybrid_slate_advantages(
     """
     shift = hybrid_regret_shift(slate_scores, no_skill_scores)
     strata = hybrid_strata_term(slate_reads, slate_scores)
-    slate = [a + shift + s for a, s in zip(task_advantages(slate_scores), strata)]
+    slate = [a + shift + s for a, s in zip(task_advantages(slate_scores), strata, strict=True)]
     return slate, task_advantages(no_skill_scores)

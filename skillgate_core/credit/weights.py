@@ -91,20 +91,24 @@ def token_weights(
     task_masks = [a.copy() for a in arrays]
     w_sel = [np.zeros_like(a) for a in arrays]
     credited: list[tuple[int, SelectionAction]] = []
-    for e, (mask, episode_actions, advantages) in enumerate(zip(arrays, actions, selector_advantages)):
+    for e, (mask, episode_actions, advantages) in enumerate(
+        zip(arrays, actions, selector_advantages, strict=True)
+    ):
         if len(episode_actions) != len(advantages):
             raise TokenWeightError(
                 f"episode {e}: {len(episode_actions)} actions but {len(advantages)} selector advantages"
             )
         identity_seen: set[int] = set()
-        for action, advantage in zip(episode_actions, advantages):
+        for action, advantage in zip(episode_actions, advantages, strict=True):
             _check_in_mask(mask, action.call_token_indices, e, "call")
             _check_in_mask(mask, action.identity_token_indices, e, "identity")
             # Checked for every action, credited or not: overlapping identity spans mean span
             # detection is wrong, and that must fail closed even when the selector is inert.
             overlap = identity_seen & set(action.identity_token_indices)
             if overlap:
-                raise TokenWeightError(f"an identity token written twice: episode {e} tokens {sorted(overlap)}")
+                raise TokenWeightError(
+                    f"an identity token written twice: episode {e} tokens {sorted(overlap)}"
+                )
             identity_seen |= set(action.identity_token_indices)
             task_masks[e][list(action.call_token_indices)] = 0.0
             if not math.isfinite(float(advantage)):
@@ -128,7 +132,7 @@ def token_weights(
     sel_mass = float(sum(w.sum() for w in w_sel))
     if not (sel_mass == 0.0 or math.isclose(sel_mass, total, rel_tol=_MASS_RTOL)):
         raise TokenWeightError(f"sum w_sel not in {{0, B}}: {sel_mass} vs B = {total}")
-    for e, (wt, ws) in enumerate(zip(w_task, w_sel)):
+    for e, (wt, ws) in enumerate(zip(w_task, w_sel, strict=True)):
         both = np.flatnonzero((wt > 0) & (ws > 0))
         if both.size:
             raise TokenWeightError(f"a token with both weights > 0: episode {e} tokens {both.tolist()}")
@@ -158,13 +162,15 @@ def per_token_advantages(
     a_task: list[NDArray[np.float64]] = []
     a_sel: list[NDArray[np.float64]] = []
     for e, (n, advantage, episode_actions, sel) in enumerate(
-        zip(lengths, task_advantages, actions, selector_advantages)
+        zip(lengths, task_advantages, actions, selector_advantages, strict=True)
     ):
         if len(episode_actions) != len(sel):
-            raise ValueError(f"episode {e}: {len(episode_actions)} actions but {len(sel)} selector advantages")
+            raise ValueError(
+                f"episode {e}: {len(episode_actions)} actions but {len(sel)} selector advantages"
+            )
         a_task.append(np.full(int(n), float(advantage), dtype=np.float64))
         tokens = np.zeros(int(n), dtype=np.float64)
-        for action, value in zip(episode_actions, sel):
+        for action, value in zip(episode_actions, sel, strict=True):
             if max(action.identity_token_indices) >= n:
                 raise ValueError(f"episode {e}: identity token beyond length {n}")
             tokens[list(action.identity_token_indices)] = float(value)

@@ -1,9 +1,9 @@
 """Evaluation metrics (METHOD.md 8). Errors are unresolved trials and stay in the denominator.
 
-    >>> pass_at_k(n=4, c=1, k=4)   # {resolved, fail, error, fail}: pass@4 = 1
-    1.0
-    >>> pass_at_k(n=4, c=1, k=1)   # ... and trial success 1/4
-    0.25
+>>> pass_at_k(n=4, c=1, k=4)   # {resolved, fail, error, fail}: pass@4 = 1
+1.0
+>>> pass_at_k(n=4, c=1, k=1)   # ... and trial success 1/4
+0.25
 """
 
 from __future__ import annotations

@@ -160,8 +160,12 @@ def selector_grpo_loss(
     a_task_t, a_sel_t = _like(a_task, logp, "a_task"), _like(a_sel, logp, "a_sel")
     w_task_t, w_sel_t = _like(w_task, logp, "w_task"), _like(w_sel, logp, "w_sel")
     mask_t = _like(mask, logp, "mask")
-    task_sum = (w_task_t * clipped_policy_term(logp, old, a_task_t, clip_low=clip_low, clip_high=clip_high)).sum()
-    sel_sum = (w_sel_t * clipped_policy_term(logp, old, a_sel_t, clip_low=clip_low, clip_high=clip_high)).sum()
+    task_sum = (
+        w_task_t * clipped_policy_term(logp, old, a_task_t, clip_low=clip_low, clip_high=clip_high)
+    ).sum()
+    sel_sum = (
+        w_sel_t * clipped_policy_term(logp, old, a_sel_t, clip_low=clip_low, clip_high=clip_high)
+    ).sum()
     kl_sum = _kl_sum(logp, logp_ref, mask_t, beta)
     loss = (task_sum + selector_coef * sel_sum + beta * kl_sum) / normaliser
     return LossOutput(

@@ -61,7 +61,9 @@ class Profile:
         # recipe from silently training a different method.
         if self.loss == "two_stream":
             if self.utility is None or self.slate != "mixed" or self.behaviour != "none":
-                raise ValueError(f"{self.name}: a two-stream profile needs a utility, the mixed slate, no behaviour term")
+                raise ValueError(
+                    f"{self.name}: a two-stream profile needs a utility, the mixed slate, no behaviour term"
+                )
             if self.selector_coef < 0:
                 raise ValueError(f"{self.name}: selector_coef must be >= 0")
         elif self.utility is not None or self.selector_coef != 0.0:
@@ -83,9 +85,16 @@ class Profile:
 
 
 _ALL = (
-    Profile("no_skill", slate="none", behaviour="none", utility=None, selector_coef=0.0, loss="plain_clipped"),
     Profile(
-        "mixed_task_reward", slate="mixed", behaviour="none", utility=None, selector_coef=0.0, loss="plain_clipped"
+        "no_skill", slate="none", behaviour="none", utility=None, selector_coef=0.0, loss="plain_clipped"
+    ),
+    Profile(
+        "mixed_task_reward",
+        slate="mixed",
+        behaviour="none",
+        utility=None,
+        selector_coef=0.0,
+        loss="plain_clipped",
     ),
     Profile(
         "mixed_separated",
@@ -96,7 +105,12 @@ _ALL = (
         loss="plain_clipped",
     ),
     Profile(
-        "hybrid_slate", slate="paired", behaviour="hybrid_slate", utility=None, selector_coef=0.0, loss="plain_clipped"
+        "hybrid_slate",
+        slate="paired",
+        behaviour="hybrid_slate",
+        utility=None,
+        selector_coef=0.0,
+        loss="plain_clipped",
     ),
     Profile(
         "selector_action_credit",

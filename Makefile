@@ -1,0 +1,31 @@
+# make demo  -> the whole pipeline on the embedded default (no GPU, no server, no account)
+# make test  -> the fast test suite (bootstraps .venv, system packages and services first)
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.skillgate-setup
+
+.PHONY: setup demo test test-slow lint services clean-state
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml infra/requirements-lock.txt infra/constraints-cpu.txt infra/setup.sh
+	bash infra/setup.sh
+	@touch $(STAMP)
+
+services: setup
+	bash infra/services.sh
+
+demo: services
+	$(VENV)/bin/skillgate run demo --execute
+
+test: services
+	$(PY) -m pytest -q
+
+test-slow: services
+	$(PY) -m pytest -q -m slow
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean-state:
+	rm -rf .skillgate

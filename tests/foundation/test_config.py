@@ -1,0 +1,158 @@
+"""Config loading, overrides and digests, through the public API."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from skillgate_core.config import (
+    ConfigError,
+    config_digest,
+    config_from_mapping,
+    field_docs,
+    parse_override,
+)
+from skillgate_core.policy.tiny_model import TinyModelConfig
+from skillgate_core.recipes import load_recipe, plan_recipe, resolve_recipe
+
+
+@dataclass(frozen=True)
+class Inner:
+    """A nested table."""
+
+    lr: float = 1e-6
+    """Learning rate."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A config using every supported field type."""
+
+    name: str = "x"
+    """A name."""
+    steps: int = 3
+    """Steps."""
+    mode: Literal["a", "b"] = "a"
+    """Mode."""
+    tags: tuple[str, ...] = ("t1", "t2")
+    """Tags."""
+    inner: Inner = Inner()
+    """Nested."""
+    limit: float | None = None
+    """Optional."""
+
+
+DIGEST_SCRIPT = (
+    "from skillgate_core.policy.tiny_model import TinyModelConfig;"
+    "from skillgate_core.config import config_digest;"
+    "print(config_digest(TinyModelConfig(vocab_size=4096, seed=7)))"
+)
+
+
+def test_digest_is_stable_across_processes_and_hash_seeds():
+    digests = set()
+    for seed in ("0", "1", "12345", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", DIGEST_SCRIPT], env=env, capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert digests == {config_digest(TinyModelConfig(vocab_size=4096, seed=7))}
+    assert len(next(iter(digests))) == 64
+
+
+def test_digest_changes_with_any_value():
+    base = config_digest(TinyModelConfig())
+    assert config_digest(TinyModelConfig()) == base
+    assert config_digest(TinyModelConfig(seed=1)) != base
+    assert config_digest(TinyModelConfig(hidden_size=128)) != base
+
+
+def test_mapping_builds_nested_and_typed_values():
+    cfg = config_from_mapping(
+        Sample, {"steps": 5, "mode": "b", "tags": ["q"], "inner": {"lr": 1}, "limit": 2}, "here.toml"
+    )
+    assert cfg == Sample(steps=5, mode="b", tags=("q",), inner=Inner(lr=1.0), limit=2.0)
+    assert isinstance(cfg.inner.lr, float)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"stepz": 1}, "here.toml: unknown key 'sft.stepz' for Sample; valid keys: inner, limit, mode, name, steps, tags"),
+        ({"steps": "many"}, "here.toml: sft.steps: expected int, got str 'many'"),
+        ({"steps": True}, "here.toml: sft.steps: expected int, got bool True"),
+        ({"mode": "c"}, "here.toml: sft.mode: expected 'a' | 'b', got str 'c'"),
+        ({"tags": "one"}, "here.toml: sft.tags: expected tuple of str, got str 'one'"),
+        ({"tags": ["a", 2]}, "here.toml: sft.tags[1]: expected str, got int 2"),
+        ({"inner": {"lr": "x"}}, "here.toml: sft.inner.lr: expected float, got str 'x'"),
+        ({"inner": {"lrr": 1.0}}, "here.toml: unknown key 'sft.inner.lrr' for Inner"),
+    ],
+)
+def test_bad_values_name_key_source_and_expected_type(values, expected):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(Sample, values, "here.toml", prefix="sft.")
+    assert str(err.value).startswith(expected)
+
+
+def test_overrides_parse_toml_literals():
+    assert parse_override("a.b=3") == ("a.b", 3)
+    assert parse_override("a.b=1e-6") == ("a.b", 1e-6)
+    assert parse_override("a.b=true") == ("a.b", True)
+    assert parse_override('a.b=["x", "y"]') == ("a.b", ["x", "y"])
+    assert parse_override("a.b=plain words") == ("a.b", "plain words")
+    with pytest.raises(ConfigError, match="not of the form key=value"):
+        parse_override("novalue")
+
+
+def test_field_docs_are_read_from_attribute_docstrings():
+    docs = field_docs(TinyModelConfig)
+    assert docs["vocab_size"].startswith("BPE vocabulary size")
+    assert set(docs) == set(TinyModelConfig.__dataclass_fields__)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_recipe_errors_name_the_file_and_key(tmp_path):
+    ok = '[recipe]\nname = "r"\nstages = ["init-model"]\n'
+    cases = {
+        "[init-model]\nvocab_size = \"big\"\n": "init-model.vocab_size: expected int, got str 'big'",
+        "[init-model]\nwidth = 3\n": "unknown key 'init-model.width' for TinyModelConfig",
+        "[sft]\nlr = 1\n": "table [sft] configures a stage that recipe.stages does not list",
+        "[trainer]\nlr = 1\n": "unknown table [trainer]",
+    }
+    for i, (body, message) in enumerate(cases.items()):
+        path = _write(tmp_path / f"r{i}.toml", ok + body)
+        with pytest.raises(ConfigError) as err:
+            resolve_recipe(load_recipe(path))
+        assert str(path) in str(err.value) and message in str(err.value)
+    bad_order = _write(tmp_path / "order.toml", '[recipe]\nname = "r"\nstages = ["sft", "init-model"]\n')
+    with pytest.raises(ConfigError, match="pipeline order"):
+        load_recipe(bad_order)
+    unknown_stage = _write(tmp_path / "unk.toml", '[recipe]\nname = "r"\nstages = ["train"]\n')
+    with pytest.raises(ConfigError, match="unknown stage 'train'"):
+        load_recipe(unknown_stage)
+
+
+def test_command_line_override_errors_name_the_command_line(tmp_path):
+    path = _write(tmp_path / "r.toml", '[recipe]\nname = "r"\nstages = ["init-model"]\n')
+    recipe = load_recipe(path)
+    assert resolve_recipe(recipe, ["init-model.seed=4"]).configs["init-model"].seed == 4
+    with pytest.raises(ConfigError, match=r"^command line: init-model.seed: expected int, got float 0.5"):
+        resolve_recipe(recipe, ["init-model.seed=0.5"])
+    with pytest.raises(ConfigError, match="key must be STAGE.KEY"):
+        resolve_recipe(recipe, ["seed=1"])
+
+
+def test_plan_reports_missing_inputs_and_unbuilt_stages(tmp_path):
+    path = _write(tmp_path / "r.toml", '[recipe]\nname = "r"\nstages = ["sft"]\n[inputs]\nbase_model = "/nonexistent"\n')
+    (row,) = plan_recipe(resolve_recipe(load_recipe(path)))
+    assert not row.built and "not built yet" in row.note
+    assert set(row.missing) == {"base_model", "trajectories"}
