@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from skillgate_core.paths import state_layout
+from skillgate_core.paths import apply_cache_env, state_layout
 
 __all__ = ["configure_prefect_env"]
 
@@ -20,6 +20,7 @@ EPHEMERAL_STARTUP_TIMEOUT_S = 180
 def configure_prefect_env() -> dict[str, str]:
     """Set Prefect's environment defaults for this state dir; returns what was set."""
     layout = state_layout()
+    apply_cache_env(layout)
     defaults = {
         "PREFECT_HOME": str(layout.prefect_home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

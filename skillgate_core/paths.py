@@ -7,7 +7,11 @@
       datasets/          content-addressed datasets (benchmarks, trajectories, RL parquet)
       skills/            frozen skill snapshots
       artifacts/         other stage outputs (models, reports), one folder per stage run
+      cache/             caches other libraries would put in ~ (HF, torch extensions, matplotlib)
       tmp/               scratch space for atomic writes (same filesystem as the targets)
+
+`apply_cache_env()` points those libraries' cache variables into cache/ (unless already set), so a
+run writes nothing outside SKILLGATE_HOME and /tmp.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["StateLayout", "state_layout"]
+__all__ = ["StateLayout", "apply_cache_env", "state_layout"]
 
 ENV_HOME = "SKILLGATE_HOME"
 DEFAULT_HOME = ".skillgate"
@@ -54,6 +58,10 @@ class StateLayout:
         return self.home / "artifacts"
 
     @property
+    def cache(self) -> Path:
+        return self.home / "cache"
+
+    @property
     def tmp(self) -> Path:
         return self.home / "tmp"
 
@@ -63,7 +71,7 @@ class StateLayout:
 
     def ensure(self) -> StateLayout:
         for path in (self.home, self.prefect_home, self.experiments, self.datasets,
-                     self.skill_snapshots, self.artifacts, self.tmp):
+                     self.skill_snapshots, self.artifacts, self.cache, self.tmp):
             path.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -72,3 +80,24 @@ def state_layout(home: str | os.PathLike[str] | None = None) -> StateLayout:
     """The layout rooted at `home`, else $SKILLGATE_HOME, else ./.skillgate."""
     root = Path(home or os.environ.get(ENV_HOME) or DEFAULT_HOME).expanduser().resolve()
     return StateLayout(home=root)
+
+
+# Library cache variables -> sub-folder of SKILLGATE_HOME/cache. Set before those libraries import.
+_CACHE_VARS = {
+    "HF_HOME": "huggingface",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+    "TRITON_CACHE_DIR": "triton",
+    "MPLCONFIGDIR": "matplotlib",
+    "XDG_CACHE_HOME": "xdg",
+}
+
+
+def apply_cache_env(layout: StateLayout | None = None) -> dict[str, str]:
+    """Point library caches into the state dir (values already in the environment win)."""
+    layout = layout or state_layout()
+    applied = {}
+    for var, sub in _CACHE_VARS.items():
+        if var not in os.environ:
+            os.environ[var] = str(layout.cache / sub)
+            applied[var] = os.environ[var]
+    return applied

@@ -10,6 +10,10 @@ import sys
 
 import typer
 
+from skillgate_core.paths import apply_cache_env
+
+apply_cache_env()  # before any command module imports a library that caches in ~
+
 from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError

@@ -62,3 +62,21 @@ def test_core_never_imports_prefect_or_warehouse(name):
     code = f"import sys, {name}; bad = [m for m in ('prefect', 'warehouse') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_execute_writes_only_under_skillgate_home(tmp_path):
+    """`skillgate run --execute` through the embedded Prefect server leaves ~ and the cwd untouched."""
+    fake_home, cwd, state = tmp_path / "user-home", tmp_path / "cwd", tmp_path / "state"
+    fake_home.mkdir()
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HF_", "XDG_", "TORCH_", "TRITON_", "MPL"))}
+    env.update(HOME=str(fake_home), SKILLGATE_HOME=str(state), COLUMNS="200")
+    proc = subprocess.run(
+        [SKILLGATE, "run", "init-model", "--execute", "init-model.corpus_lines=300", "init-model.vocab_size=600"],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "completed" in proc.stdout
+    assert list(fake_home.rglob("*")) == [], "something was written to ~"
+    assert list(cwd.rglob("*")) == [], "something was written to the working directory"
+    assert (state / "prefect").is_dir() and any((state / "artifacts" / "init-model").iterdir())
