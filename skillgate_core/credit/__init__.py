@@ -4,6 +4,7 @@
 - `advantages`: GRPO task advantages; clean-oracle / first-oracle utilities; selector advantages.
 - `behaviour`: the episode-level behaviour terms of the mixed_separated and hybrid_slate ablations.
 - `groups`: fail-closed group validation and the dynamic filter, each rejection with a reason.
+- `spans`: selection-span detection: read calls -> actions with call and identity tokens.
 - `weights`: task and selector token weights over a conversion chunk.
 
 Pure functions over plain Python / numpy values; the torch loss lives in `skillgate_core.rl.loss`.
@@ -38,9 +39,14 @@ from skillgate_core.credit.groups import (
     slate_problem,
     validate_group,
 )
+from skillgate_core.credit.spans import AssistantTurn, SpanReport, decode_with_offsets, detect_selection_spans
 from skillgate_core.credit.weights import TokenWeightError, TokenWeights, per_token_advantages, token_weights
 
 __all__ = [
+    "AssistantTurn",
+    "SpanReport",
+    "decode_with_offsets",
+    "detect_selection_spans",
     "CATEGORIES",
     "UTILITIES",
     "Category",

@@ -1,0 +1,133 @@
+"""Selection-span detection (METHOD.md 4) on a real byte-level BPE tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from skillgate_core.credit import selector_advantages, token_weights
+from skillgate_core.credit.spans import AssistantTurn, decode_with_offsets, detect_selection_spans
+from skillgate_core.policy.corpus import build_corpus
+from skillgate_core.policy.tiny_model import TinyModelConfig, train_tokenizer
+
+SLATE = {"oracle-x": "oracle", "misl-a": "misleading", "rel-b": "relevant", "irr-c": "irrelevant"}
+
+
+@pytest.fixture(scope="module")
+def tok():
+    cfg = TinyModelConfig(vocab_size=700, corpus_lines=400)
+    return train_tokenizer(cfg, build_corpus(cfg.corpus_lines, 0))
+
+
+def call(name: str, **args) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
+
+
+def turn(tok, text: str, dispatched, offset: int = 0, finish: str = "stop", end: bool = True) -> AssistantTurn:
+    ids = tok(text + ("<|im_end|>" if end else ""), add_special_tokens=False)["input_ids"]
+    return AssistantTurn(text, ids, offset, dispatched, finish)
+
+
+def decoded(tok, ids, indices, offset=0):
+    return tok.decode([ids[i - offset] for i in indices])
+
+
+def test_read_of_the_oracle_is_one_action_with_identity_inside_call(tok):
+    text = "<skill_reasoning>one applies</skill_reasoning>\n" + call("read", path="/skills/oracle-x/SKILL.md")
+    t = turn(tok, text, [("read", {"path": "/skills/oracle-x/SKILL.md"})], offset=40)
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.clean and report.turns_checked == 1
+    (a,) = report.actions
+    assert (a.category, a.skill_name, a.tool_name, a.turn_index, a.call_index) == ("oracle", "oracle-x", "read", 0, 0)
+    assert min(a.call_token_indices) >= 40  # offsets into the episode's response sequence
+    assert "oracle-x" in decoded(tok, t.token_ids, a.identity_token_indices, 40)
+    call_text = decoded(tok, t.token_ids, a.call_token_indices, 40)
+    assert call_text.startswith("<tool_call>") or "<tool_call>" in call_text
+    assert "skill_reasoning" not in call_text
+    assert set(a.identity_token_indices) < set(a.call_token_indices)
+
+
+def test_exec_naming_two_skills_is_two_actions_sharing_a_call(tok):
+    cmd = "cat /skills/misl-a/SKILL.md /skills/zz-unknown/README.md"
+    text = call("exec", command=cmd)
+    report = detect_selection_spans([turn(tok, text, [("exec", {"command": cmd})])], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.reads() == ["misleading", "unadvertised"]
+    a, b = report.actions
+    assert a.call_token_indices == b.call_token_indices and (a.path_index, b.path_index) == (0, 1)
+    assert not set(a.identity_token_indices) & set(b.identity_token_indices)
+
+
+def test_non_reading_exec_and_other_tools_are_not_actions(tok):
+    cmd = "ls /skills/oracle-x/SKILL.md"
+    text = call("exec", command=cmd) + call("ls", path="/skills")
+    report = detect_selection_spans(
+        [turn(tok, text, [("exec", {"command": cmd}), ("ls", {"path": "/skills"})])], tok, gold_name="oracle-x", slate=SLATE
+    )
+    assert report.actions == () and report.clean
+
+
+def test_unlocatable_skill_mention_is_a_span_mismatch(tok):
+    text = call("read", path="/skills/oracle-x/notes.txt")
+    report = detect_selection_spans([turn(tok, text, [("read", {"path": "/skills/oracle-x/notes.txt"})])], tok,
+                                    gold_name="oracle-x", slate=SLATE)
+    assert report.span_mismatch == 1 and not report.actions
+
+
+def test_dispatch_mismatch_skips_the_turn(tok):
+    text = call("read", path="/skills/oracle-x/SKILL.md")
+    report = detect_selection_spans([turn(tok, text, [("read", {"path": "/other"})])], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.parse_dispatch_mismatch == 1 and not report.actions
+    report = detect_selection_spans([turn(tok, text, [])], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.parse_dispatch_mismatch == 1
+
+
+def test_ids_that_do_not_reproduce_the_text_are_an_alignment_mismatch(tok):
+    text = call("read", path="/skills/oracle-x/SKILL.md")
+    good = turn(tok, text, [("read", {"path": "/skills/oracle-x/SKILL.md"})])
+    bad = AssistantTurn(text, list(good.token_ids)[:-3], 0, good.dispatched)
+    report = detect_selection_spans([bad], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.alignment_mismatch == 1 and not report.actions
+
+
+def test_truncated_turns_are_not_scanned(tok):
+    text = call("read", path="/skills/oracle-x/SKILL.md")
+    t = turn(tok, text, [("read", {"path": "/skills/oracle-x/SKILL.md"})], finish="length", end=False)
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.turns_checked == 0 and not report.actions
+
+
+def test_offsets_survive_multibyte_characters(tok):
+    text = "Résumé ✓ 数据 → " + call("read", path="/skills/rel-b/SKILL.md")
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    decoded_text, offsets = decode_with_offsets(tok, ids)
+    assert decoded_text == text and len(offsets) == len(ids)
+    assert offsets[0][0] == 0 and offsets[-1][1] == len(text)
+    assert all(lo <= hi for lo, hi in offsets)
+    report = detect_selection_spans([turn(tok, text, [("read", {"path": "/skills/rel-b/SKILL.md"})])], tok,
+                                    gold_name="oracle-x", slate=SLATE)
+    (a,) = report.actions
+    assert a.category == "relevant" and "rel-b" in decoded(tok, ids, a.identity_token_indices)
+
+
+def test_spans_feed_selector_advantages_and_token_weights(tok):
+    """Two episodes (clean oracle read vs misleading read) through advantages and weights."""
+    episodes = []
+    for skill in ("oracle-x", "misl-a"):
+        text = call("read", path=f"/skills/{skill}/SKILL.md")
+        t = turn(tok, text, [("read", {"path": f"/skills/{skill}/SKILL.md"})])
+        episodes.append((t, detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)))
+    reads = [r.reads() for _, r in episodes]
+    assert reads == [["oracle"], ["misleading"]]
+    adv = selector_advantages(reads, "clean_oracle")
+    assert adv == [[0.5], [-0.5]]
+    masks = [np.ones(len(t.token_ids)) for t, _ in episodes]
+    weights = token_weights(masks, [r.actions for _, r in episodes], adv)
+    total = sum(m.sum() for m in masks)
+    assert sum(w.sum() for w in weights.w_task) == pytest.approx(total)
+    assert sum(w.sum() for w in weights.w_sel) == pytest.approx(total)
+    for (_, r), w_task, w_sel in zip(episodes, weights.w_task, weights.w_sel, strict=True):
+        (a,) = r.actions
+        assert all(w_task[i] == 0 for i in a.call_token_indices)
+        assert all(w_sel[i] > 0 for i in a.identity_token_indices)
