@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
     skills_app = typer.Typer(help="Check and index skill libraries (folders of SKILL.md).", no_args_is_help=True)
 
     @skills_app.command("check")
-    def check(directory: Path = typer.Argument(..., help="skill library root")) -> None:
+    def check(directory: Path = typer.Argument(..., metavar="DIR", help="skill library root")) -> None:
         """Validate every SKILL.md under DIR: one row per skill, exit 1 if any is invalid."""
         folders = find_skill_dirs(directory)
         if not folders:
@@ -68,8 +68,8 @@ def register(app: typer.Typer) -> None:
 
     @skills_app.command("index")
     def index(
-        directory: Path = typer.Argument(..., help="skill library root"),
-        out: Path = typer.Option(None, "--out", help="parquet file to write (default: the state dir)"),
+        directory: Path = typer.Argument(..., metavar="DIR", help="skill library root"),
+        out: Path | None = typer.Option(None, "--out", help="parquet file to write (default: the state dir)"),
     ) -> None:
         """Write the library's parquet index (name, description, path, digests, line counts)."""
         target = out or state_layout().datasets / "skill_index" / f"{Path(directory).resolve().name}.parquet"

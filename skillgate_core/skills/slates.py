@@ -1,0 +1,269 @@
+"""Slates: the 16 skills a task's prompt advertises, in a seeded order (METHOD.md 1-2).
+
+    slate = build_slate(task_id="t1", bench="procedural", split="train", instruction=text,
+                        oracle="gold", misleading=[...5 names...], retriever=retriever)
+    write_slate(slate, "task/skills.json"); slate == read_slate("task/skills.json")
+
+Composition: the task's oracle (gold) skill, its 5 given misleading skills, 5 relevant skills (the
+top-5 BM25 neighbours of the instruction, oracle and misleading excluded) and 5 irrelevant skills
+drawn (seeded) from outside that same ranking's top-50. Order: `random.Random(seed).shuffle` of
+[oracle, misleading x5, relevant x5, irrelevant x5] with seed = `slate_seed(bench, task_id, split)`.
+The order is part of the data row: read it back from skills.json, never recompute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from skillgate_core.credit.groups import SLATE_SHAPE
+from skillgate_core.credit.groups import slate_problem as _shape_problem
+from skillgate_core.digests import atomic_write_json
+from skillgate_core.skills.retrieval import SkillRetriever
+
+__all__ = [
+    "IRRELEVANT_OUTSIDE_TOP",
+    "SHUFFLE_TAGS",
+    "Slate",
+    "SlateCategory",
+    "SlateEntry",
+    "SlateError",
+    "Split",
+    "build_slate",
+    "read_slate",
+    "skill_location",
+    "slate_problem",
+    "slate_seed",
+    "write_slate",
+]
+
+SlateCategory = Literal["oracle", "misleading", "relevant", "irrelevant"]
+"""Why a skill is on the slate."""
+Split = Literal["train", "eval"]
+"""Which shuffle tag a slate's seed uses."""
+
+SHUFFLE_TAGS: dict[str, str] = {"train": "slate-train-shuffle", "eval": "slate-shuffle"}
+"""Seed tag per split (METHOD.md 2): training and evaluation slates of one task order differently."""
+IRRELEVANT_TAG = "slate-irrelevant"
+"""Seed tag of the irrelevant draw; split-free, so a task's members are the same in both splits."""
+IRRELEVANT_OUTSIDE_TOP = 50
+"""Irrelevant skills are drawn from outside this many best-ranked skills."""
+
+_MANIFEST_KEYS = ("task_id", "bench", "split", "seed", "entries")
+_ENTRY_KEYS = ("name", "category", "description", "location")
+
+
+class SlateError(ValueError):
+    """A slate cannot be built, or a skills.json manifest is malformed; the message says why."""
+
+
+def skill_location(name: str) -> str:
+    """Where the agent reads a skill: `/skills/NAME/SKILL.md`."""
+    return f"/skills/{name}/SKILL.md"
+
+
+def _tag_seed(tag: str, bench: str, task_id: str) -> int:
+    return int(hashlib.sha256(f"{tag}::{bench}::{task_id}".encode()).hexdigest()[:12], 16)
+
+
+def slate_seed(bench: str, task_id: str, split: Split) -> int:
+    """int(first 12 hex of sha256("TAG::BENCH::TASK_ID"), 16); TAG per `SHUFFLE_TAGS[split]`."""
+    if split not in SHUFFLE_TAGS:
+        raise SlateError(f"split: expected one of {sorted(SHUFFLE_TAGS)}, got {split!r}")
+    return _tag_seed(SHUFFLE_TAGS[split], bench, task_id)
+
+
+@dataclass(frozen=True)
+class SlateEntry:
+    """One advertised skill."""
+
+    name: str
+    """The skill name."""
+    category: SlateCategory
+    """oracle / misleading / relevant / irrelevant."""
+    description: str
+    """The full description (the prompt renderer cuts it to 300 characters)."""
+    location: str = ""
+    """Where the agent reads it; always `/skills/NAME/SKILL.md` (filled in when left empty)."""
+
+    def __post_init__(self) -> None:
+        if self.category not in get_args(SlateCategory):
+            raise SlateError(f"{self.name}: category: expected one of {get_args(SlateCategory)}, got {self.category!r}")
+        expected = skill_location(self.name)
+        if not self.location:
+            object.__setattr__(self, "location", expected)
+        elif self.location != expected:
+            # Span detection finds reads by this exact path: any other location would go unseen.
+            raise SlateError(f"{self.name}: location: expected {expected!r}, got {self.location!r}")
+
+
+@dataclass(frozen=True)
+class Slate:
+    """The ordered skills one task's prompt advertises, and where the order came from."""
+
+    task_id: str
+    """The benchmark task id."""
+    bench: str
+    """The benchmark (family) name."""
+    split: Split
+    """`train` or `eval`: which shuffle tag the seed uses."""
+    seed: int
+    """The shuffle seed (`slate_seed(bench, task_id, split)` for slates built here)."""
+    entries: tuple[SlateEntry, ...]
+    """The skills in prompt order."""
+
+    def __post_init__(self) -> None:
+        if self.split not in SHUFFLE_TAGS:
+            raise SlateError(f"split: expected one of {sorted(SHUFFLE_TAGS)}, got {self.split!r}")
+        object.__setattr__(self, "entries", tuple(self.entries))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.entries)
+
+    @property
+    def oracle(self) -> str | None:
+        """The name of the (first) oracle entry; None on a slate without one."""
+        return next((e.name for e in self.entries if e.category == "oracle"), None)
+
+    def category_of(self, name: str) -> str:
+        """The slate category of `name`, or `unadvertised` for a skill not on the slate."""
+        return next((e.category for e in self.entries if e.name == name), "unadvertised")
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The skills.json form: task_id, bench, split, seed and the ordered entries."""
+        return {
+            "task_id": self.task_id,
+            "bench": self.bench,
+            "split": self.split,
+            "seed": self.seed,
+            "entries": [{k: getattr(e, k) for k in _ENTRY_KEYS} for e in self.entries],
+        }
+
+    @classmethod
+    def from_manifest(cls, data: Mapping[str, Any], source: str = "skills.json") -> Slate:
+        """Parse a skills.json manifest (keys and types checked; the shape is `slate_problem`'s job)."""
+        if not isinstance(data, Mapping):
+            raise SlateError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        _check_keys(data, _MANIFEST_KEYS, source)
+        for key in ("task_id", "bench", "split"):
+            if not isinstance(data[key], str):
+                raise SlateError(f"{source}: {key}: expected a string, got {data[key]!r}")
+        if not isinstance(data["seed"], int) or isinstance(data["seed"], bool):
+            raise SlateError(f"{source}: seed: expected an integer, got {data['seed']!r}")
+        if not isinstance(data["entries"], list):
+            raise SlateError(f"{source}: entries: expected a list, got {type(data['entries']).__name__}")
+        entries = []
+        for i, item in enumerate(data["entries"]):
+            where = f"{source}: entries[{i}]"
+            if not isinstance(item, Mapping):
+                raise SlateError(f"{where}: expected an object, got {type(item).__name__}")
+            _check_keys(item, _ENTRY_KEYS, where)
+            bad = [k for k in _ENTRY_KEYS if not isinstance(item[k], str)]
+            if bad:
+                raise SlateError(f"{where}: {bad[0]}: expected a string, got {item[bad[0]]!r}")
+            try:
+                entries.append(SlateEntry(**{k: item[k] for k in _ENTRY_KEYS}))
+            except SlateError as exc:
+                raise SlateError(f"{where}: {exc}") from exc
+        try:
+            return cls(data["task_id"], data["bench"], data["split"], data["seed"], tuple(entries))
+        except SlateError as exc:
+            raise SlateError(f"{source}: {exc}") from exc
+
+
+def _check_keys(data: Mapping[str, Any], keys: Sequence[str], where: str) -> None:
+    missing = [k for k in keys if k not in data]
+    unknown = sorted(set(data) - set(keys))
+    if missing:
+        raise SlateError(f"{where}: missing key {missing[0]!r} (expected keys {', '.join(keys)})")
+    if unknown:
+        raise SlateError(f"{where}: unknown key {unknown[0]!r} (expected keys {', '.join(keys)})")
+
+
+def slate_problem(slate: Slate | Iterable[SlateEntry]) -> str | None:
+    """None if the slate is 16 unique names with exactly one oracle and 5/5/5, else why not.
+
+    The same rule (`skillgate_core.credit.groups.slate_problem`) that rejects a group in training.
+    """
+    entries = slate.entries if isinstance(slate, Slate) else tuple(slate)
+    return _shape_problem([(e.name, e.category) for e in entries])
+
+
+def build_slate(
+    *,
+    task_id: str,
+    bench: str,
+    split: Split,
+    instruction: str,
+    oracle: str,
+    misleading: Sequence[str],
+    retriever: SkillRetriever,
+    irrelevant_outside_top: int = IRRELEVANT_OUTSIDE_TOP,
+) -> Slate:
+    """The task's slate; every name must be in the retriever's library (for its description).
+
+    Raises SlateError when the given skills are wrong (unknown, repeated, not 5 misleading) or the
+    library is too small for 5 relevant skills and 5 irrelevant ones outside the top
+    `irrelevant_outside_top`.
+    """
+    n_misleading, n_relevant, n_irrelevant = (SLATE_SHAPE[k] for k in ("misleading", "relevant", "irrelevant"))
+    given = [oracle, *misleading]
+    unknown = [n for n in given if n not in retriever.descriptions]
+    if unknown:
+        raise SlateError(f"{bench}/{task_id}: skills not in the library: {unknown}")
+    if len(misleading) != n_misleading or len(set(given)) != len(given):
+        raise SlateError(
+            f"{bench}/{task_id}: expected {n_misleading} distinct misleading skills other than the oracle "
+            f"{oracle!r}, got {list(misleading)}"
+        )
+    ranking = [r.name for r in retriever.rank(instruction, exclude=set(given))]
+    relevant = ranking[:n_relevant]
+    # Sorted by name so that the draw depends only on which skills are far, not on their scores.
+    pool = sorted(ranking[max(irrelevant_outside_top, n_relevant):])
+    if len(relevant) < n_relevant or len(pool) < n_irrelevant:
+        raise SlateError(
+            f"{bench}/{task_id}: library of {len(retriever.names)} skills is too small: need {n_relevant} "
+            f"relevant and {n_irrelevant} irrelevant outside the top {irrelevant_outside_top}, "
+            f"found {len(relevant)} and {len(pool)}"
+        )
+    irrelevant = random.Random(_tag_seed(IRRELEVANT_TAG, bench, task_id)).sample(pool, n_irrelevant)
+    members: list[tuple[str, SlateCategory]] = [(oracle, "oracle")]
+    members += [(n, "misleading") for n in misleading]
+    members += [(n, "relevant") for n in relevant]
+    members += [(n, "irrelevant") for n in irrelevant]
+    seed = slate_seed(bench, task_id, split)
+    random.Random(seed).shuffle(members)
+    entries = tuple(SlateEntry(n, c, retriever.descriptions[n]) for n, c in members)
+    slate = Slate(task_id=task_id, bench=bench, split=split, seed=seed, entries=entries)
+    problem = slate_problem(slate)
+    if problem is not None:  # unreachable by construction; a guard against a changed SLATE_SHAPE
+        raise SlateError(f"{bench}/{task_id}: {problem}")
+    return slate
+
+
+def write_slate(slate: Slate, path: str | Path) -> Path:
+    """Write the skills.json manifest atomically; a malformed slate is refused."""
+    problem = slate_problem(slate)
+    if problem is not None:
+        raise SlateError(f"{slate.bench}/{slate.task_id}: refusing to write a malformed slate: {problem}")
+    return atomic_write_json(path, slate.to_manifest())
+
+
+def read_slate(path: str | Path) -> Slate:
+    """Read a skills.json manifest; raises SlateError naming the file when it is malformed."""
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SlateError(f"{source}: expected JSON: {exc}") from exc
+    slate = Slate.from_manifest(data, str(source))
+    problem = slate_problem(slate)
+    if problem is not None:
+        raise SlateError(f"{source}: {problem}")
+    return slate
