@@ -1,0 +1,144 @@
+"""Local sampling with a transformers model: token ids, per-token log-probs and finish reasons.
+
+Rollouts keep exactly what the sampler produced (ids + log-probs); nothing is re-tokenized later.
+The log-prob of a sampled token is log_softmax(logits / temperature) at that position, the same
+quantity the trainer computes (it divides logits by the same temperature), so at the first
+optimizer step rho = exp(logp_theta - logp_old) is 1 up to float noise. top-p filtering changes
+which tokens can be drawn but not the recorded log-prob; training uses top-p 1.0 (METHOD.md 2).
+
+    model, tok = load_policy("path/to/hf-model-dir")
+    [c] = sample_completions(model, tok, [tok.apply_chat_template(msgs, add_generation_prompt=True)],
+                             SamplingConfig(max_new_tokens=64))
+    c.token_ids, c.logprobs, c.finish
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["Completion", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs"]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How completions are drawn."""
+
+    temperature: float = 1.0
+    """Logits are divided by this before sampling and before computing log-probs."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off; training keeps it off)."""
+    max_new_tokens: int = 512
+    """Longest completion; reaching it ends the turn with finish = "length"."""
+    seed: int = 0
+    """Seed of the sampling RNG."""
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError("temperature must be > 0 (greedy decoding is not a sampling policy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion."""
+
+    token_ids: tuple[int, ...]
+    """Sampled ids, the stop token included when it was sampled."""
+    logprobs: tuple[float, ...]
+    """log p(token) under the tempered sampling distribution, one per id."""
+    text: str
+    """The ids decoded with special tokens removed: the turn's response text."""
+    finish: Literal["stop", "length"]
+    """stop = a stop token was sampled; length = max_new_tokens was reached."""
+
+
+def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
+    """(model in eval mode, tokenizer) from an HF model directory, loaded as any HF checkpoint is."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    model.eval()
+    return model, tok
+
+
+def _stop_ids(tokenizer: Any) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    for tok in ("<|im_end|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.add(tid)
+    return sorted(i for i in ids if i is not None)
+
+
+def sample_completions(
+    model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig
+) -> list[Completion]:
+    """Sample one completion per prompt (prompt = token ids), batched with left padding."""
+    import torch
+
+    if not prompts:
+        return []
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+        attention[row, width - len(prompt) :] = 1
+    stop = _stop_ids(tokenizer)
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(config.seed)
+    try:
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                do_sample=True,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                top_k=0,
+                max_new_tokens=config.max_new_tokens,
+                eos_token_id=stop,
+                pad_token_id=pad,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+    finally:
+        torch.random.set_rng_state(generator_state)
+    new = out.sequences[:, width:].cpu()
+    logits = torch.stack(out.logits, dim=1).float().cpu()  # [batch, steps, vocab], raw
+    logp_all = torch.log_softmax(logits / config.temperature, dim=-1)
+    chosen = logp_all.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    completions = []
+    for row in range(len(prompts)):
+        ids = new[row].tolist()
+        end = next((i + 1 for i, t in enumerate(ids) if t in stop), None)
+        finish: Literal["stop", "length"] = "stop" if end is not None else "length"
+        ids = ids[:end] if end is not None else ids
+        completions.append(
+            Completion(
+                token_ids=tuple(ids),
+                logprobs=tuple(float(x) for x in chosen[row, : len(ids)]),
+                text=tokenizer.decode(ids, skip_special_tokens=True),
+                finish=finish,
+            )
+        )
+    return completions
+
+
+def sequence_logprobs(model: Any, prompt: Sequence[int], completion: Sequence[int], temperature: float = 1.0):
+    """Teacher-forced log-probs of `completion` after `prompt` (what the trainer computes), as a tensor."""
+    import torch
+
+    ids = torch.tensor([list(prompt) + list(completion)], dtype=torch.long, device=next(model.parameters()).device)
+    logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, ids[0, len(prompt) :].unsqueeze(-1)).squeeze(-1)
