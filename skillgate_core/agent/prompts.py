@@ -1,0 +1,57 @@
+"""Prompt profiles: the system prompt an episode starts from (METHOD.md 2).
+
+Prompt = [system, user]. System = tool schemas + agent instructions + (when the episode has skills)
+the skills section and the `<available_skills>` block in slate order. User = the task instruction,
+which never names the skill. A profile is frozen and digested: it is part of the evaluation
+protocol's fingerprint.
+
+    messages = build_messages(DEFAULT_PROFILE, instruction, slate)   # slate=None: no-skill episode
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skillgate_core.agent.tool_schemas import tool_schemas_json
+from skillgate_core.config import config_digest
+from skillgate_core.skills import Slate, render_available_skills
+
+__all__ = ["DEFAULT_PROFILE", "PromptProfile", "build_messages"]
+
+_AGENT = """You are an autonomous agent working in a Linux sandbox. Solve the user's task by calling tools.
+Call a tool with <tool_call>{"name": TOOL, "arguments": {...}}</tool_call>; you may make up to 5 calls in one turn.
+Tool results come back in <tool_response name='TOOL'>...</tool_response>. When the task is done, reply without any tool call."""
+
+_SKILLS = """Skills are folders of instructions for specialised tasks. Before acting, scan the descriptions in <available_skills>.
+If exactly one skill applies (or the most specific of several), read its SKILL.md at the exact <location> first.
+If none applies, read nothing. Never read more than one skill up front.
+You may open your first turn with <skill_reasoning>...</skill_reasoning> saying why you read a skill or none."""
+
+
+@dataclass(frozen=True)
+class PromptProfile:
+    """The fixed text around a task."""
+
+    name: str = "openclaw-v1"
+    """Profile id, recorded with every trajectory and evaluation."""
+    agent_instructions: str = _AGENT
+    """How to call tools and when to stop."""
+    skills_instructions: str = _SKILLS
+    """The skills section (METHOD.md 2), shown only when the episode has a slate."""
+    description_chars: int = 300
+    """Characters of each skill description in <available_skills>."""
+
+    def digest(self) -> str:
+        return config_digest(self)
+
+
+DEFAULT_PROFILE = PromptProfile()
+
+
+def build_messages(profile: PromptProfile, instruction: str, slate: Slate | None) -> list[dict[str, str]]:
+    """[system, user] for one episode; `slate=None` is the no-skill condition."""
+    parts = ["# Tools", tool_schemas_json(), "", profile.agent_instructions]
+    if slate is not None:
+        parts += ["", "# Skills", profile.skills_instructions,
+                  render_available_skills(slate, description_chars=profile.description_chars)]
+    return [{"role": "system", "content": "\n".join(parts)}, {"role": "user", "content": instruction}]
