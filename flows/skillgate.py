@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_markdown_artifact
 
 from deployments import RECIPES_DIR
 from flows.stage_flows import STAGE_FLOWS
 from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe
 from skillgate_core.stages import get_stage
+from tasks.stage import TRIGGER_TAG_PREFIX
+from warehouse import TRIGGERS
 
 __all__ = ["skillgate"]
 
@@ -27,6 +29,8 @@ def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "u
     trigger: who started it (ui, schedule, cli, test); recorded with the run.
     Returns {"recipe", "digest", "stages": {stage: record or {"status": "not-built"}}}.
     """
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     logger = get_run_logger()
     resolved = resolve_recipe(find_recipe(recipe, RECIPES_DIR), overrides or [])
     plan = plan_recipe(resolved)
@@ -46,7 +50,8 @@ def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "u
             lines.append(f"| {row.stage} | skipped | missing inputs: {', '.join(missing)} |")
             continue
         inputs = {r: artifacts[r] for r in get_stage(row.stage).inputs}
-        record = STAGE_FLOWS[row.stage](resolved.config_json(row.stage), inputs)
+        with tags(TRIGGER_TAG_PREFIX + trigger):  # the stage task records it with the run (warehouse)
+            record = STAGE_FLOWS[row.stage](resolved.config_json(row.stage), inputs)
         artifacts.update(record["outputs"])
         results[row.stage] = {"status": "reused" if record["reused"] else "completed", **record}
         outs = ", ".join(f"{r}: `{p}`" for r, p in record["outputs"].items())

@@ -3,21 +3,34 @@
 Inputs cross the task boundary as JSON (config values, role -> path); the result comes back as
 JSON (paths + sha256 digests + metrics), never live objects, so Prefect can hash, persist and show
 it. The task rebuilds the frozen config from its JSON, which re-checks every key and type.
+
+Every execution is recorded in the warehouse (warehouse.StageRunRecorder): the run (status running
+-> completed/failed, trigger, Prefect flow-run id, git sha + dirty flag, config digest), one segment
+for this process, its inputs (run_input of dataset_version) and outputs (dataset_version produced
+by this run). The trigger comes from a `trigger:VALUE` tag that the entry flow sets (default cli).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import runtime, task
 from prefect.artifacts import create_table_artifact
 
 from skillgate_core.config import config_from_mapping
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.stages import get_stage
+from warehouse import StageRunRecorder
 
-__all__ = ["run_stage_task"]
+__all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
+
+TRIGGER_TAG_PREFIX = "trigger:"
+
+
+def _trigger() -> str:
+    tags = runtime.task_run.tags or []
+    return next((t[len(TRIGGER_TAG_PREFIX):] for t in tags if t.startswith(TRIGGER_TAG_PREFIX)), "cli")
 
 
 @task(name="run-stage", task_run_name="{stage}", retries=0)
@@ -25,11 +38,18 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
     """Run one stage; returns the StageRecord as JSON (outputs, digests, metrics, timing)."""
     spec = get_stage(stage)
     frozen = config_from_mapping(spec.config_class(), config, f"flow parameter config of stage '{stage}'")
-    record = run_stage(stage, frozen, inputs, state_layout())
+    layout = state_layout()
+    run = StageRunRecorder.start(stage, frozen, trigger=_trigger(), flow_run_id=runtime.flow_run.id, state=layout)
+    try:
+        record = run_stage(stage, frozen, inputs, layout)
+    except BaseException as exc:
+        run.fail(exc)
+        raise
+    run.finish(record)
     rows = [{"role": r, "path": p, "sha256": record.output_digests[r]} for r, p in record.outputs.items()]
     create_table_artifact(
         key=f"{stage}-outputs",
         table=rows,
         description=f"Outputs of stage {stage} (config {record.config_digest[:12]}, reused={record.reused})",
     )
-    return record.to_json()
+    return {**record.to_json(), "run_id": run.run_id}

@@ -105,18 +105,24 @@ def _prefect_api() -> CheckRow:
 
 
 def _warehouse() -> CheckRow:
-    path = state_layout().warehouse_file
-    if not path.exists():
-        return CheckRow("warehouse", "ok", f"{path} (not created yet: the first run creates it)")
-    try:
-        import duckdb
+    from warehouse import warehouse_status
 
-        con = duckdb.connect(str(path), read_only=True)
-        n = con.execute("select count(*) from information_schema.tables").fetchone()[0]
-        con.close()
-        return CheckRow("warehouse", "ok", f"{path} ({n} tables)")
+    try:
+        s = warehouse_status(state_layout())
     except Exception as exc:
-        return CheckRow("warehouse", "fail", f"{path}: {str(exc)[:120]}", "skillgate warehouse rebuild")
+        return CheckRow("warehouse", "fail", f"{state_layout().warehouse_file}: {str(exc)[:120]}",
+                        "skillgate warehouse rebuild")
+    log = f"{s.pending} pending, {s.rejected} rejected, {s.archived} archived events"
+    if not s.exists:
+        return CheckRow("warehouse", "ok", f"{s.file} (not created yet: the first run creates it; {log})")
+    if s.busy:
+        return CheckRow("warehouse", "warn", f"{s.file}: locked by a writer for 3 s ({log})", "retry in a moment")
+    detail = f"{s.file}: schema v{s.schema_version} (code v{s.latest_version}), {s.rows.get('run', 0)} runs; {log}"
+    if s.schema_version < s.latest_version:
+        return CheckRow("warehouse", "warn", detail, "skillgate warehouse ingest (migrates the schema)")
+    if s.rejected:
+        return CheckRow("warehouse", "warn", detail, "skillgate warehouse verify (lists refused events and why)")
+    return CheckRow("warehouse", "ok", detail)
 
 
 def _state_dir() -> list[CheckRow]:

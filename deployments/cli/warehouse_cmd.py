@@ -1,0 +1,203 @@
+"""`skillgate sql`, `skillgate lineage`, and `skillgate warehouse status|verify|rebuild|ingest|requeue`.
+
+    skillgate sql "select stage, status, git_sha from v_run order by started_at"
+    skillgate sql "select * from metric_lineage('exp-1/eval70-s200/trial_success')" --format json
+    skillgate lineage exp-1/eval70-s200/trial_success      # metric -> evaluation -> export -> run -> config, inputs
+    skillgate lineage exp-1/step-200                       # an export (or an evaluation, run, dataset digest)
+    skillgate warehouse verify                             # files vs warehouse; exit 1 on drift
+    skillgate warehouse rebuild                            # rebuild the file from the event archive
+    skillgate warehouse requeue                            # retry refused events (see verify for why)
+
+All reads go through warehouse.read (ingest pending events first, then a read-only connection), so
+`sql` cannot modify the warehouse.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+__all__ = ["register"]
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    return str(value)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def _print_result(columns: tuple[str, ...], rows: list[tuple[Any, ...]], fmt: str, title: str) -> None:
+    if fmt == "json":
+        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str, indent=2))
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(columns)
+        w.writerows([[_cell(v) for v in r] for r in rows])
+    else:
+        table = Table(title=title)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            table.add_row(*(escape(_cell(v)) for v in r))
+        console.print(table)
+
+
+def _facts(facts: dict[str, Any]) -> str:
+    parts = []
+    for k, v in facts.items():
+        if v is None or v == "":
+            continue
+        text = _cell(v)
+        parts.append(f"{k}={text if len(text) <= 160 else text[:157] + '...'}")
+    return "  ".join(parts)
+
+
+def _tree(node: Any, into: Tree | None = None) -> Tree:
+    label = f"[bold]{node.kind}[/] {escape(node.id)}  [dim]{escape(_facts(node.facts))}[/]"
+    branch = Tree(label) if into is None else into.add(label)
+    for child in node.children:
+        _tree(child, branch)
+    return branch
+
+
+def register(app: typer.Typer) -> None:
+    wh_app = typer.Typer(help="The experiment warehouse: status, verify (files vs rows), rebuild, ingest.",
+                         no_args_is_help=True)
+    app.add_typer(wh_app, name="warehouse")
+
+    @app.command()
+    def sql(
+        statement: str = typer.Argument(..., help="one SQL statement (read-only)"),
+        fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json"),
+        limit: int = typer.Option(1000, help="print at most this many rows (0: all)"),
+    ) -> None:
+        """Run a read-only SQL query on the warehouse and print the rows."""
+        from warehouse import query
+
+        if fmt not in ("table", "csv", "json"):
+            raise _fail(f"--format must be table, csv or json, got {fmt!r}")
+        try:
+            res = query(statement)
+        except duckdb.Error as exc:
+            raise _fail(str(exc).splitlines()[0]) from None
+        rows = res.rows if limit <= 0 else res.rows[:limit]
+        title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
+        _print_result(res.columns, rows, fmt, title)
+        if res.pending:
+            err_console.print(f"[yellow]note:[/] {res.pending} event file(s) not ingested yet (warehouse busy)")
+
+    @app.command()
+    def lineage(
+        some_id: str = typer.Argument(..., metavar="ID", help="metric id, export id, evaluation id, run id or dataset sha256"),
+        as_json: bool = typer.Option(False, "--json", help="print the chain as JSON"),
+    ) -> None:
+        """Print the upstream chain of a metric or export: evaluation, export, run, config, commit, inputs."""
+        from warehouse import lineage_tree, read_connection
+
+        with read_connection() as con:
+            node = lineage_tree(con, some_id)
+        if node is None:
+            raise _fail(f"no metric, evaluation, export, run, dataset or experiment has id '{some_id}' "
+                        "(ids of owned things are EXPERIMENT_ID/NAME)", code=1)
+        if as_json:
+            print(json.dumps(dataclasses.asdict(node), default=str, indent=2))
+        else:
+            console.print(_tree(node))
+
+    @wh_app.command("status")
+    def status_cmd() -> None:
+        """File, schema version, row counts and the event log."""
+        from warehouse import warehouse_status
+
+        s = warehouse_status()
+        table = Table(title=f"warehouse {s.file}")
+        table.add_column("what")
+        table.add_column("value")
+        version = "busy" if s.busy else f"{s.schema_version} (code ships {s.latest_version})"
+        for k, v in [("exists", s.exists), ("schema version", version), ("pending events", s.pending),
+                     ("rejected events", s.rejected), ("archived events", s.archived), *s.rows.items()]:
+            table.add_row(str(k), str(v))
+        console.print(table)
+
+    @wh_app.command()
+    def verify(
+        quick: bool = typer.Option(False, "--quick", help="skip recomputing content digests"),
+        as_json: bool = typer.Option(False, "--json", help="print the drift as JSON"),
+    ) -> None:
+        """Check that the experiment folders and the warehouse agree; list every drift (exit 1 if any)."""
+        from warehouse import verify as run_verify
+
+        report = run_verify(digests=not quick)
+        if as_json:
+            print(json.dumps({"ok": report.ok, "checked": report.checked,
+                              "drift": [dataclasses.asdict(d) for d in report.drift]}, indent=2))
+        else:
+            checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
+            if report.ok:
+                console.print(f"[green]ok[/]: files and warehouse agree ({checked})")
+            else:
+                table = Table(title=f"{len(report.drift)} drift(s) ({checked} checked)")
+                for c in ("kind", "subject", "detail"):
+                    table.add_column(c, overflow="fold")
+                for d in report.drift:
+                    table.add_row(d.kind, escape(d.subject), escape(d.detail))
+                console.print(table)
+        if not report.ok:
+            raise typer.Exit(1)
+
+    @wh_app.command()
+    def rebuild() -> None:
+        """Rebuild the warehouse file from the event archive (after deleting or corrupting it)."""
+        from warehouse import rebuild as run_rebuild
+
+        report = run_rebuild()
+        console.print(f"rebuilt from {report.files} archived event file(s) in {report.seconds} s"
+                      + (f"; then ingested {report.after.ingested} pending" if report.after else ""))
+        for name, reason in report.failed:
+            err_console.print(f"[bold red]refused on replay:[/] {name}: {escape(reason)}")
+        if report.failed:
+            raise typer.Exit(1)
+
+    @wh_app.command()
+    def requeue(names: list[str] = typer.Argument(None, help="rejected event files (default: all)")) -> None:
+        """Put rejected events back in the spool (after recording what they lacked) and ingest them."""
+        from skillgate_core.paths import state_layout
+        from warehouse import event_log
+        from warehouse import ingest as run_ingest
+        from warehouse.spool import requeue_rejected
+
+        state = state_layout()
+        moved = requeue_rejected(event_log(state), names or None)
+        r = run_ingest(state, lock_wait_s=10.0, db_wait_s=10.0)
+        console.print(f"re-queued {len(moved)}; ingested {r.ingested}, rejected again {r.rejected}")
+
+    @wh_app.command()
+    def ingest() -> None:
+        """Apply pending events now (normally every record and every read does this)."""
+        from warehouse import ingest as run_ingest
+
+        r = run_ingest(lock_wait_s=10.0, db_wait_s=10.0)
+        console.print(f"ingested {r.ingested}, rejected {r.rejected}, pending {r.pending}" + (" (busy)" if r.busy else ""))

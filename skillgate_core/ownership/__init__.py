@@ -1,0 +1,129 @@
+"""Experiment ownership on disk (METHOD.md 10): pure file operations, no Prefect, no warehouse.
+
+One scientific experiment owns its segments (one per process lifetime), its model exports and every
+evaluation of its models, all under SKILLGATE_HOME/experiments/EXPERIMENT_ID/ (layout.py draws the
+tree). Every JSON record is written to a temp file and renamed; exports, checkpoints and eval rows
+are built in a temp folder and renamed into place; the resume rules raise one error class each
+(errors.py). The warehouse records what these functions return; `skillgate warehouse verify`
+checks the two agree.
+
+    from skillgate_core.ownership import create_experiment, start_segment, build_export
+    root = experiments_root(state_layout())
+    create_experiment(root, "exp-1", algorithm="grpo:skillgate", data="...", init="...", hypothesis="...")
+    start_segment(root, "run-a", experiment_id="exp-1")
+    build_export(root, "exp-1", "step-200", run_name="run-a", step=200, write=model.save_pretrained)
+"""
+
+from skillgate_core.ownership.atomic import remove_stale_builds, stale_builds
+from skillgate_core.ownership.catalog import load_catalog, refresh_catalog, scan_catalog
+from skillgate_core.ownership.errors import (
+    CheckpointExists,
+    CheckpointOutsideExperiment,
+    EvalExists,
+    EvalRowExists,
+    ExperimentExists,
+    ExperimentIdRequired,
+    ExportExists,
+    ExportInvalid,
+    InvalidName,
+    LatestStepMismatch,
+    OwnershipError,
+    ResumeError,
+    ResumeRequired,
+    SegmentNotEmpty,
+    UnknownEval,
+    UnknownExperiment,
+    UnknownExport,
+    UnknownSegment,
+)
+from skillgate_core.ownership.evals import (
+    count_eval_rows,
+    finish_eval,
+    list_eval_rows,
+    list_evals,
+    load_eval,
+    start_eval,
+    write_eval_row,
+)
+from skillgate_core.ownership.experiment import (
+    create_experiment,
+    list_experiments,
+    load_experiment,
+    open_experiment,
+)
+from skillgate_core.ownership.exports import build_export, list_exports, load_export, validate_export_dir
+from skillgate_core.ownership.layout import ExperimentDir, experiment_dir, experiments_root
+from skillgate_core.ownership.records import (
+    CheckpointRef,
+    EvalRecord,
+    ExperimentRecord,
+    ExportRecord,
+    ResumePoint,
+    SegmentRecord,
+)
+from skillgate_core.ownership.segments import (
+    finish_segment,
+    latest_checkpoint,
+    list_checkpoints,
+    list_segments,
+    load_segment,
+    save_checkpoint,
+    start_segment,
+)
+
+__all__ = [
+    "CheckpointExists",
+    "CheckpointOutsideExperiment",
+    "CheckpointRef",
+    "EvalExists",
+    "EvalRecord",
+    "EvalRowExists",
+    "ExperimentDir",
+    "ExperimentExists",
+    "ExperimentIdRequired",
+    "ExperimentRecord",
+    "ExportExists",
+    "ExportInvalid",
+    "ExportRecord",
+    "InvalidName",
+    "LatestStepMismatch",
+    "OwnershipError",
+    "ResumeError",
+    "ResumePoint",
+    "ResumeRequired",
+    "SegmentNotEmpty",
+    "SegmentRecord",
+    "UnknownEval",
+    "UnknownExperiment",
+    "UnknownExport",
+    "UnknownSegment",
+    "build_export",
+    "count_eval_rows",
+    "create_experiment",
+    "experiment_dir",
+    "experiments_root",
+    "finish_eval",
+    "finish_segment",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "list_eval_rows",
+    "list_evals",
+    "list_experiments",
+    "list_exports",
+    "list_segments",
+    "load_catalog",
+    "load_eval",
+    "load_experiment",
+    "load_export",
+    "load_segment",
+    "open_experiment",
+    "refresh_catalog",
+    "remove_stale_builds",
+    "save_checkpoint",
+    "scan_catalog",
+    "stale_builds",
+    "start_eval",
+    "start_segment",
+    "validate_export_dir",
+    "write_eval_row",
+]

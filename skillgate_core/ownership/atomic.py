@@ -1,0 +1,136 @@
+"""Atomic publication of files and folders: build under a temp name, fsync, rename into place.
+
+A reader (another process, `verify`, the catalog) sees either nothing or the complete artifact: a
+process killed mid-build leaves only a `.tmp-NAME-PID-RANDOM` folder, which listings skip and
+`remove_stale_builds` deletes once its PID is gone. JSON records go through
+skillgate_core.digests.atomic_write_json (temp file + fsync + rename) for the same reason.
+
+    with building_dir(final) as tmp:
+        write_everything_into(tmp)
+        validate(tmp)
+    # here `final` exists and is complete; on an exception nothing was published
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.ownership.layout import TMP_PREFIX
+
+__all__ = ["atomic_create_json", "building_dir", "fsync_tree", "read_json", "remove_stale_builds", "stale_builds"]
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def atomic_create_json(path: Path, data: Any) -> None:
+    """Write `path` complete and only if it does not exist yet (FileExistsError otherwise).
+
+    The JSON goes to a temp file first (fsynced), then `os.link` publishes it: link refuses an
+    existing target, so creation is exclusive between processes and never half-written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _tmp_name(final: Path) -> str:
+    return f"{TMP_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _pid_of(tmp: Path) -> int | None:
+    try:
+        return int(tmp.name.rsplit("-", 2)[-2])
+    except (IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and folder under `root`, so the rename never publishes data still in flight."""
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def building_dir(final: Path) -> Iterator[Path]:
+    """Yield a fresh temp folder beside `final`; on normal exit fsync it and rename it to `final`.
+
+    Raises FileExistsError when `final` already exists (checked before and, through rename's own
+    refusal of a non-empty target, at publication). On any exception the temp folder is removed.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        raise FileExistsError(str(final))
+    tmp = final.parent / _tmp_name(final)
+    tmp.mkdir()
+    try:
+        yield tmp
+        fsync_tree(tmp)
+        if final.exists():  # rename() would silently replace an *empty* folder: refuse that too
+            raise FileExistsError(str(final))
+        os.rename(tmp, final)
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def stale_builds(parent: Path) -> list[Path]:
+    """Temp build folders under `parent` whose creating process is gone (killed or crashed)."""
+    if not parent.is_dir():
+        return []
+    out = []
+    for p in sorted(parent.iterdir()):
+        if p.name.startswith(TMP_PREFIX) and p.is_dir():
+            pid = _pid_of(p)
+            if pid is None or not _alive(pid):
+                out.append(p)
+    return out
+
+
+def remove_stale_builds(parent: Path) -> list[Path]:
+    """Delete the stale temp builds under `parent`; returns what was removed."""
+    removed = stale_builds(parent)
+    for p in removed:
+        shutil.rmtree(p, ignore_errors=True)
+    return removed

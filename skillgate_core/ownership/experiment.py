@@ -1,0 +1,67 @@
+"""Create, load and list experiments (experiment.json under SKILLGATE_HOME/experiments/ID/).
+
+    rec = create_experiment(root, "grpo-sg-001", algorithm="grpo:skillgate", data="rl_train@3f2a...",
+                            init="sft-merged@9c1d...", hypothesis="selector credit beats task-only")
+    load_experiment(root, "grpo-sg-001")        # UnknownExperiment if absent
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillgate_core.ownership.atomic import atomic_create_json, read_json
+from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
+from skillgate_core.ownership.layout import EXPERIMENT_FILE, ExperimentDir, experiment_dir
+from skillgate_core.ownership.records import ExperimentRecord, utc_now
+from skillgate_core.ownership.touch import touch_catalog
+
+__all__ = ["create_experiment", "list_experiments", "load_experiment", "open_experiment"]
+
+
+def create_experiment(
+    root: Path, experiment_id: str, *, algorithm: str, data: str, init: str, hypothesis: str
+) -> ExperimentRecord:
+    """Create the experiment folder and its experiment.json; ExperimentExists if it already has one."""
+    exp = experiment_dir(root, experiment_id)
+    exp.root.mkdir(parents=True, exist_ok=True)
+    record = ExperimentRecord(
+        experiment_id=experiment_id, algorithm=algorithm, data=data, init=init,
+        hypothesis=hypothesis, created_at=utc_now(),
+    )
+    try:
+        atomic_create_json(exp.experiment_file, record.to_json())  # exclusive and never half-written
+    except FileExistsError:
+        raise ExperimentExists(
+            f"experiment '{experiment_id}' already exists at {exp.root}; a new experiment is only for a "
+            "change of algorithm, data, init or hypothesis: resume it, or pick a new id"
+        ) from None
+    touch_catalog(root)
+    return record
+
+
+def open_experiment(root: Path, experiment_id: str | None) -> tuple[ExperimentDir, ExperimentRecord]:
+    """The folder and record of an existing experiment; UnknownExperiment if it has no experiment.json."""
+    exp = experiment_dir(root, experiment_id or "")
+    if not exp.experiment_file.is_file():
+        known = ", ".join(r.experiment_id for r in list_experiments(root)[:10]) or "none"
+        raise UnknownExperiment(
+            f"no experiment '{experiment_id}' under {Path(root).resolve()} (no {EXPERIMENT_FILE}); known: {known}"
+        )
+    return exp, ExperimentRecord.from_json(read_json(exp.experiment_file))
+
+
+def load_experiment(root: Path, experiment_id: str) -> ExperimentRecord:
+    return open_experiment(root, experiment_id)[1]
+
+
+def list_experiments(root: Path) -> list[ExperimentRecord]:
+    """Every experiment with an experiment.json under `root`, sorted by id."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    out = []
+    for p in sorted(base.iterdir()):
+        f = p / EXPERIMENT_FILE
+        if p.is_dir() and not p.name.startswith(".") and f.is_file():
+            out.append(ExperimentRecord.from_json(read_json(f)))
+    return out

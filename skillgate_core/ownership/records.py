@@ -1,0 +1,189 @@
+"""The JSON records of the ownership layout, as frozen dataclasses (what the files hold).
+
+Each record round-trips through `to_json` / `from_json`; files are written with
+skillgate_core.digests.atomic_write_json. Timestamps are UTC ISO-8601 strings ending in "Z".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+__all__ = [
+    "CheckpointRef",
+    "EvalRecord",
+    "ExperimentRecord",
+    "ExportRecord",
+    "ResumePoint",
+    "SegmentRecord",
+    "current_host",
+    "utc_now",
+]
+
+R = TypeVar("R")
+
+
+def utc_now() -> str:
+    """Now, UTC, ISO-8601 with microseconds and a trailing Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def current_host() -> str:
+    return socket.gethostname()
+
+
+def _from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class ExperimentRecord:
+    """experiment.json: one scientific experiment (a new one only for new algorithm/data/init/hypothesis)."""
+
+    experiment_id: str
+    """Stable across resumes; the folder name."""
+    algorithm: str
+    """The training algorithm / profile (e.g. 'grpo:skillgate')."""
+    data: str
+    """Which training data (a dataset digest or name)."""
+    init: str
+    """The initial model (an export id, a dataset digest or a path)."""
+    hypothesis: str
+    """What the experiment tests, in a sentence."""
+    created_at: str
+    """UTC ISO time of creation."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExperimentRecord:
+        return _from_json(cls, data)
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A complete checkpoint found on disk."""
+
+    run_name: str
+    """The segment that wrote it."""
+    step: int
+    """Optimizer step."""
+    path: str
+    """Absolute path of its folder."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed segment continues from."""
+
+    run_name: str
+    """The segment holding the checkpoint."""
+    step: int
+    """The checkpoint's step (= the caller's expected latest step)."""
+    checkpoint: str
+    """Absolute path of the checkpoint folder."""
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """segments/RUN_NAME/run.json: one process lifetime of an experiment."""
+
+    experiment_id: str
+    """The owning experiment."""
+    run_name: str
+    """The segment's name (RUN_NAME); never reused."""
+    ordinal: int
+    """0 for the first segment of the experiment, then 1, 2, ... in start order."""
+    host: str
+    """Hostname of the process."""
+    pid: int
+    """Process id."""
+    started_at: str
+    """UTC ISO start time."""
+    resumed_from: ResumePoint | None = None
+    """The checkpoint it resumed from; None for a fresh start."""
+    ended_at: str | None = None
+    """UTC ISO end time; None while running (or after a crash)."""
+    exit_reason: str | None = None
+    """Why it ended ('completed', 'failed: ...', 'preempted', ...); None while running."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SegmentRecord:
+        rec = _from_json(cls, data)
+        if isinstance(rec.resumed_from, Mapping):
+            rec = dataclasses.replace(rec, resumed_from=ResumePoint(**rec.resumed_from))
+        return rec
+
+
+@dataclass(frozen=True)
+class ExportRecord:
+    """What model/exports/EXPORT_ID/lineage.json holds (plus the path and digest once published)."""
+
+    export_id: str
+    """The export's name (folder name)."""
+    experiment_id: str
+    """The owning experiment."""
+    run_name: str
+    """The segment whose weights these are."""
+    step: int
+    """Optimizer step of the weights."""
+    created_at: str
+    """UTC ISO time of publication."""
+    lineage: Mapping[str, Any] = field(default_factory=dict)
+    """Caller facts: warehouse run id, config digest, git sha, source checkpoint, ..."""
+    path: str = ""
+    """Absolute path of the published folder (not stored in lineage.json)."""
+    weights_sha256: str = ""
+    """path_sha256 of the published folder (not stored in lineage.json)."""
+
+    def lineage_json(self) -> dict[str, Any]:
+        return {
+            "export_id": self.export_id,
+            "experiment_id": self.experiment_id,
+            "run_name": self.run_name,
+            "step": self.step,
+            "created_at": self.created_at,
+            "lineage": dict(self.lineage),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExportRecord:
+        return _from_json(cls, data)
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """eval/EVAL_ID/eval.json: one evaluation of one export of this experiment under one protocol."""
+
+    eval_id: str
+    """The evaluation's name (folder name)."""
+    experiment_id: str
+    """The experiment owning the evaluated export."""
+    export_id: str
+    """The evaluated export (must exist in this experiment)."""
+    protocol_fingerprint: str
+    """The frozen protocol's fingerprint (METHOD.md 8)."""
+    status: str
+    """'running', 'completed' or 'failed'."""
+    started_at: str
+    """UTC ISO start time."""
+    finished_at: str | None = None
+    """UTC ISO end time; None while running."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Caller facts (warehouse run id, dataset digest, sampling settings, ...)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalRecord:
+        return _from_json(cls, data)

@@ -1,0 +1,129 @@
+"""The experiment warehouse: one DuckDB file of lineage, written by one writer, read by anyone.
+
+"Which model export, trained from which data, config and commit, produced this number?" is one
+query: `select * from metric_lineage('EXP/EVAL/trial_success')` (or `skillgate lineage ID`).
+
+How it fits together (each module's docstring says more):
+  events.py     the facts, as frozen dataclasses (RunStarted, ModelExported, EvalTrials, ...)
+  spool.py      writers append event files to SKILLGATE_HOME/warehouse-log/spool; never DuckDB
+  ingest.py     the one writer: spool -> DuckDB in order, one short transaction per batch,
+                refused events to rejected/ with a reason, applied ones to archive/
+  apply.py      event -> SQL; migrations/*.sql hold the tables, keys and constraints
+  read.py       readers ingest first (best effort), then open read-only with retry/backoff
+  queries.py    lineage queries (also views/macros in the schema) and the lineage tree
+  rebuild.py    delete the file -> replay the archive -> identical warehouse
+  verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
+  recording.py  record(*events), builders from ownership records, StageRunRecorder
+  status.py     a look without changing anything (doctor, `skillgate warehouse status`)
+  guard.py      Ray workers never record, ingest or read: the driver (a Prefect task) does
+
+Why an event log and not "short connections with retry" alone: appending a file never waits on
+DuckDB's one-writer lock, so a writer never blocks or fails because a reader or another writer
+holds the file; the archive of applied events makes `rebuild` exact; a refused event is kept
+with its reason instead of being lost in a log line.
+
+    from warehouse import record, query, RunStarted
+    record(RunStarted(...))
+    query("select stage, status from run order by started_at").rows
+"""
+
+from warehouse.events import (
+    TRIGGERS,
+    DatasetVersion,
+    EvalMetric,
+    EvalMetrics,
+    EvalProtocol,
+    EvalTrial,
+    EvalTrials,
+    EvaluationFinished,
+    EvaluationStarted,
+    ExperimentCreated,
+    ModelExported,
+    RunFinished,
+    RunInput,
+    RunStarted,
+    SegmentEnded,
+    SegmentStarted,
+)
+from warehouse.guard import NotInRayWorker
+from warehouse.ids import eval_key, export_key, metric_key, new_run_id, segment_key
+from warehouse.ingest import IngestReport, ingest
+from warehouse.migrate import LATEST_VERSION, current_version
+from warehouse.queries import (
+    LineageNode,
+    dataset_upstream,
+    experiment_exports,
+    export_lineage,
+    lineage_tree,
+    metric_lineage,
+    resolve_id,
+)
+from warehouse.read import QueryResult, WarehouseBusy, query, read_connection
+from warehouse.rebuild import RebuildReport, rebuild
+from warehouse.recording import (
+    StageRunRecorder,
+    evaluation_started,
+    experiment_created,
+    model_exported,
+    record,
+    segment_ended,
+    segment_started,
+)
+from warehouse.spool import event_log
+from warehouse.status import WarehouseStatus, warehouse_status
+from warehouse.verify import Drift, VerifyReport, verify
+
+__all__ = [
+    "LATEST_VERSION",
+    "TRIGGERS",
+    "DatasetVersion",
+    "Drift",
+    "EvalMetric",
+    "EvalMetrics",
+    "EvalProtocol",
+    "EvalTrial",
+    "EvalTrials",
+    "EvaluationFinished",
+    "EvaluationStarted",
+    "ExperimentCreated",
+    "IngestReport",
+    "LineageNode",
+    "ModelExported",
+    "NotInRayWorker",
+    "QueryResult",
+    "RebuildReport",
+    "RunFinished",
+    "RunInput",
+    "RunStarted",
+    "SegmentEnded",
+    "SegmentStarted",
+    "StageRunRecorder",
+    "VerifyReport",
+    "WarehouseBusy",
+    "WarehouseStatus",
+    "current_version",
+    "dataset_upstream",
+    "eval_key",
+    "evaluation_started",
+    "event_log",
+    "experiment_created",
+    "experiment_exports",
+    "export_key",
+    "export_lineage",
+    "ingest",
+    "lineage_tree",
+    "metric_key",
+    "metric_lineage",
+    "model_exported",
+    "new_run_id",
+    "query",
+    "read_connection",
+    "rebuild",
+    "record",
+    "resolve_id",
+    "segment_ended",
+    "segment_key",
+    "segment_started",
+    "verify",
+    "warehouse_status",
+]

@@ -1,0 +1,241 @@
+"""Apply events to an open read-write DuckDB connection (the one writer calls this, nobody else).
+
+Each event kind has one handler of plain parameterised SQL. The schema's keys and constraints do
+most of the refusing (an export whose run or segment does not exist, an evaluation of an unknown
+export, a trial of an unknown evaluation, a second end of a run, a bad digest, an unknown
+trigger); handlers add the checks a constraint cannot express (a re-recorded definition must not
+change) and turn the common refusals into plain messages. The tables are append-only (001's
+header says why): an end is an insert into run_end / segment_end / evaluation_end, never an
+UPDATE. Anything refused raises one of REJECTABLE, which the caller turns into a rejected event
+with its reason; other errors (disk, I/O) propagate and leave the events pending.
+
+Definitions keyed by content (config, dataset_version, eval_protocol, experiment) are idempotent:
+recording the same one twice is fine; recording a different body under the same key is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import duckdb
+
+from warehouse.events import (
+    DatasetVersion,
+    EvalMetrics,
+    EvalProtocol,
+    EvalTrials,
+    EvaluationFinished,
+    EvaluationStarted,
+    EventFormatError,
+    ExperimentCreated,
+    ModelExported,
+    RunFinished,
+    RunInput,
+    RunStarted,
+    SegmentEnded,
+    SegmentStarted,
+)
+from warehouse.ids import metric_key
+
+__all__ = ["REJECTABLE", "LineageError", "apply_event", "apply_events"]
+
+
+class LineageError(ValueError):
+    """An event contradicts the recorded lineage in a way no table constraint expresses."""
+
+
+REJECTABLE: tuple[type[BaseException], ...] = (
+    LineageError,
+    EventFormatError,
+    duckdb.ConstraintException,
+    duckdb.ConversionException,
+    duckdb.InvalidInputException,
+    duckdb.OutOfRangeException,
+    duckdb.TypeMismatchException,
+)
+"""The errors an event's content is expected to cause (ingest refuses any other non-environmental
+error too, flagged as unexpected, so a handler bug cannot block later events)."""
+
+Con = duckdb.DuckDBPyConnection
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _one(con: Con, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    return con.execute(sql, params).fetchone()
+
+
+def _experiment(con: Con, e: ExperimentCreated) -> None:
+    values = [e.algorithm, e.data, e.init, e.hypothesis, e.uri]
+    row = _one(con, "select algorithm, data, init, hypothesis, uri from experiment where experiment_id = ?",
+               [e.experiment_id])
+    if row is None:
+        con.execute("insert into experiment values (?, ?, ?, ?, ?, ?, ?::timestamptz)",
+                    [e.experiment_id, *values, e.created_at])
+    elif list(row) != values:
+        raise LineageError(f"experiment '{e.experiment_id}' already recorded with different fields")
+
+
+def _config(con: Con, digest: str, config_type: str, body: Any) -> None:
+    text = _json(body)
+    row = _one(con, "select config_type, body::varchar from config where config_digest = ?", [digest])
+    if row is None:
+        con.execute("insert into config values (?, ?, ?::json)", [digest, config_type, text])
+    elif row[0] != config_type or json.loads(row[1]) != body:
+        raise LineageError(f"config {digest[:12]} already recorded with a different body")
+
+
+def _run_started(con: Con, e: RunStarted) -> None:
+    _config(con, e.config_digest, e.config_type, e.config_body)
+    con.execute(
+        "insert into run (run_id, stage, experiment_id, \"trigger\", flow_run_id, git_sha, git_dirty,"
+        " config_digest, started_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.run_id, e.stage, e.experiment_id, e.trigger, e.flow_run_id, e.git_sha, e.git_dirty,
+         e.config_digest, e.started_at],
+    )
+
+
+def _run_finished(con: Con, e: RunFinished) -> None:
+    # run_end's key refuses a second end; the explicit checks only make the message say which case
+    if _one(con, "select 1 from run where run_id = ?", [e.run_id]) is None:
+        raise LineageError(f"run '{e.run_id}' is unknown")
+    ended = _one(con, "select status from run_end where run_id = ?", [e.run_id])
+    if ended is not None:
+        raise LineageError(f"run '{e.run_id}' already finished ({ended[0]})")
+    con.execute(
+        "insert into run_end values (?, ?, ?, ?::timestamptz, ?, ?::json)",
+        [e.run_id, e.status, e.reused, e.finished_at, e.error, _json(e.metrics)],
+    )
+
+
+def _segment_started(con: Con, e: SegmentStarted) -> None:
+    con.execute(
+        "insert into segment (segment_id, run_name, run_id, experiment_id, ordinal, host, pid,"
+        " resumed_from_segment, resumed_from_step, started_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.segment_id, e.run_name, e.run_id, e.experiment_id, e.ordinal, e.host, e.pid,
+         e.resumed_from_segment, e.resumed_from_step, e.started_at],
+    )
+
+
+def _segment_ended(con: Con, e: SegmentEnded) -> None:
+    if _one(con, "select 1 from segment where segment_id = ?", [e.segment_id]) is None:
+        raise LineageError(f"segment '{e.segment_id}' is unknown")
+    if _one(con, "select 1 from segment_end where segment_id = ?", [e.segment_id]) is not None:
+        raise LineageError(f"segment '{e.segment_id}' already ended")
+    con.execute("insert into segment_end values (?, ?::timestamptz, ?)", [e.segment_id, e.ended_at, e.exit_reason])
+
+
+def _dataset(con: Con, sha: str, uri: str, kind: str, produced_by: str | None, created_at: str) -> None:
+    # Same content recorded again (a reused stage, a second copy): the first producer stays.
+    con.execute(
+        "insert into dataset_version values (?, ?, ?, ?, ?::timestamptz) on conflict do nothing",
+        [sha, uri, kind, produced_by, created_at],
+    )
+
+
+def _dataset_version(con: Con, e: DatasetVersion) -> None:
+    if e.produced_by_run is not None and _one(con, "select 1 from run where run_id = ?", [e.produced_by_run]) is None:
+        raise LineageError(f"dataset {e.sha256[:12]}: producing run '{e.produced_by_run}' is unknown")
+    _dataset(con, e.sha256, e.uri, e.dataset_kind, e.produced_by_run, e.created_at)
+
+
+def _run_input(con: Con, e: RunInput) -> None:
+    con.execute("insert into run_input values (?, ?, ?)", [e.run_id, e.role, e.dataset_sha256])
+
+
+def _model_exported(con: Con, e: ModelExported) -> None:
+    if _one(con, "select 1 from run where run_id = ?", [e.run_id]) is None:
+        raise LineageError(f"export '{e.export_id}': run '{e.run_id}' is unknown")
+    _dataset(con, e.weights_sha256, e.uri, "model_export", e.run_id, e.created_at)
+    con.execute(
+        "insert into model_export values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.export_id, e.export_name, e.experiment_id, e.run_id, e.segment_id, e.step, e.uri,
+         e.weights_sha256, e.validated, e.created_at],
+    )
+
+
+def _eval_protocol(con: Con, e: EvalProtocol) -> None:
+    row = _one(con, "select spec_id, body::varchar from eval_protocol where fingerprint = ?", [e.fingerprint])
+    if row is None:
+        con.execute("insert into eval_protocol values (?, ?, ?::json, ?::timestamptz)",
+                    [e.fingerprint, e.spec_id, _json(e.body), e.created_at])
+    elif row[0] != e.spec_id or json.loads(row[1]) != e.body:
+        raise LineageError(f"protocol fingerprint '{e.fingerprint}' already recorded with a different body")
+
+
+def _evaluation_started(con: Con, e: EvaluationStarted) -> None:
+    con.execute(
+        "insert into evaluation (eval_id, export_id, protocol_fingerprint, run_id, dataset_sha256, uri,"
+        " started_at) values (?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.eval_id, e.export_id, e.protocol_fingerprint, e.run_id, e.dataset_sha256, e.uri, e.started_at],
+    )
+
+
+def _evaluation_finished(con: Con, e: EvaluationFinished) -> None:
+    if _one(con, "select 1 from evaluation where eval_id = ?", [e.eval_id]) is None:
+        raise LineageError(f"evaluation '{e.eval_id}' is unknown")
+    ended = _one(con, "select status from evaluation_end where eval_id = ?", [e.eval_id])
+    if ended is not None:
+        raise LineageError(f"evaluation '{e.eval_id}' already finished ({ended[0]})")
+    con.execute("insert into evaluation_end values (?, ?, ?::timestamptz)", [e.eval_id, e.status, e.finished_at])
+
+
+def _require_evaluation(con: Con, eval_id: str) -> tuple[Any, ...]:
+    row = _one(con, "select export_id, dataset_sha256 from evaluation where eval_id = ?", [eval_id])
+    if row is None:
+        raise LineageError(f"evaluation '{eval_id}' is unknown")
+    return row
+
+
+def _eval_trials(con: Con, e: EvalTrials) -> None:
+    _require_evaluation(con, e.eval_id)
+    if e.trials:
+        con.executemany(
+            "insert into eval_trial values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [[e.eval_id, t.row_id, t.trial_index, t.task_id, t.benchmark, t.repeat, t.outcome, t.reward,
+              t.n_turns, t.n_reads] for t in e.trials],
+        )
+
+
+def _eval_metrics(con: Con, e: EvalMetrics) -> None:
+    export_id, dataset_sha256 = _require_evaluation(con, e.eval_id)
+    if e.metrics:
+        con.executemany(
+            "insert into eval_metric values (?, ?, ?, ?, ?, ?, ?, ?)",
+            [[metric_key(e.eval_id, m.name, m.scope), e.eval_id, export_id, dataset_sha256, m.name, m.scope,
+              m.value, m.n] for m in e.metrics],
+        )
+
+
+_HANDLERS: dict[type, Callable[[Con, Any], None]] = {
+    ExperimentCreated: _experiment,
+    RunStarted: _run_started,
+    RunFinished: _run_finished,
+    SegmentStarted: _segment_started,
+    SegmentEnded: _segment_ended,
+    DatasetVersion: _dataset_version,
+    RunInput: _run_input,
+    ModelExported: _model_exported,
+    EvalProtocol: _eval_protocol,
+    EvaluationStarted: _evaluation_started,
+    EvaluationFinished: _evaluation_finished,
+    EvalTrials: _eval_trials,
+    EvalMetrics: _eval_metrics,
+}
+
+
+def apply_event(con: Con, event: Any) -> None:
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise EventFormatError(f"no handler for {type(event).__name__}")
+    handler(con, event)
+
+
+def apply_events(con: Con, events: Iterable[Any]) -> None:
+    """Apply events in order inside the caller's transaction."""
+    for event in events:
+        apply_event(con, event)

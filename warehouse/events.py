@@ -1,0 +1,377 @@
+"""The warehouse's events: every fact enters as one of these frozen dataclasses, never as SQL.
+
+Writers build events and hand them to `warehouse.record(...)`, which appends them to the spool
+(spool.py); the one writer (ingest.py) applies them in order (apply.py). Events carry their own
+timestamps, so replaying the archive (rebuild.py) reproduces every row exactly.
+
+    record(RunStarted(run_id=..., stage="sft", trigger="cli", ...),
+           SegmentStarted(segment_id=..., run_id=..., ...))
+
+Ids of things owned by an experiment are qualified "EXPERIMENT_ID/NAME" (ids.py builds them), so
+two experiments may both have an export named "step-200".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "EVENT_TYPES",
+    "TRIGGERS",
+    "DatasetVersion",
+    "EvalMetric",
+    "EvalMetrics",
+    "EvalProtocol",
+    "EvalTrial",
+    "EvalTrials",
+    "EvaluationFinished",
+    "EvaluationStarted",
+    "Event",
+    "EventFormatError",
+    "ExperimentCreated",
+    "ModelExported",
+    "RunFinished",
+    "RunInput",
+    "RunStarted",
+    "SegmentEnded",
+    "SegmentStarted",
+    "event_from_json",
+    "event_to_json",
+]
+
+TRIGGERS = ("ui", "schedule", "cli", "test")
+"""Who started a run: the Prefect UI, a deployment schedule, the command line, a test."""
+
+
+class EventFormatError(ValueError):
+    """A spool file or event payload does not have the expected shape (unknown kind, missing field)."""
+
+
+@dataclass(frozen=True)
+class ExperimentCreated:
+    """A scientific experiment (its experiment.json)."""
+
+    kind: ClassVar[str] = "experiment_created"
+    experiment_id: str
+    """Stable across resumes."""
+    algorithm: str
+    """Training algorithm / profile."""
+    data: str
+    """Training data (name or digest)."""
+    init: str
+    """Initial model (name, export id or digest)."""
+    hypothesis: str
+    """What it tests."""
+    uri: str
+    """Its folder."""
+    created_at: str
+    """UTC ISO time."""
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """One stage execution began (status 'running'); also records its config (digest -> JSON)."""
+
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    """Unique run id (ids.new_run_id)."""
+    stage: str
+    """Stage name (skillgate_core.stages)."""
+    trigger: Literal["ui", "schedule", "cli", "test"]
+    """Who started it."""
+    git_sha: str
+    """Commit of the code ('unknown' outside a git checkout)."""
+    git_dirty: bool
+    """True when the working tree differed from the commit."""
+    config_digest: str
+    """skillgate_core.config.config_digest of the stage config."""
+    config_type: str
+    """Config class name."""
+    config_body: Mapping[str, Any]
+    """The config values (config_to_dict)."""
+    started_at: str
+    """UTC ISO time."""
+    flow_run_id: str | None = None
+    """Prefect flow-run id (None outside Prefect)."""
+    experiment_id: str | None = None
+    """The experiment it works for, when it has one (training, evaluation)."""
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """A running run ended."""
+
+    kind: ClassVar[str] = "run_finished"
+    run_id: str
+    """The run."""
+    status: Literal["completed", "failed"]
+    """Outcome."""
+    finished_at: str
+    """UTC ISO time."""
+    reused: bool = False
+    """True when an identical finished run was reused instead of recomputed."""
+    error: str | None = None
+    """Error text when failed."""
+    metrics: Mapping[str, Any] | None = None
+    """Small JSON facts the stage reported."""
+
+
+@dataclass(frozen=True)
+class SegmentStarted:
+    """One process lifetime of a run (for experiments: segments/RUN_NAME)."""
+
+    kind: ClassVar[str] = "segment_started"
+    segment_id: str
+    """EXPERIMENT_ID/RUN_NAME, or the run id for a run outside any experiment."""
+    run_name: str
+    """RUN_NAME (the folder name)."""
+    run_id: str
+    """The run this process executes."""
+    ordinal: int
+    """Position among the experiment's segments (0 for the first)."""
+    host: str
+    """Hostname."""
+    pid: int
+    """Process id."""
+    started_at: str
+    """UTC ISO time."""
+    experiment_id: str | None = None
+    """Owning experiment, if any."""
+    resumed_from_segment: str | None = None
+    """segment_id whose checkpoint it resumed from (None: fresh start)."""
+    resumed_from_step: int | None = None
+    """That checkpoint's step."""
+
+
+@dataclass(frozen=True)
+class SegmentEnded:
+    """A segment's process ended (normally or not)."""
+
+    kind: ClassVar[str] = "segment_ended"
+    segment_id: str
+    """The segment."""
+    ended_at: str
+    """UTC ISO time."""
+    exit_reason: str
+    """'completed', 'failed: ...', 'preempted', ..."""
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """Content-addressed data (a file or folder); the first producer recorded wins."""
+
+    kind: ClassVar[str] = "dataset_version"
+    sha256: str
+    """skillgate_core.digests.path_sha256 of the content."""
+    uri: str
+    """Where it lives."""
+    dataset_kind: str
+    """What it is (the stage role: base_model, bench, trajectories, rl_data, eval_rows, ...)."""
+    created_at: str
+    """UTC ISO time."""
+    produced_by_run: str | None = None
+    """The run that wrote it; None for external inputs."""
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """Edge: a run read a dataset in a role."""
+
+    kind: ClassVar[str] = "run_input"
+    run_id: str
+    """The reading run."""
+    role: str
+    """Input role (stage spec)."""
+    dataset_sha256: str
+    """The dataset read (must be recorded first)."""
+
+
+@dataclass(frozen=True)
+class ModelExported:
+    """A validated export was published (also records it as a dataset_version of its run)."""
+
+    kind: ClassVar[str] = "model_exported"
+    export_id: str
+    """EXPERIMENT_ID/EXPORT_NAME."""
+    export_name: str
+    """Folder name under model/exports/."""
+    experiment_id: str
+    """Owning experiment."""
+    run_id: str
+    """Run that produced it."""
+    segment_id: str
+    """Segment whose weights these are (same run and experiment)."""
+    step: int
+    """Optimizer step."""
+    uri: str
+    """Published folder."""
+    weights_sha256: str
+    """path_sha256 of the folder (equals a downstream stage's input digest of it)."""
+    validated: bool
+    """Passed ownership.exports validation."""
+    created_at: str
+    """UTC ISO time."""
+
+
+@dataclass(frozen=True)
+class EvalProtocol:
+    """A frozen evaluation protocol (METHOD.md 8)."""
+
+    kind: ClassVar[str] = "eval_protocol"
+    fingerprint: str
+    """Protocol identity (spec id + mode + repeats + payload hash)."""
+    spec_id: str
+    """e.g. 'eval70_v1'."""
+    body: Mapping[str, Any]
+    """The fingerprinted payload."""
+    created_at: str
+    """UTC ISO time."""
+
+
+@dataclass(frozen=True)
+class EvaluationStarted:
+    """One export evaluated under one protocol began."""
+
+    kind: ClassVar[str] = "evaluation_started"
+    eval_id: str
+    """EXPERIMENT_ID/EVAL_NAME."""
+    export_id: str
+    """The evaluated export."""
+    protocol_fingerprint: str
+    """The protocol (recorded first)."""
+    uri: str
+    """eval/EVAL_NAME folder."""
+    started_at: str
+    """UTC ISO time."""
+    run_id: str | None = None
+    """The evaluation stage run, if any."""
+    dataset_sha256: str | None = None
+    """The benchmark data evaluated on (copied onto every metric row)."""
+
+
+@dataclass(frozen=True)
+class EvaluationFinished:
+    """A running evaluation ended."""
+
+    kind: ClassVar[str] = "evaluation_finished"
+    eval_id: str
+    """The evaluation."""
+    status: Literal["completed", "failed"]
+    """Outcome."""
+    finished_at: str
+    """UTC ISO time."""
+
+
+@dataclass(frozen=True)
+class EvalTrial:
+    """One trial row (task x repeat) of an evaluation; part of EvalTrials."""
+
+    row_id: str
+    """ROW_ID folder name under eval/EVAL/rows/."""
+    trial_index: int
+    """Position in the protocol's trial list."""
+    task_id: str
+    """Benchmark task."""
+    benchmark: str
+    """Benchmark family."""
+    repeat: int
+    """Repeat number (0-based)."""
+    outcome: Literal["resolved", "fail", "error"]
+    """Errors are their own outcome and count as unresolved."""
+    reward: float | None = None
+    """Verifier score."""
+    n_turns: int | None = None
+    """Assistant turns."""
+    n_reads: int | None = None
+    """Skill reads."""
+
+
+@dataclass(frozen=True)
+class EvalTrials:
+    """A batch of trial rows of one evaluation."""
+
+    kind: ClassVar[str] = "eval_trials"
+    eval_id: str
+    """The evaluation (recorded first)."""
+    trials: tuple[EvalTrial, ...]
+    """The rows."""
+
+
+@dataclass(frozen=True)
+class EvalMetric:
+    """One number computed from an evaluation's trials; part of EvalMetrics."""
+
+    name: str
+    """Metric name (trial_success, pass_at_4, read_rate, ...)."""
+    value: float
+    """Its value."""
+    scope: str = "all"
+    """'all' or a slice (a benchmark family)."""
+    n: int | None = None
+    """Denominator (trials or tasks)."""
+
+
+@dataclass(frozen=True)
+class EvalMetrics:
+    """Metrics of one evaluation; each row gets the evaluation's export and dataset digest."""
+
+    kind: ClassVar[str] = "eval_metrics"
+    eval_id: str
+    """The evaluation (recorded first)."""
+    metrics: tuple[EvalMetric, ...]
+    """The numbers."""
+
+
+Event = (
+    ExperimentCreated | RunStarted | RunFinished | SegmentStarted | SegmentEnded | DatasetVersion
+    | RunInput | ModelExported | EvalProtocol | EvaluationStarted | EvaluationFinished | EvalTrials
+    | EvalMetrics
+)
+
+EVENT_TYPES: dict[str, type] = {
+    cls.kind: cls
+    for cls in (
+        ExperimentCreated, RunStarted, RunFinished, SegmentStarted, SegmentEnded, DatasetVersion,
+        RunInput, ModelExported, EvalProtocol, EvaluationStarted, EvaluationFinished, EvalTrials,
+        EvalMetrics,
+    )
+}
+_NESTED: dict[str, tuple[str, type]] = {"eval_trials": ("trials", EvalTrial), "eval_metrics": ("metrics", EvalMetric)}
+
+
+def event_to_json(event: Any) -> dict[str, Any]:
+    """{"kind": ..., "data": {...}} (nested rows become lists of objects)."""
+    if type(event) not in EVENT_TYPES.values():
+        raise EventFormatError(f"not a warehouse event: {type(event).__name__}")
+    return {"kind": event.kind, "data": dataclasses.asdict(event)}
+
+
+def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise EventFormatError(f"{where}: unknown field(s) {unknown} for {cls.__name__}")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise EventFormatError(f"{where}: {exc}") from None
+
+
+def event_from_json(obj: Mapping[str, Any]) -> Any:
+    """Inverse of event_to_json; EventFormatError on an unknown kind or a bad field set."""
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    cls = EVENT_TYPES.get(str(kind))
+    data = obj.get("data") if isinstance(obj, Mapping) else None
+    if cls is None or not isinstance(data, Mapping):
+        raise EventFormatError(f"unknown event kind {kind!r}; known: {', '.join(EVENT_TYPES)}")
+    data = dict(data)
+    if kind in _NESTED:
+        field, row_cls = _NESTED[str(kind)]
+        rows: Sequence[Any] = data.get(field) or ()
+        data[field] = tuple(
+            r if isinstance(r, row_cls) else _build(row_cls, r, f"{kind}.{field}") for r in rows
+        )
+    return _build(cls, data, str(kind))

@@ -1,0 +1,113 @@
+"""Reading the warehouse: ingest what is pending (best effort), then open read-only with retry.
+
+Several processes may read at once (DuckDB allows many read-only openers). A reader only waits
+while an ingest transaction holds the file, which is short by construction (MAX_BATCH files per
+transaction), so it retries with backoff instead of failing. If the ingest could not run (another
+reader held the file), the result is at most the pending events behind; `QueryResult.pending`
+says how many.
+
+    with read_connection() as con:
+        con.execute("select count(*) from run").fetchone()
+    res = query("select * from experiment_exports(?)", ["exp-1"])
+    res.columns, res.rows, res.pending
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from skillgate_core.paths import StateLayout, state_layout
+from warehouse.guard import refuse_in_ray_worker
+from warehouse.ingest import ensure_database, ingest, is_lock_error
+from warehouse.migrate import LATEST_VERSION, current_version
+from warehouse.spool import event_log, list_pending
+
+__all__ = ["QueryResult", "WarehouseBusy", "open_read_only", "query", "read_connection"]
+
+log = logging.getLogger(__name__)
+
+
+class WarehouseBusy(TimeoutError):
+    """The warehouse file stayed locked by a writer for longer than the reader would wait."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Rows of one query."""
+
+    columns: tuple[str, ...]
+    """Column names."""
+    rows: list[tuple[Any, ...]]
+    """The rows."""
+    pending: int
+    """Events still in the spool when the query ran (0: the result is complete)."""
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            con = duckdb.connect(str(state.warehouse_file), read_only=True)
+            con.execute("set TimeZone = 'UTC'")
+            return con
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            if not is_lock_error(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseBusy(
+                    f"{state.warehouse_file} stayed locked for {timeout_s} s: {str(exc).splitlines()[0]}"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
+@contextmanager
+def read_connection(
+    state: StateLayout | None = None, *, ingest_first: bool = True, timeout_s: float = 10.0
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to an up-to-date (as far as possible) warehouse; closed on exit."""
+    refuse_in_ray_worker("read")
+    state = state or state_layout()
+    if ingest_first:
+        try:
+            ingest(state, lock_wait_s=min(1.0, timeout_s), db_wait_s=min(1.0, timeout_s), budget_s=timeout_s)
+        except Exception as exc:  # reading must not fail because the writer could not run
+            log.warning("warehouse: ingest before read failed: %s", exc)
+    if not state.warehouse_file.exists():
+        ensure_database(state, wait_s=timeout_s)
+    con = open_read_only(state, timeout_s)
+    if current_version(con) < LATEST_VERSION:  # an older file: let the writer migrate it first
+        con.close()
+        ensure_database(state, wait_s=timeout_s)
+        con = open_read_only(state, timeout_s)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def query(
+    sql: str,
+    params: Sequence[Any] | None = None,
+    state: StateLayout | None = None,
+    *,
+    ingest_first: bool = True,
+) -> QueryResult:
+    """Run one read-only SQL statement; DuckDB refuses writes on this connection."""
+    state = state or state_layout()
+    with read_connection(state, ingest_first=ingest_first) as con:
+        cur = con.execute(sql, list(params) if params is not None else None)
+        columns = tuple(d[0] for d in cur.description or ())
+        rows = cur.fetchall() if cur.description else []
+    return QueryResult(columns=columns, rows=rows, pending=len(list_pending(event_log(state))))

@@ -1,0 +1,245 @@
+"""Recording facts: `record(*events)`, event builders from ownership records, and stage runs.
+
+`record` appends the events as one group to the spool (durable, never blocks on DuckDB), then
+tries a non-blocking ingest (at most one per process per INGEST_INTERVAL_S) so the warehouse is
+usually current at once; readers ingest before reading, so they always see recorded events. It
+never raises because the warehouse is busy; a refused event lands in rejected/ with its reason (`skillgate warehouse
+verify` lists it).
+
+    run = StageRunRecorder.start("sft", config, trigger="cli", flow_run_id=None)
+    try:
+        rec = run_stage("sft", config, inputs, layout)
+    except BaseException as exc:
+        run.fail(exc); raise
+    run.finish(rec)       # inputs (run_input), outputs (dataset_version produced_by_run), status
+
+    record(experiment_created(exp_record, root))      # after ownership.create_experiment
+    record(model_exported(export_record, run_id))     # after ownership.build_export
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.config import config_digest, config_to_dict
+from skillgate_core.ownership.layout import experiment_dir
+from skillgate_core.ownership.records import (
+    EvalRecord,
+    ExperimentRecord,
+    ExportRecord,
+    SegmentRecord,
+    utc_now,
+)
+from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.pipeline import StageRecord
+from warehouse.events import (
+    TRIGGERS,
+    DatasetVersion,
+    EvaluationStarted,
+    ExperimentCreated,
+    ModelExported,
+    RunFinished,
+    RunInput,
+    RunStarted,
+    SegmentEnded,
+    SegmentStarted,
+)
+from warehouse.guard import refuse_in_ray_worker
+from warehouse.ids import eval_key, export_key, new_run_id, segment_key
+from warehouse.ingest import ingest
+from warehouse.provenance import git_state
+from warehouse.spool import append_events, event_log
+
+__all__ = [
+    "INGEST_INTERVAL_S",
+    "StageRunRecorder",
+    "evaluation_started",
+    "experiment_created",
+    "model_exported",
+    "record",
+    "segment_ended",
+    "segment_started",
+]
+
+log = logging.getLogger(__name__)
+
+
+INGEST_INTERVAL_S = 0.5
+"""A process tries at most one ingest per this interval when it records (module docstring)."""
+
+WRITER_BUDGET_S = 0.5
+"""A writer's ingest starts no new batch after this long (readers must get in under a flood)."""
+
+_last_ingest: dict[Path, float] = {}
+_exit_hook: list[bool] = []
+
+
+def _flush_at_exit() -> None:
+    for home in list(_last_ingest):
+        try:
+            ingest(state_layout(home), lock_wait_s=2.0, db_wait_s=2.0)
+        except Exception as exc:  # the events stay in the spool; the next reader ingests them
+            log.warning("warehouse: ingest at exit deferred (%s)", exc)
+
+
+def record(*events: Any, state: StateLayout | None = None, ingest_now: bool = True) -> Path:
+    """Append `events` (applied together, all or none) and maybe ingest; returns the spool file.
+
+    With `ingest_now`, a non-blocking ingest is tried if this process has not tried one in the
+    last INGEST_INTERVAL_S: opening the DuckDB file costs ~50-150 ms here, so a process recording
+    in a loop must not pay it per event. Nothing is lost either way: readers ingest before they
+    read, and an exit hook ingests what this process left in the spool.
+    """
+    refuse_in_ray_worker("record")
+    state = state or state_layout()
+    path = append_events(event_log(state), events)
+    if not _exit_hook:
+        atexit.register(_flush_at_exit)
+        _exit_hook.append(True)
+    now = time.monotonic()
+    if ingest_now and now - _last_ingest.get(state.home, -INGEST_INTERVAL_S) >= INGEST_INTERVAL_S:
+        _last_ingest[state.home] = now
+        try:
+            ingest(state, lock_wait_s=0.0, db_wait_s=0.2, budget_s=WRITER_BUDGET_S)
+        except Exception as exc:  # the events are safe in the spool; the next ingest applies them
+            log.warning("warehouse: deferred ingest (%s: %s)", type(exc).__name__, exc)
+    else:
+        _last_ingest.setdefault(state.home, -INGEST_INTERVAL_S)  # remembered for the exit hook
+    return path
+
+
+# --- events from ownership records ---------------------------------------------------------------
+
+
+def experiment_created(rec: ExperimentRecord, root: Path) -> ExperimentCreated:
+    """`root` is the experiments root (SKILLGATE_HOME/experiments) the record was created under."""
+    return ExperimentCreated(
+        experiment_id=rec.experiment_id, algorithm=rec.algorithm, data=rec.data, init=rec.init,
+        hypothesis=rec.hypothesis, uri=str(experiment_dir(root, rec.experiment_id).root), created_at=rec.created_at,
+    )
+
+
+def segment_started(rec: SegmentRecord, run_id: str) -> SegmentStarted:
+    return SegmentStarted(
+        segment_id=segment_key(rec.experiment_id, rec.run_name), run_name=rec.run_name, run_id=run_id,
+        ordinal=rec.ordinal, host=rec.host, pid=rec.pid, started_at=rec.started_at,
+        experiment_id=rec.experiment_id,
+        resumed_from_segment=segment_key(rec.experiment_id, rec.resumed_from.run_name) if rec.resumed_from else None,
+        resumed_from_step=rec.resumed_from.step if rec.resumed_from else None,
+    )
+
+
+def segment_ended(rec: SegmentRecord) -> SegmentEnded:
+    if rec.ended_at is None or rec.exit_reason is None:
+        raise ValueError(f"segment '{rec.run_name}' has not ended")
+    return SegmentEnded(
+        segment_id=segment_key(rec.experiment_id, rec.run_name), ended_at=rec.ended_at, exit_reason=rec.exit_reason
+    )
+
+
+def model_exported(rec: ExportRecord, run_id: str) -> ModelExported:
+    if not rec.path or not rec.weights_sha256:
+        raise ValueError(f"export '{rec.export_id}' is not published (no path / digest)")
+    return ModelExported(
+        export_id=export_key(rec.experiment_id, rec.export_id), export_name=rec.export_id,
+        experiment_id=rec.experiment_id, run_id=run_id, segment_id=segment_key(rec.experiment_id, rec.run_name),
+        step=rec.step, uri=rec.path, weights_sha256=rec.weights_sha256, validated=True, created_at=rec.created_at,
+    )
+
+
+def evaluation_started(
+    rec: EvalRecord, eval_dir: Path, *, run_id: str | None = None, dataset_sha256: str | None = None
+) -> EvaluationStarted:
+    return EvaluationStarted(
+        eval_id=eval_key(rec.experiment_id, rec.eval_id), export_id=export_key(rec.experiment_id, rec.export_id),
+        protocol_fingerprint=rec.protocol_fingerprint, uri=str(eval_dir), started_at=rec.started_at,
+        run_id=run_id, dataset_sha256=dataset_sha256,
+    )
+
+
+# --- stage runs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageRunRecorder:
+    """Records one stage execution: run + segment at start, inputs/outputs/status at the end.
+
+    A stage outside any experiment gets a segment named after its run (one process executes it).
+    A training or evaluation stage passes the ownership segment it started
+    (`ownership.start_segment`), so the warehouse row is that segment, with its ordinal and resume
+    point, and the run belongs to the segment's experiment.
+    """
+
+    run_id: str
+    """The run's id."""
+    stage: str
+    """Stage name."""
+    state: StateLayout
+    """Where the warehouse and its event log live."""
+    segment_id: str
+    """The segment recorded for this process."""
+
+    @classmethod
+    def start(
+        cls,
+        stage: str,
+        config: Any,
+        *,
+        trigger: str,
+        flow_run_id: str | None = None,
+        segment: SegmentRecord | None = None,
+        state: StateLayout | None = None,
+    ) -> StageRunRecorder:
+        if trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+        state = state or state_layout()
+        run_id = new_run_id(stage)
+        git = git_state()
+        now = utc_now()
+        if segment is None:
+            seg = SegmentStarted(segment_id=run_id, run_name=run_id, run_id=run_id, ordinal=0,
+                                 host=socket.gethostname(), pid=os.getpid(), started_at=now)
+        else:
+            seg = segment_started(segment, run_id)
+        record(
+            RunStarted(
+                run_id=run_id, stage=stage, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,  # type: ignore[arg-type]
+                config_digest=config_digest(config), config_type=type(config).__name__,
+                config_body=config_to_dict(config), started_at=now, flow_run_id=flow_run_id,
+                experiment_id=segment.experiment_id if segment else None,
+            ),
+            seg,
+            state=state,
+        )
+        return cls(run_id=run_id, stage=stage, state=state, segment_id=seg.segment_id)
+
+    def finish(self, rec: StageRecord, exit_reason: str = "completed") -> None:
+        """Inputs as run_input edges, outputs as dataset_versions of this run, status completed."""
+        now = utc_now()
+        events: list[Any] = []
+        for role, sha in sorted(rec.input_digests.items()):
+            events.append(DatasetVersion(sha256=sha, uri=rec.inputs[role], dataset_kind=role, created_at=now))
+            events.append(RunInput(run_id=self.run_id, role=role, dataset_sha256=sha))
+        for role, sha in sorted(rec.output_digests.items()):
+            events.append(DatasetVersion(sha256=sha, uri=rec.outputs[role], dataset_kind=role, created_at=now,
+                                         produced_by_run=self.run_id))
+        events.append(RunFinished(run_id=self.run_id, status="completed", finished_at=now, reused=rec.reused,
+                                  metrics=dict(rec.metrics)))
+        events.append(SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=exit_reason))
+        record(*events, state=self.state)
+
+    def fail(self, error: BaseException) -> None:
+        now = utc_now()
+        text = f"{type(error).__name__}: {error}"[:2000]
+        record(
+            RunFinished(run_id=self.run_id, status="failed", finished_at=now, error=text),
+            SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=f"failed: {type(error).__name__}"),
+            state=self.state,
+        )

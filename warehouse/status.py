@@ -1,0 +1,69 @@
+"""A look at the warehouse without changing it: file, schema version, row counts, event log.
+
+    s = warehouse_status(state_layout())
+    s.schema_version, s.latest_version, s.pending, s.rejected
+
+Used by `skillgate doctor` and `skillgate warehouse status`. It neither ingests nor creates the
+file; if an ingest holds the file it retries briefly, then reports the file as busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from skillgate_core.paths import StateLayout, state_layout
+from warehouse.migrate import LATEST_VERSION, current_version
+from warehouse.read import WarehouseBusy, open_read_only
+from warehouse.spool import event_log, list_archived, list_pending, list_rejected
+
+__all__ = ["COUNTED_TABLES", "WarehouseStatus", "warehouse_status"]
+
+COUNTED_TABLES = ("experiment", "run", "segment", "dataset_version", "model_export", "evaluation",
+                  "eval_trial", "eval_metric")
+
+
+@dataclass(frozen=True)
+class WarehouseStatus:
+    """What the warehouse holds now."""
+
+    file: Path
+    """The DuckDB file."""
+    exists: bool
+    """False before the first event is ingested."""
+    schema_version: int
+    """Applied migrations (0 when absent)."""
+    latest_version: int
+    """Migrations this code ships."""
+    pending: int
+    """Event files waiting in the spool."""
+    rejected: int
+    """Event files refused (see rejected/*.reason.txt)."""
+    archived: int
+    """Event files applied (the rebuild source)."""
+    busy: bool = False
+    """The file was locked by a writer for the whole wait."""
+    rows: dict[str, int] = field(default_factory=dict)
+    """Row count per main table."""
+
+
+def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -> WarehouseStatus:
+    state = state or state_layout()
+    log_ = event_log(state)
+    base = dict(file=state.warehouse_file, latest_version=LATEST_VERSION, pending=len(list_pending(log_)),
+                rejected=len(list_rejected(log_)), archived=len(list_archived(log_)))
+    if not state.warehouse_file.exists():
+        return WarehouseStatus(exists=False, schema_version=0, **base)  # type: ignore[arg-type]
+    try:
+        con = open_read_only(state, timeout_s)
+    except WarehouseBusy:
+        return WarehouseStatus(exists=True, schema_version=-1, busy=True, **base)  # type: ignore[arg-type]
+    try:
+        version = current_version(con)
+        rows = {}
+        if version >= 1:
+            for t in COUNTED_TABLES:
+                rows[t] = int(con.execute(f"select count(*) from {t}").fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
+    return WarehouseStatus(exists=True, schema_version=version, rows=rows, **base)  # type: ignore[arg-type]

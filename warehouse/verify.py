@@ -1,0 +1,193 @@
+"""Do the files and the warehouse agree? List every difference (drift), change nothing.
+
+Checked, both ways (on disk but not recorded, recorded but gone from disk):
+  * experiments (experiment.json vs experiment rows, and their fields);
+  * experiment segments (run.json vs segment rows: ordinal, resume point, exit reason);
+  * exports (COMPLETE folders vs model_export rows: path, step, segment, and with `digests` the
+    recomputed folder sha256 vs weights_sha256); stale temp builds of dead processes;
+  * evaluations (eval.json vs evaluation rows: export, protocol, status; ROW_IDs vs eval_trial);
+  * datasets produced by runs: the uri still exists (and with `digests`, still has that sha256);
+  * the event log: rejected events (with their reason) and events still pending;
+  * catalog.json vs a fresh scan of the folders.
+
+    report = verify(state_layout())
+    report.ok, report.drift      # [Drift(kind="missing-in-warehouse", subject="exp-1/step-300", ...)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.digests import path_sha256
+from skillgate_core.ownership import (
+    experiment_dir,
+    experiments_root,
+    list_evals,
+    list_experiments,
+    list_exports,
+    list_segments,
+    load_catalog,
+    scan_catalog,
+    stale_builds,
+)
+from skillgate_core.ownership.layout import CATALOG_FILE, ROW_FILE
+from skillgate_core.paths import StateLayout, state_layout
+from warehouse.ids import eval_key, export_key, segment_key
+from warehouse.read import read_connection
+from warehouse.spool import event_log, list_pending, list_rejected
+
+__all__ = ["DRIFT_KINDS", "Drift", "VerifyReport", "verify"]
+
+DRIFT_KINDS = (
+    "missing-in-warehouse",
+    "missing-on-disk",
+    "mismatch",
+    "digest-mismatch",
+    "stale-build",
+    "rejected-event",
+    "pending-events",
+    "catalog-stale",
+)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One disagreement between the files and the warehouse."""
+
+    kind: str
+    """One of DRIFT_KINDS."""
+    subject: str
+    """What it is about (an id, a path, an event file)."""
+    detail: str
+    """What differs."""
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Result of `verify`."""
+
+    drift: list[Drift]
+    """Every difference found (empty: files and warehouse agree)."""
+    checked: dict[str, int] = field(default_factory=dict)
+    """How many things of each kind were compared."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.drift
+
+
+def _rows(con: Any, sql: str) -> list[dict[str, Any]]:
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _both_ways(drift: list[Drift], what: str, on_disk: set[str], in_wh: set[str]) -> None:
+    for k in sorted(on_disk - in_wh):
+        drift.append(Drift("missing-in-warehouse", k, f"{what} on disk has no warehouse row"))
+    for k in sorted(in_wh - on_disk):
+        drift.append(Drift("missing-on-disk", k, f"{what} recorded in the warehouse is not on disk"))
+
+
+def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyReport:
+    state = state or state_layout()
+    root = experiments_root(state)
+    drift: list[Drift] = []
+    with read_connection(state) as con:
+        wh_exp = {r["experiment_id"]: r for r in _rows(con, "select * from experiment")}
+        wh_seg = {r["segment_id"]: r for r in _rows(con, "select * from v_segment where experiment_id is not null")}
+        wh_exp_rows = {r["export_id"]: r for r in _rows(con, "select * from model_export")}
+        wh_eval = {r["eval_id"]: r for r in _rows(con, "select * from v_evaluation")}
+        trial_rows: dict[str, set[str]] = {}
+        for eval_id, row_id in con.execute("select eval_id, row_id from eval_trial").fetchall():
+            trial_rows.setdefault(eval_id, set()).add(row_id)
+        datasets = _rows(con, "select * from dataset_version where produced_by_run is not null and kind <> 'model_export'")
+
+    disk_exp, disk_seg, disk_x, disk_eval = {}, {}, {}, {}
+    for rec in list_experiments(root):
+        exp = experiment_dir(root, rec.experiment_id)
+        disk_exp[rec.experiment_id] = (rec, exp)
+        for s in list_segments(exp):
+            disk_seg[segment_key(rec.experiment_id, s.run_name)] = s
+        for x in list_exports(exp):
+            disk_x[export_key(rec.experiment_id, x.export_id)] = x
+        for tmp in stale_builds(exp.exports):
+            drift.append(Drift("stale-build", str(tmp), "temp build of a dead process (removed by the next export)"))
+        for e in list_evals(exp):
+            disk_eval[eval_key(rec.experiment_id, e.eval_id)] = (e, exp)
+
+    _both_ways(drift, "experiment", set(disk_exp), set(wh_exp))
+    for k in sorted(set(disk_exp) & set(wh_exp)):
+        rec, exp = disk_exp[k]
+        row = wh_exp[k]
+        want = {"algorithm": rec.algorithm, "data": rec.data, "init": rec.init, "hypothesis": rec.hypothesis,
+                "uri": str(exp.root)}
+        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+        if diffs:
+            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+
+    _both_ways(drift, "segment", set(disk_seg), set(wh_seg))
+    for k in sorted(set(disk_seg) & set(wh_seg)):
+        s, row = disk_seg[k], wh_seg[k]
+        want = {"ordinal": s.ordinal, "exit_reason": s.exit_reason,
+                "resumed_from_step": s.resumed_from.step if s.resumed_from else None}
+        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+        if diffs:
+            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+
+    _both_ways(drift, "export", set(disk_x), set(wh_exp_rows))
+    for k in sorted(set(disk_x) & set(wh_exp_rows)):
+        x, row = disk_x[k], wh_exp_rows[k]
+        want = {"uri": x.path, "step": x.step, "segment_id": segment_key(x.experiment_id, x.run_name), "validated": True}
+        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+        if diffs:
+            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        if digests:
+            actual = path_sha256(Path(x.path))
+            if actual != row["weights_sha256"]:
+                drift.append(Drift("digest-mismatch", k,
+                                   f"folder sha256 {actual[:16]}... != recorded {row['weights_sha256'][:16]}..."))
+
+    _both_ways(drift, "evaluation", set(disk_eval), set(wh_eval))
+    for k in sorted(set(disk_eval) & set(wh_eval)):
+        (e, exp), row = disk_eval[k], wh_eval[k]
+        want = {"export_id": export_key(e.experiment_id, e.export_id),
+                "protocol_fingerprint": e.protocol_fingerprint, "status": e.status}
+        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+        if diffs:
+            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        rows_dir = exp.rows(e.eval_id)
+        on_disk = {p.name for p in rows_dir.iterdir() if (p / ROW_FILE).is_file()} if rows_dir.is_dir() else set()
+        recorded = trial_rows.get(k, set())
+        if on_disk != recorded:
+            drift.append(Drift("mismatch", k, (
+                f"trial rows: {len(on_disk)} on disk, {len(recorded)} in eval_trial; only on disk: "
+                f"{sorted(on_disk - recorded)[:5]}, only recorded: {sorted(recorded - on_disk)[:5]}"
+            )))
+
+    for d in datasets:
+        p = Path(d["uri"])
+        if not p.exists():
+            drift.append(Drift("missing-on-disk", d["sha256"], f"{d['kind']} of run {d['produced_by_run']}: {p} is gone"))
+        elif digests and path_sha256(p) != d["sha256"]:
+            drift.append(Drift("digest-mismatch", d["sha256"], f"{d['kind']} at {p} changed since run {d['produced_by_run']}"))
+
+    log_ = event_log(state)
+    for p in list_rejected(log_):
+        reason_file = p.with_name(p.name[:-5] + ".reason.txt")
+        reason = reason_file.read_text().strip() if reason_file.is_file() else "no reason recorded"
+        drift.append(Drift("rejected-event", p.name, reason))
+    pending = list_pending(log_)
+    if pending:
+        drift.append(Drift("pending-events", str(log_.spool), f"{len(pending)} event file(s) not ingested yet"))
+
+    if (root / CATALOG_FILE).is_file():
+        cat = load_catalog(root)
+        if cat.get("experiments") != scan_catalog(root)["experiments"]:
+            drift.append(Drift("catalog-stale", str(root / CATALOG_FILE), "differs from the folders: refresh_catalog()"))
+
+    checked = {"experiments": len(disk_exp), "segments": len(disk_seg), "exports": len(disk_x),
+               "evaluations": len(disk_eval), "datasets": len(datasets)}
+    return VerifyReport(drift=drift, checked=checked)
