@@ -15,6 +15,7 @@ from skillgate_core.paths import apply_cache_env
 apply_cache_env()  # before any command module imports a library that caches in ~
 
 from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
+from deployments.cli import task_cmd
 from deployments.cli import warehouse_cmd
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError
@@ -29,6 +30,7 @@ app = typer.Typer(
 doctor_cmd.register(app)
 recipes_cmd.register(app)
 skills_cmd.register(app)
+task_cmd.register(app)
 warehouse_cmd.register(app)
 
 __all__ = ["app", "main"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -63,33 +62,39 @@ def _torch_device() -> CheckRow:
     return CheckRow("torch device", "ok", f"cpu ({torch.get_num_threads()} threads; no CUDA: embedded default)")
 
 
-def _docker() -> CheckRow:
-    try:
-        import docker
+def _docker() -> list[CheckRow]:
+    from skillgate_core.envs import docker_sandbox
+    from skillgate_core.envs.sandbox_config import BASE_IMAGE
 
-        client = docker.from_env(timeout=5)
-        info = client.version()
-        return CheckRow("docker daemon", "ok", f"server {info.get('Version', '?')}")
-    except Exception as exc:  # any failure means: no usable daemon
+    reason = docker_sandbox.unavailable_reason()
+    if reason:
         fix = "sudo bash infra/dockerd.sh (starts dockerd; bubblewrap is used meanwhile)"
-        return CheckRow("docker daemon", "warn", f"not reachable ({type(exc).__name__})", fix)
+        return [CheckRow("docker daemon", "warn", reason[:120], fix)]
+    from skillgate_core.envs.docker_images import docker_client
+
+    client = docker_client()
+    rows = [CheckRow("docker daemon", "ok", f"server {client.version().get('Version', '?')}")]
+    try:
+        image = client.api.inspect_image(BASE_IMAGE)
+        rows.append(CheckRow("sandbox base image", "ok", f"{BASE_IMAGE} ({image['Id'][7:19]})"))
+    except Exception:
+        rows.append(CheckRow("sandbox base image", "warn", f"{BASE_IMAGE} missing (built on first docker sandbox)",
+                             "sudo bash infra/base_image.sh (debootstrap, no registry; cached afterwards)"))
+    return rows
 
 
 def _bwrap() -> CheckRow:
-    exe = shutil.which("bwrap")
-    if not exe:
+    from skillgate_core.envs import bwrap_sandbox
+
+    if not shutil.which("bwrap"):
         return CheckRow("bubblewrap", "fail", "bwrap not found", "apt-get install bubblewrap (make setup does it as root)")
-    cmd = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-           "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-           "--tmpfs", "/tmp", "/bin/true"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return CheckRow("bubblewrap", "fail", "sandbox start timed out", "check user namespaces")
-    if proc.returncode != 0:
-        return CheckRow("bubblewrap", "fail", proc.stderr.strip()[:120] or f"exit {proc.returncode}",
-                        "enable unprivileged user namespaces or run as root")
-    return CheckRow("bubblewrap", "ok", f"{exe}: sandbox with no network starts")
+    reason = bwrap_sandbox.unavailable_reason()
+    if reason:
+        return CheckRow("bubblewrap", "fail", reason[:120], "enable unprivileged user namespaces or run as root")
+    if os.geteuid() == 0:
+        return CheckRow("bubblewrap", "ok", "no network; runs as uid 65534; cgroup memory/pids/CPU; tmpfs workspace")
+    return CheckRow("bubblewrap", "warn", "no network; limits by rlimits only (no cgroup, no workspace size cap)",
+                    "run as root for cgroup limits and a size-capped workspace")
 
 
 def _prefect_api() -> CheckRow:
@@ -144,4 +149,4 @@ def _state_dir() -> list[CheckRow]:
 
 
 def run_checks() -> list[CheckRow]:
-    return [_python(), *_packages(), _torch_device(), _docker(), _bwrap(), _prefect_api(), _warehouse(), *_state_dir()]
+    return [_python(), *_packages(), _torch_device(), *_docker(), _bwrap(), _prefect_api(), _warehouse(), *_state_dir()]

@@ -1,0 +1,66 @@
+"""Task packages, sandboxes, the verifier and the validity gate: the environment layer.
+
+    task = load_task_package("tests/envs/tasks/good/hello-file")
+    with start_sandbox(task, backend="auto") as box:      # Docker if a daemon answers, else bwrap
+        box.exec("echo 'hello, world' > greeting.txt")
+        result = verify(box, task)                         # VerifierResult(score=1.0, ...)
+    check_tasks(["tests/envs/tasks/good"])                 # the validity gate (nop = 0, oracle = 1)
+
+Modules: task_package (Harbor layout loader), slate_manifest (skills.json), dockerfile_subset
+(the Dockerfile subset bubblewrap honours), harbor_import, sandbox (the interface), sandbox_config,
+bwrap_sandbox, docker_sandbox, docker_images, cgroups, verifier, scripted_episode, validity_gate.
+"""
+
+from skillgate_core.envs.harbor_import import ImportReport, import_harbor
+from skillgate_core.envs.sandbox import (
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    available_backends,
+    cleanup_orphans,
+    resolve_backend,
+    start_sandbox,
+)
+from skillgate_core.envs.sandbox_config import BASE_IMAGE, SandboxConfig
+from skillgate_core.envs.scripted_episode import (
+    EpisodeOutcome,
+    nop_agent,
+    oracle_agent,
+    run_scripted_episode,
+    script_agent,
+)
+from skillgate_core.envs.slate_manifest import SlateManifest, SlateManifestError
+from skillgate_core.envs.task_package import TaskConfig, TaskPackage, TaskPackageError, load_task_package
+from skillgate_core.envs.validity_gate import GateReport, check_task, check_tasks
+from skillgate_core.envs.verifier import EpisodeStatus, VerifierResult, verify
+
+__all__ = [
+    "BASE_IMAGE",
+    "EpisodeOutcome",
+    "EpisodeStatus",
+    "ExecResult",
+    "GateReport",
+    "ImportReport",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "SlateManifest",
+    "SlateManifestError",
+    "TaskConfig",
+    "TaskPackage",
+    "TaskPackageError",
+    "VerifierResult",
+    "available_backends",
+    "check_task",
+    "check_tasks",
+    "cleanup_orphans",
+    "import_harbor",
+    "load_task_package",
+    "nop_agent",
+    "oracle_agent",
+    "resolve_backend",
+    "run_scripted_episode",
+    "script_agent",
+    "start_sandbox",
+    "verify",
+]

@@ -1,0 +1,368 @@
+"""The Docker backend: one container per episode, commands through `docker exec`.
+
+The container (labels org.skillgate.sandbox=1, .session, .owner for orphan cleanup):
+- image: the task's Dockerfile built on local images (docker_images.py), never pulled;
+- --network none (unless the task allows internet and the config allows network at all);
+- memory (no extra swap), CPUs, pids limits; RLIMIT_FSIZE; no-new-privileges; a few capabilities
+  dropped (raw sockets, mknod, ...);
+- a read-only image filesystem; writable: the workspace (a tmpfs *volume* at WORKDIR, size-capped,
+  filled from the image's WORKDIR snapshot), and tmpfs /tmp, /var/tmp, /root, /logs, /tests, /run;
+- /skills: the skills folder bound read-only;
+- PID 1: a shell loop that ignores signals and reaps orphans. The kernel does not deliver SIGKILL
+  from inside the container to its PID 1, so the agent cannot stop its own sandbox.
+
+Each exec runs `timeout -s KILL T bash -c CMD`, which kills the command's process group at the
+deadline; the host also gives up reading at T + grace. Output is read from the exec socket with
+per-stream caps. Before verification every process but PID 1 is killed: the container is frozen
+(`docker pause`), the processes are SIGKILLed from the host, then thawed, so a fork bomb cannot
+outrun the sweep; without root we fall back to `kill -9 -1` inside the container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import secrets
+import select
+import signal
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.envs.docker_images import LABEL, WORKSPACE_SEED, docker_client, task_image
+from skillgate_core.envs.sandbox import (
+    TIMEOUT_EXIT_CODE,
+    OutputBuffer,
+    RawResult,
+    Sandbox,
+    SandboxError,
+    tar_bytes,
+)
+from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.task_package import TaskPackage
+
+__all__ = ["DockerSandbox", "cleanup_orphans", "unavailable_reason"]
+
+_INIT = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE; while :; do sleep 86400 & wait $!; done'
+_GRACE_S = 3.0
+_DROP_CAPS = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT"]
+
+
+@functools.cache
+def _probe() -> str:
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        return "the docker Python package is not installed"
+    try:
+        docker_client().ping()
+    except Exception as exc:
+        return f"no Docker daemon answers ({type(exc).__name__}); start one with: sudo bash infra/dockerd.sh"
+    return ""
+
+
+def unavailable_reason() -> str:
+    """Empty when a Docker daemon answers, else why not (cached once it answered)."""
+    reason = _probe()
+    if reason:
+        _probe.cache_clear()  # the daemon may come up later in this process
+    return reason
+
+
+class DockerSandbox(Sandbox):
+    """One task's container (see the module docstring)."""
+
+    backend = "docker"
+
+    def __init__(self, task: TaskPackage, skills_dir: Path | None, config: SandboxConfig) -> None:
+        super().__init__(task, config)
+        import docker.types
+
+        self.client = docker_client()
+        self.api = self.client.api
+        self.session_id = f"sg-{re.sub(r'[^a-z0-9]+', '-', task.task_id.lower())[:24].strip('-')}-" \
+                          f"{secrets.token_hex(4)}"
+        self.container_id = ""
+        self.volume = f"{self.session_id}-workspace"
+        self._stopped = False
+        self._lock = threading.Lock()
+        self.exec_user = task.dockerfile.user if task.dockerfile is not None else ""
+        """User of the agent's and verifier's commands: the image's USER (root when unset)."""
+        self.image, workdir = task_image(task, config)
+        self.workdir = workdir
+        # The image's own ENV (PATH, HOME, ...) applies inside the container; exec() adds only the
+        # task's Dockerfile ENV and per-call values on top (bubblewrap starts from a clean env).
+        self.env = dict(task.env)
+        env_cfg = task.config.environment
+        memory_mb = min(env_cfg.memory_mb, config.memory_limit_mb)
+        workspace_mb = min(env_cfg.storage_mb, config.workspace_limit_mb)
+        labels = {LABEL: "1", "org.skillgate.session": self.session_id, "org.skillgate.task": task.task_id,
+                  "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}"}
+        try:
+            self.api.create_volume(self.volume, driver="local", labels=labels,
+                                   driver_opts={"type": "tmpfs", "device": "tmpfs",
+                                                "o": f"size={workspace_mb}m,mode=0755"})
+            mounts = [docker.types.Mount(self.workdir, self.volume, type="volume")]
+            if skills_dir is not None:
+                mounts.append(docker.types.Mount("/skills", str(skills_dir), type="bind", read_only=True))
+            small = "rw,exec,nosuid,nodev,size=64m"
+            host_config = self.api.create_host_config(
+                network_mode="bridge" if env_cfg.allow_internet and config.allow_network else "none",
+                mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m",
+                nano_cpus=int(min(env_cfg.cpus, config.cpus_limit) * 1e9), pids_limit=config.pids_limit,
+                read_only=config.docker_read_only_root, mounts=mounts,
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,mode=1777,size={workspace_mb}m",
+                       "/var/tmp": f"{small},mode=1777", "/root": f"rw,exec,nosuid,nodev,mode=0700,size={workspace_mb}m",
+                       "/logs": small, "/tests": small, "/solution": small, "/run": "rw,nosuid,nodev,size=16m"},
+                security_opt=["no-new-privileges"], cap_drop=_DROP_CAPS,
+                ulimits=[docker.types.Ulimit(name="fsize", soft=config.file_size_limit_mb * 2**20,
+                                             hard=config.file_size_limit_mb * 2**20),
+                         docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
+                         docker.types.Ulimit(name="core", soft=0, hard=0)])
+            created = self.api.create_container(self.image, command=["/bin/sh", "-c", _INIT], name=self.session_id,
+                                                hostname="sandbox", working_dir=self.workdir, labels=labels,
+                                                host_config=host_config, user="root")
+            self.container_id = created["Id"]
+            self.api.start(self.container_id)
+            seed = self._run_root(f"tar -xf {WORKSPACE_SEED} -C {self.workdir} && mkdir -p /logs/agent")
+            if seed.exit_code != 0:
+                raise SandboxError(f"seeding the workspace failed: {seed.stderr.decode('utf-8', 'replace')[:300]}")
+        except Exception as exc:
+            self.stop()
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"docker sandbox for {task.task_id} failed to start: {type(exc).__name__}: "
+                               f"{exc}") from exc
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def _run(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str],
+             stdin: bytes | None) -> RawResult:
+        wrapped = ["timeout", "-s", "KILL", f"{timeout:.3f}s", *argv]
+        return self._exec(wrapped, timeout=timeout, cwd=cwd, env=env, stdin=stdin, user=self.exec_user)
+
+    def _run_root(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> RawResult:
+        return self._exec(["/bin/sh", "-c", script], timeout=timeout, cwd="/", env={}, stdin=stdin, user="root")
+
+    def _exec(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str], stdin: bytes | None,
+              user: str) -> RawResult:
+        import docker.errors
+
+        if self._stopped:
+            raise SandboxError(f"{self.session_id}: sandbox was stopped")
+        start = time.perf_counter()
+        try:
+            exec_id = self.api.exec_create(self.container_id, argv, stdin=stdin is not None, stdout=True,
+                                           stderr=True, user=user, environment=dict(env), workdir=cwd)["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            if self.alive():  # e.g. the agent's fork bomb holds every pid: its problem, not ours
+                msg = f"sandbox: the command could not start: {exc}".encode()
+                return RawResult(126, b"", msg, False, False, time.perf_counter() - start)
+            raise SandboxError(f"{self.session_id}: docker exec failed, the sandbox is gone: {exc}") from exc
+        raw_sock: socket.socket = getattr(sock, "_sock", sock)
+        try:
+            out, err, timed_out = _read_frames(raw_sock, stdin, start + timeout + _GRACE_S,
+                                               self.config.output_limit_bytes)
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+        info = self._exec_result(exec_id)
+        duration = time.perf_counter() - start
+        code = info.get("ExitCode")
+        if info.get("Running"):
+            timed_out = True  # the host deadline passed; the command is still going: kill its tree
+            pid = info.get("Pid")
+            if pid and os.geteuid() == 0:
+                _kill_tree(int(pid))
+        if code is None:
+            code = TIMEOUT_EXIT_CODE if timed_out else -1
+        # `timeout -s KILL` reports 137 when it fired; only believe it if the time was really up.
+        if code in (124, 137) and duration >= timeout - 0.05 and argv[0] == "timeout":
+            timed_out = True
+        if timed_out:
+            code = TIMEOUT_EXIT_CODE
+        return RawResult(int(code), out.value(), err.value(), timed_out, bool(out.dropped or err.dropped), duration)
+
+    def _exec_result(self, exec_id: str) -> dict[str, Any]:
+        # The stream can close a moment before the exit code is recorded.
+        info: dict[str, Any] = {}
+        for _ in range(100):
+            info = self.api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                break
+            time.sleep(0.01)
+        return info
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        if self._stopped or not self.container_id:
+            return False
+        try:
+            return bool(self.api.inspect_container(self.container_id)["State"]["Running"])
+        except Exception:
+            return False
+
+    def kill_processes(self) -> None:
+        if not self.alive():
+            raise SandboxError(f"{self.session_id}: container is not running")
+        if os.geteuid() == 0:
+            self._kill_frozen()
+        else:
+            self._run_root("for i in 1 2 3; do kill -9 -1 2>/dev/null; sleep 0.05; done; true")
+
+    def _kill_frozen(self) -> None:
+        import docker.errors
+
+        init_pid = int(self.api.inspect_container(self.container_id)["State"]["Pid"])
+        for attempt in range(8):
+            began = _now_ticks()
+            frozen = False
+            if attempt < 4:  # freezing can fail under heavy load ("unable to freeze"): then kill unfrozen
+                try:
+                    self.api.pause(self.container_id)
+                    frozen = True
+                except docker.errors.APIError:
+                    frozen = False
+            try:
+                for pid in [int(p) for p in _cgroup_pids(self.container_id) if int(p) != init_pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            finally:
+                if frozen:
+                    self.api.unpause(self.container_id)
+            time.sleep(0.05)
+            # Everything that existed got SIGKILL; what is left must have started since (the init
+            # loop's fresh `sleep`). An older process means something survived: go again.
+            left = [int(p) for p in _cgroup_pids(self.container_id) if int(p) != init_pid]
+            if all(_start_ticks(p) >= began - 1 for p in left):
+                return
+        raise SandboxError(f"{self.session_id}: processes survive SIGKILL")
+
+    def begin_verification(self, tests_dir: Path) -> None:
+        with self._lock:
+            self.kill_processes()
+            reset = self._run_root("rm -rf /logs/verifier /tests/* /tests/.[!.]* /tests/..?* 2>/dev/null; "
+                                   "mkdir -p /logs/verifier /tests && chmod 777 /logs/verifier && tar -xf - -C /tests",
+                                   stdin=tar_bytes(tests_dir))
+            if reset.exit_code != 0:
+                raise SandboxError(f"{self.session_id}: installing /tests failed: "
+                                   f"{reset.stderr.decode('utf-8', 'replace')[:300]}")
+            self.verifying = True
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self.container_id:
+            with contextlib.suppress(Exception):
+                self.api.remove_container(self.container_id, force=True, v=True)
+        with contextlib.suppress(Exception):
+            self.api.remove_volume(self.volume, force=True)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _read_frames(sock: socket.socket, stdin: bytes | None, deadline: float,
+                 limit: int) -> tuple[OutputBuffer, OutputBuffer, bool]:
+    """Demultiplex Docker's exec stream (8-byte headers: stream id, 3 zero bytes, big-endian size)."""
+    out, err = OutputBuffer(limit), OutputBuffer(limit)
+    if stdin is not None:
+        def feed() -> None:
+            with contextlib.suppress(OSError):
+                sock.sendall(stdin)
+                sock.shutdown(socket.SHUT_WR)
+        threading.Thread(target=feed, daemon=True).start()
+    buf = b""
+    timed_out = False
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([sock], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        try:
+            chunk = sock.recv(65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+        while len(buf) >= 8:
+            stream, size = buf[0], struct.unpack(">I", buf[4:8])[0]
+            if len(buf) < 8 + size:
+                break
+            (err if stream == 2 else out).add(buf[8:8 + size])
+            buf = buf[8 + size:]
+    return out, err, timed_out
+
+
+def _cgroup_pids(container_id: str) -> list[str]:
+    """Host pids in the container's cgroup (cgroupfs v1 or v2 layouts, systemd or not)."""
+    candidates = [Path(f"/sys/fs/cgroup/pids/docker/{container_id}/cgroup.procs"),
+                  Path(f"/sys/fs/cgroup/memory/docker/{container_id}/cgroup.procs"),
+                  Path(f"/sys/fs/cgroup/docker/{container_id}/cgroup.procs"),
+                  Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs")]
+    for c in candidates:
+        if c.exists():
+            return c.read_text().split()
+    # Fall back to the daemon's view.
+    top = docker_client().api.top(container_id, ps_args="-eo pid")
+    return [row[0] for row in top.get("Processes") or []]
+
+
+def _kill_tree(pid: int) -> None:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    with contextlib.suppress(OSError):
+        for child in children.read_text().split():
+            _kill_tree(int(child))
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _now_ticks() -> int:
+    """Clock ticks since boot (the unit of a process's start time in /proc/PID/stat)."""
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _start_ticks(pid: int) -> int:
+    start = _process_start(pid)
+    return int(start) if start else 1 << 62  # gone: counts as new
+
+
+def _process_start(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return ""
+
+
+def _owner_alive(labels: Mapping[str, str] | None) -> bool:
+    node, _, rest = (labels or {}).get("org.skillgate.owner", "").partition(":")
+    pid, _, started = rest.partition(":")
+    return node == os.uname().nodename and pid.isdigit() and bool(started) and _process_start(int(pid)) == started
+
+
+def cleanup_orphans() -> int:
+    """Remove our containers and volumes whose owning process (on this host) is gone."""
+    api = docker_client().api
+    removed = 0
+    for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        if _owner_alive(c.get("Labels")):
+            continue
+        with contextlib.suppress(Exception):
+            api.remove_container(c["Id"], force=True, v=True)
+            removed += 1
+    for v in (api.volumes(filters={"label": f"{LABEL}=1"}) or {}).get("Volumes") or []:
+        if not _owner_alive(v.get("Labels")):
+            with contextlib.suppress(Exception):
+                api.remove_volume(v["Name"], force=True)
+    return removed

@@ -1,0 +1,299 @@
+"""One interface over the sandbox backends: start a task -> session; exec; read/write files; stop.
+
+    with start_sandbox(task, backend="auto", skills_dir=lib) as box:
+        r = box.exec("python3 solve.py", timeout=30)      # ExecResult(exit_code, stdout, ...)
+        box.write_file("/app/notes.txt", "hi")
+        box.read_file("/app/out.csv")
+
+Every command runs inside the sandbox (bubblewrap or Docker), never as a plain host subprocess.
+exec() is stateless: each call is a fresh process tree started in `cwd` (default: the task's
+WORKDIR) with `env` layered over the image's ENV. On bubblewrap each call is also a fresh PID
+namespace, so nothing a command leaves in the background outlives it; on Docker, background
+processes live until `kill_processes()` (the verifier calls it). The later agent layer keeps a
+persistent shell's cwd/env in its own state and passes them into each exec() call.
+
+Files are read and written *through the sandbox* (a command inside it), never by following paths
+the agent controls on the host, so a planted symlink cannot reach host files.
+
+`SandboxError` means infrastructure failure (the sandbox died or could not start): the verifier
+reports it as ABORTED, never as a score of 0.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+import tarfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.task_package import TaskPackage
+
+__all__ = [
+    "ExecResult",
+    "OutputBuffer",
+    "Sandbox",
+    "SandboxError",
+    "available_backends",
+    "cleanup_orphans",
+    "resolve_backend",
+    "start_sandbox",
+]
+
+Backend = Literal["auto", "docker", "bwrap"]
+TIMEOUT_EXIT_CODE = 124
+"""exit_code reported for a command killed at its timeout (as coreutils `timeout` does)."""
+
+
+class SandboxError(RuntimeError):
+    """Infrastructure failure: the sandbox could not start, died, or stopped answering."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did."""
+
+    exit_code: int
+    """Exit status (124 when killed at the timeout; 128+N when killed by signal N)."""
+    stdout: str
+    """Standard output (UTF-8, undecodable bytes replaced), at most output_limit_bytes."""
+    stderr: str
+    """Standard error, same rules."""
+    timed_out: bool = False
+    """The command ran past its timeout and its whole process tree was killed."""
+    truncated: bool = False
+    """Some output was dropped because a stream passed output_limit_bytes."""
+    duration_s: float = 0.0
+    """Wall-clock seconds, start to finish, as seen from the host."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class OutputBuffer:
+    """Keeps the first `limit` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - self.kept
+        if room > 0:
+            self.chunks.append(data[:room])
+            self.kept += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def value(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """A backend's answer to one command, before decoding."""
+
+    exit_code: int
+    """Exit status (TIMEOUT_EXIT_CODE when killed at the timeout)."""
+    stdout: bytes
+    """Kept standard output."""
+    stderr: bytes
+    """Kept standard error."""
+    timed_out: bool
+    """Killed at the timeout."""
+    truncated: bool
+    """Output was dropped at the cap."""
+    duration_s: float
+    """Host wall-clock seconds."""
+
+
+class Sandbox(abc.ABC):
+    """A running sandbox for one task (one episode). Use as a context manager or call stop()."""
+
+    backend: str
+    session_id: str
+
+    def __init__(self, task: TaskPackage, config: SandboxConfig) -> None:
+        self.task = task
+        self.config = config
+        self.workdir = task.workdir
+        """Default cwd of exec()."""
+        self.env = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "LANG": "C.UTF-8", **task.env}
+        """Default environment of exec() (the image's ENV)."""
+        self.verifying = False
+        """True after begin_verification(): /tests is present and /logs/verifier is fresh."""
+        self.start_seconds = 0.0
+        """How long start_sandbox took (image build included)."""
+
+    # -- the interface the episode loop and verifier use -----------------------------------------
+
+    def exec(self, cmd: str, timeout: float | None = None, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> ExecResult:
+        """Run `cmd` with bash -c inside the sandbox; never raises for the command's own failure."""
+        raw = self._run(["/bin/bash", "-c", cmd], timeout=timeout or self.config.command_timeout_sec,
+                        cwd=cwd or self.workdir, env={**self.env, **(env or {})}, stdin=stdin)
+        return ExecResult(raw.exit_code, raw.stdout.decode("utf-8", "replace"), raw.stderr.decode("utf-8", "replace"),
+                          raw.timed_out, raw.truncated, raw.duration_s)
+
+    def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Bytes of `path` as the sandbox sees it; FileNotFoundError / IsADirectoryError / OSError."""
+        limit = max_bytes or self.config.output_limit_bytes
+        raw = self._run(["/bin/sh", "-c", 'if [ -d "$1" ]; then echo "is a directory" >&2; exit 21; fi; '
+                         'exec head -c "$2" -- "$1"', "sh", path, str(limit)],
+                        timeout=60, cwd=self.workdir, env=self.env, stdin=None)
+        if raw.exit_code == 21:
+            raise IsADirectoryError(f"{self.session_id}:{path}: is a directory")
+        if raw.exit_code != 0:
+            msg = raw.stderr.decode("utf-8", "replace").strip()
+            if "No such file" in msg:
+                raise FileNotFoundError(f"{self.session_id}:{path}: no such file")
+            raise OSError(f"{self.session_id}:{path}: {msg or f'exit {raw.exit_code}'}")
+        return raw.stdout
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Create or replace `path` inside the sandbox (parent folders created)."""
+        payload = data.encode() if isinstance(data, str) else data
+        raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"',
+                         "sh", path, format(mode, "o")],
+                        timeout=60, cwd=self.workdir, env=self.env, stdin=payload)
+        if raw.exit_code != 0:
+            raise OSError(f"{self.session_id}:{path}: write failed: "
+                          f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
+
+    def upload_dir(self, local_dir: Path, dest: str) -> None:
+        """Copy a host folder into the sandbox at `dest` (a tar stream through a command inside)."""
+        raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -xf - -C "$1"', "sh", dest],
+                        timeout=120, cwd="/", env=self.env, stdin=tar_bytes(local_dir))
+        if raw.exit_code != 0:
+            raise OSError(f"{self.session_id}:{dest}: upload failed: "
+                          f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
+
+    def exists(self, path: str) -> bool:
+        return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/", env=self.env,
+                         stdin=None).exit_code == 0
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.session_id} task={self.task.task_id}>"
+
+    # -- what a backend provides ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _run(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str],
+             stdin: bytes | None) -> RawResult:
+        """Run argv inside the sandbox with the limits; raise SandboxError on infrastructure failure."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether the sandbox can still run commands."""
+
+    @abc.abstractmethod
+    def kill_processes(self) -> None:
+        """Kill every process started in the sandbox (the agent's background jobs included)."""
+
+    @abc.abstractmethod
+    def begin_verification(self, tests_dir: Path) -> None:
+        """Kill the agent's processes, install a fresh copy of tests_dir at /tests and an empty
+        /logs/verifier (whatever the agent left there is gone). Later exec() calls see both."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Kill everything and remove the sandbox's resources. Safe to call twice."""
+
+
+def tar_bytes(folder: Path) -> bytes:
+    """An uncompressed tar of `folder`'s contents (paths relative to it)."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        for item in sorted(folder.rglob("*")):
+            tar.add(item, arcname=item.relative_to(folder).as_posix(), recursive=False)
+    return data.getvalue()
+
+
+# ---------------------------------------------------------------- choosing and starting
+
+
+def available_backends() -> dict[str, str]:
+    """{backend: "" if usable else why not}, probed now."""
+    return {"docker": _reason("docker"), "bwrap": _reason("bwrap")}
+
+
+def resolve_backend(task: TaskPackage, backend: Backend = "auto", config: SandboxConfig | None = None) -> str:
+    """The backend that will run `task`; SandboxError says why none can."""
+    cfg = config or SandboxConfig()
+    wanted = backend if backend != "auto" else cfg.backend
+    reasons = available_backends() if wanted == "auto" else {wanted: _reason(wanted)}
+    needs_docker = list(task.needs_docker)
+    if cfg.allow_network and task.config.environment.allow_internet:
+        needs_docker.append("network access (allow_internet; bubblewrap sandboxes never have a network)")
+    if wanted == "bwrap" and needs_docker:
+        raise SandboxError(f"task {task.task_id} needs Docker: {'; '.join(needs_docker)}")
+    if wanted != "auto":
+        if reasons[wanted]:
+            raise SandboxError(f"{wanted} backend unavailable: {reasons[wanted]}")
+        return wanted
+    usable = [b for b in (cfg.prefer, "bwrap" if cfg.prefer == "docker" else "docker") if not reasons[b]]
+    if needs_docker:
+        usable = [b for b in usable if b == "docker"]
+    if not usable:
+        detail = "; ".join(f"{b}: {r}" for b, r in reasons.items() if r)
+        if needs_docker:
+            detail = f"task needs Docker ({'; '.join(needs_docker)}); {detail}"
+        raise SandboxError(f"no sandbox backend can run task {task.task_id}: {detail}")
+    return usable[0]
+
+
+def _reason(backend: str) -> str:
+    if backend == "bwrap":
+        from skillgate_core.envs import bwrap_sandbox
+
+        return bwrap_sandbox.unavailable_reason()
+    if backend == "docker":
+        from skillgate_core.envs import docker_sandbox
+
+        return docker_sandbox.unavailable_reason()
+    raise SandboxError(f"unknown sandbox backend '{backend}' (expected auto, docker or bwrap)")
+
+
+def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str | Path | None = None,
+                  config: SandboxConfig | None = None) -> Sandbox:
+    """Start a sandbox holding `task`'s initial workspace; skills_dir (if any) is mounted read-only at
+    /skills. Raises SandboxError when no backend can run it."""
+    cfg = config or SandboxConfig()
+    chosen = resolve_backend(task, backend, cfg)
+    skills = Path(skills_dir).resolve() if skills_dir is not None else None
+    if skills is not None and not skills.is_dir():
+        raise SandboxError(f"skills_dir {skills}: not a directory")
+    start = time.perf_counter()
+    if chosen == "docker":
+        from skillgate_core.envs.docker_sandbox import DockerSandbox
+
+        box: Sandbox = DockerSandbox(task, skills, cfg)
+    else:
+        from skillgate_core.envs.bwrap_sandbox import BwrapSandbox
+
+        box = BwrapSandbox(task, skills, cfg)
+    box.start_seconds = time.perf_counter() - start
+    return box
+
+
+def cleanup_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
+    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}."""
+    from skillgate_core.envs import bwrap_sandbox, docker_sandbox
+
+    cfg = config or SandboxConfig()
+    removed = {"bwrap": bwrap_sandbox.cleanup_orphans(cfg)}
+    removed["docker"] = docker_sandbox.cleanup_orphans() if not docker_sandbox.unavailable_reason() else 0
+    return removed

@@ -1,0 +1,75 @@
+"""SandboxConfig: limits and defaults shared by both sandbox backends (sandbox.py uses it)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from skillgate_core.paths import state_layout
+
+__all__ = ["BASE_IMAGE", "SandboxConfig"]
+
+BASE_IMAGE = "skillgate/base:bookworm"
+"""The local base image infra/base_image.sh builds (debootstrap, no registry)."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How sandboxes are started; the task's own [environment] values apply within these caps."""
+
+    backend: Literal["auto", "docker", "bwrap"] = "auto"
+    """auto: Docker when a daemon answers (and the task needs it or bubblewrap is missing), else bubblewrap."""
+    prefer: Literal["docker", "bwrap"] = "docker"
+    """With backend=auto and both available, which one runs tasks that either can run."""
+    command_timeout_sec: float = 120.0
+    """Default per-command timeout when exec() is given none."""
+    output_limit_bytes: int = 1 << 20
+    """Bytes kept per stream (stdout, stderr) of one command; the rest is read and dropped."""
+    pids_limit: int = 512
+    """Processes + threads one sandbox may have at once (fork bombs stop here)."""
+    memory_limit_mb: int = 4096
+    """Cap on the task's memory_mb."""
+    cpus_limit: float = 2.0
+    """Cap on the task's cpus."""
+    workspace_limit_mb: int = 1024
+    """Cap on the task's storage_mb: size of the sandbox's writable filesystem (tmpfs)."""
+    file_size_limit_mb: int = 1024
+    """RLIMIT_FSIZE: largest file a command may write."""
+    allow_network: bool = False
+    """Master switch: a task's allow_internet gets a network only when this is True."""
+    cgroups: bool = True
+    """bubblewrap as root: limit memory/pids/CPU with a per-session cgroup (False: rlimits only, the
+    same fallback a non-root user gets; RLIMIT_NPROC then counts every sandbox of the uid together)."""
+    sandbox_uid: int = 65534
+    """Host uid bubblewrap sandboxes run as when we are root (appears as root inside)."""
+    sessions_dir: str = ""
+    """Where bubblewrap session folders live; empty: /var/tmp/skillgate-sandboxes as root, else
+    SKILLGATE_HOME/sandboxes."""
+    base_image: str = BASE_IMAGE
+    """Docker image that FROM lines without a local image are mapped to."""
+    image_map: dict[str, str] = field(default_factory=dict)
+    """Explicit FROM mappings (e.g. {"python:3.11-slim": "skillgate/base:bookworm"})."""
+    docker_read_only_root: bool = True
+    """Docker: read-only image filesystem; only the workspace, /tmp, HOME and /logs are writable."""
+    docker_build_timeout_sec: float = 600.0
+    """Cap on a task image build."""
+
+    def __post_init__(self) -> None:
+        for name in ("command_timeout_sec", "cpus_limit"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected a positive number, got {getattr(self, name)}")
+        for name in ("output_limit_bytes", "pids_limit", "memory_limit_mb", "workspace_limit_mb",
+                     "file_size_limit_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
+
+    def sessions_path(self) -> Path:
+        if self.sessions_dir:
+            return Path(self.sessions_dir)
+        if os.geteuid() == 0:
+            # Outside SKILLGATE_HOME on purpose: the unprivileged sandbox uid must be able to traverse
+            # every parent directory, and a home under /root or a 0700 tmp dir would block it.
+            return Path("/var/tmp/skillgate-sandboxes")
+        return state_layout().home / "sandboxes"

@@ -1,0 +1,151 @@
+"""The verifier: grade the workspace an episode left, in the same sandbox, after the agent is gone.
+
+    result = verify(box, task, EpisodeStatus.COMPLETED)
+    result.score, result.raw_score, result.missing_reward, result.status, result.detail
+
+Order (METHOD.md 2-3; Harbor's convention):
+1. every process the agent started is killed (its background jobs cannot tamper with grading);
+2. tests/ is copied in at /tests (the agent never saw it), /logs/verifier is created empty
+   (a reward file the agent planted is gone);
+3. `bash /tests/test.sh` runs as a fresh process tree, cwd = WORKDIR, env = image ENV + [verifier] env,
+   under [verifier] timeout_sec;
+4. the score is read from /logs/verifier/reward.txt, else reward.json ({"reward": x} or a number):
+   score = clip(raw, 0, 1); a missing or non-numeric reward -> 0 with missing_reward=True.
+
+Infrastructure failure (the sandbox died, could not install the tests, or the verifier ran past its
+timeout) is status ABORTED with score 0 and never counts as a graded 0: training drops the group,
+evaluation counts it as an error (METHOD.md 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from skillgate_core.envs.sandbox import Sandbox, SandboxError
+from skillgate_core.envs.task_package import TaskPackage
+
+__all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verify"]
+
+REWARD_TXT = "/logs/verifier/reward.txt"
+REWARD_JSON = "/logs/verifier/reward.json"
+_MAX_REWARD_BYTES = 64 * 1024
+
+
+class EpisodeStatus(StrEnum):
+    """How an episode ended (METHOD.md 2)."""
+
+    COMPLETED = "completed"
+    """The agent stopped on its own: graded."""
+    TRUNCATED = "truncated"
+    """Turn, token or time budget ran out: still graded from the workspace, and trained on."""
+    ABORTED = "aborted"
+    """Infrastructure failure: never scored as 0 in training; an error in evaluation."""
+
+
+@dataclass(frozen=True)
+class VerifierResult:
+    """The grade of one episode."""
+
+    score: float
+    """clip(raw_score, 0, 1); 0 when the reward is missing or the episode was aborted."""
+    raw_score: float | None
+    """The number test.sh wrote, before clipping (None when missing or non-numeric)."""
+    missing_reward: bool
+    """test.sh left no usable reward file (counted as 0)."""
+    status: EpisodeStatus
+    """The episode's status, turned to ABORTED on infrastructure failure."""
+    detail: str = ""
+    """Why, in one line: the reward source, the parse problem, or the infrastructure failure."""
+    reward_file: str = ""
+    """Which file the score came from (empty when missing)."""
+    test_exit_code: int | None = None
+    """Exit status of tests/test.sh (None when it did not run)."""
+    duration_s: float = 0.0
+    """Seconds spent verifying."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """reward.json's other keys (e.g. details), as written."""
+
+    @property
+    def resolved(self) -> bool:
+        return self.status is not EpisodeStatus.ABORTED and self.score >= 1.0
+
+    @property
+    def aborted(self) -> bool:
+        return self.status is EpisodeStatus.ABORTED
+
+
+def aborted(detail: str, duration_s: float = 0.0, test_exit_code: int | None = None) -> VerifierResult:
+    return VerifierResult(0.0, None, False, EpisodeStatus.ABORTED, detail, test_exit_code=test_exit_code,
+                          duration_s=duration_s)
+
+
+def parse_reward(text: str, kind: str) -> tuple[float | None, dict[str, Any], str]:
+    """(raw score or None, extra fields, problem) from a reward file's text; kind is "txt" or "json"."""
+    if kind == "txt":
+        token = text.strip()
+        try:
+            value = float(token)
+        except ValueError:
+            return None, {}, f"reward.txt is not a number: {token[:40]!r}"
+        extra: dict[str, Any] = {}
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, {}, f"reward.json is not JSON: {exc.msg}"
+        if isinstance(data, dict):
+            raw = data.get("reward", data.get("score"))
+            extra = {k: v for k, v in data.items() if k not in ("reward", "score")}
+        else:
+            raw, extra = data, {}
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return None, extra, f"reward.json has no numeric 'reward' (got {type(raw).__name__})"
+        value = float(raw)
+    if math.isnan(value):
+        return None, extra, "reward is NaN"
+    return value, extra, ""
+
+
+def verify(sandbox: Sandbox, task: TaskPackage,
+           episode_status: EpisodeStatus = EpisodeStatus.COMPLETED) -> VerifierResult:
+    """Grade the sandbox's current workspace with task's tests (see the module docstring)."""
+    if episode_status is EpisodeStatus.ABORTED:
+        return aborted("episode aborted before verification")
+    start = time.perf_counter()
+    timeout = task.config.verifier.timeout_sec
+    try:
+        sandbox.begin_verification(task.tests_dir)
+        run = sandbox.exec("bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
+                           env=task.config.verifier.env)
+        if run.timed_out:
+            return aborted(f"verifier timed out after {timeout:g} s", time.perf_counter() - start)
+        if not sandbox.alive():
+            return aborted("sandbox died during verification", time.perf_counter() - start, run.exit_code)
+        raw, extra, problem, source = None, {}, "", ""
+        for path, kind in ((REWARD_TXT, "txt"), (REWARD_JSON, "json")):
+            try:
+                text = sandbox.read_file(path, max_bytes=_MAX_REWARD_BYTES).decode("utf-8", "replace")
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            raw, extra, problem = parse_reward(text, kind)
+            source = path
+            break
+    except SandboxError as exc:
+        return aborted(f"infrastructure failure: {exc}", time.perf_counter() - start)
+    except OSError as exc:
+        return aborted(f"reading the reward failed: {exc}", time.perf_counter() - start)
+    duration = time.perf_counter() - start
+    if raw is None:
+        tail = run.stderr.strip().splitlines()[-3:] if run.stderr.strip() else []
+        why = problem or f"test.sh (exit {run.exit_code}) wrote no {REWARD_TXT} or {REWARD_JSON}"
+        if tail:
+            why += " | stderr: " + " / ".join(tail)[:300]
+        return VerifierResult(0.0, None, True, episode_status, why, source, run.exit_code, duration, extra)
+    score = min(1.0, max(0.0, raw))
+    detail = f"{source.rsplit('/', 1)[1]}: {raw:g}" + (f" (clipped to {score:g})" if score != raw else "")
+    return VerifierResult(score, raw, False, episode_status, detail, source, run.exit_code, duration, extra)

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Broken on purpose: the reference solution is wrong.
+echo 5 > /app/sum.txt
