@@ -86,6 +86,8 @@ STAGES: tuple[StageSpec, ...] = (
         summary="generate the bundled benchmark suite (4 families, skills, slates, eval70, 147-slate)",
         inputs=(),
         outputs=("bench",),
+        config="skillgate_core.benchgen.stage:BenchBuildConfig",
+        entrypoint="skillgate_core.benchgen.stage:build_bench",
         planned_in="step 4 of 10, [benchmarks]",
     ),
     StageSpec(

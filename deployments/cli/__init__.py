@@ -17,6 +17,7 @@ apply_cache_env()  # before any command module imports a library that caches in 
 from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from deployments.cli import task_cmd
 from deployments.cli import warehouse_cmd
+from deployments.cli import bench_cmd
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError
 
@@ -32,6 +33,7 @@ recipes_cmd.register(app)
 skills_cmd.register(app)
 task_cmd.register(app)
 warehouse_cmd.register(app)
+bench_cmd.register(app)
 
 __all__ = ["app", "main"]
 

@@ -1,0 +1,70 @@
+"""Scripted agents that make "following a skill" mechanical, for skill-criticality measurements.
+
+- `follower_agent(name)`: reads /skills/NAME/SKILL.md inside the sandbox (`cat`, as a real agent's
+  read call would), takes the body's first ```bash block and runs it in the workspace. With the
+  oracle it should succeed; with a lookalike it should fail.
+- `no_skill_agent(family)`: reads no skill; runs the family's generic naive attempt (a python3
+  program that knows only the instruction), e.g. copying records in a generic format or keeping
+  the file order.
+
+Both have the envs Agent signature (sandbox, task, deadline) -> (status, command results), so they
+run through `run_scripted_episode`: a real sandbox and the task's real verifier.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from skillgate_core.benchgen.families import FAMILIES
+from skillgate_core.envs.sandbox import ExecResult, Sandbox
+from skillgate_core.envs.scripted_episode import Agent
+from skillgate_core.envs.task_package import TaskPackage
+from skillgate_core.envs.verifier import EpisodeStatus
+
+__all__ = ["extract_procedure", "follower_agent", "no_skill_agent"]
+
+_BASH_BLOCK = re.compile(r"^```(?:bash|sh)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def extract_procedure(skill_md: str) -> str | None:
+    """The first ```bash (or ```sh) block of a SKILL.md, or None when it has none."""
+    m = _BASH_BLOCK.search(skill_md)
+    return m.group(1) if m else None
+
+
+def _run(box: Sandbox, cmd: str, deadline: float) -> tuple[ExecResult, bool]:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return ExecResult(124, "", "agent budget exhausted", timed_out=True), True
+    result = box.exec(cmd, timeout=min(left, box.config.command_timeout_sec))
+    return result, result.timed_out and time.monotonic() >= deadline - 0.05
+
+
+def follower_agent(skill: str) -> Agent:
+    """Read /skills/SKILL/SKILL.md and run its procedure in the workspace."""
+
+    def agent(box: Sandbox, task: TaskPackage, deadline: float) -> tuple[EpisodeStatus, list[ExecResult]]:
+        read, out_of_time = _run(box, f"cat /skills/{skill}/SKILL.md", deadline)
+        results = [read]
+        procedure = extract_procedure(read.stdout) if read.ok else None
+        if out_of_time or procedure is None:
+            return (EpisodeStatus.TRUNCATED if out_of_time else EpisodeStatus.COMPLETED), results
+        run, out_of_time = _run(box, procedure, deadline)
+        results.append(run)
+        return (EpisodeStatus.TRUNCATED if out_of_time else EpisodeStatus.COMPLETED), results
+
+    return agent
+
+
+def no_skill_agent(family: str) -> Agent:
+    """Run the family's generic attempt, given only the instruction."""
+    program = FAMILIES[family].naive
+
+    def agent(box: Sandbox, task: TaskPackage, deadline: float) -> tuple[EpisodeStatus, list[ExecResult]]:
+        box.write_file("/tmp/attempt/instruction.md", task.instruction)
+        box.write_file("/tmp/attempt/attempt.py", program)
+        run, out_of_time = _run(box, "python3 /tmp/attempt/attempt.py /tmp/attempt/instruction.md", deadline)
+        return (EpisodeStatus.TRUNCATED if out_of_time else EpisodeStatus.COMPLETED), [run]
+
+    return agent
