@@ -1,0 +1,898 @@
+"""The nine agent tools (METHOD.md 2) run against a Sandbox, and the observation text they make.
+
+    box = start_sandbox(task, backend="bwrap")
+    tools = ToolBox(box)                                    # one per episode: holds the shell state
+    turn = parse_tool_calls(response)
+    results = [tools.run(c, deadline=deadline) for c in turn.calls]
+    observation = format_observation(results)               # ONE message for the whole turn
+    # <tool_response name='read'>{"content": "...", "path": "/app/x.py", ...}</tool_response>
+
+Contract:
+- `ToolBox.run` never raises for the agent's mistakes: an unknown tool, a missing, unexpected or
+  mistyped argument (checked against TOOL_SCHEMAS, the schemas the model is shown), a missing file,
+  a patch that does not apply: all come back as ToolResult(ok=False, error=...) naming the argument
+  and what was expected. SandboxError (infrastructure) propagates: the episode becomes ABORTED.
+- A command that fails or times out is not a tool error: exec returns ok=True with its exit_code,
+  timed_out and output (the model must see what happened).
+- Relative paths of every tool resolve against the shell's current cwd (exec's `cd` moves it).
+- Every text field of a payload (and an error) longer than `output_chars` keeps its head and tail
+  around `\\n...[N characters omitted]...\\n` (`truncate_middle`).
+- Files are read and written through the sandbox (commands inside it), never on the host.
+- apply_patch: neither `patch` nor `git` is in the base image (skillgate/base:bookworm), so unified
+  diffs are applied by the small applier in this module on the host, over file content read through
+  the sandbox, and written back through it (see `apply_unified_diff`).
+- exec/process: see skillgate_core/agent/shell.py (cwd/env persistence; background jobs run on
+  Docker only, on bubblewrap `background=true` is an error saying so).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillgate_core.agent.shell import BackgroundUnsupported, PersistentShell, UnknownJob
+from skillgate_core.agent.tool_calls import ToolCall
+from skillgate_core.agent.tool_schemas import TOOL_NAMES, TOOL_SCHEMAS
+from skillgate_core.envs.sandbox import Sandbox
+
+__all__ = [
+    "OUTPUT_CHARS",
+    "PatchError",
+    "ToolBox",
+    "ToolResult",
+    "apply_unified_diff",
+    "format_observation",
+    "glob_matcher",
+    "parse_unified_diff",
+    "truncate_middle",
+]
+
+OUTPUT_CHARS = 16_000
+"""Characters of one output field the model sees (METHOD.md 2)."""
+MAX_ENTRIES = 1000
+"""Lines ls/find return at most (sorted; the payload says when more matched)."""
+MAX_LINE_CHARS = 500
+"""A grep match line is cut here (minified files would otherwise fill the observation)."""
+_MAX_ARG_CHARS = 8192
+"""Paths, patterns and globs travel on a command line; longer ones are refused (not the agent's
+command or file content: those go through stdin)."""
+
+
+# ---------------------------------------------------------------- results and observations
+
+
+def truncate_middle(text: str, limit: int = OUTPUT_CHARS) -> str:
+    """`text` if it fits in `limit` characters, else head + `\\n...[N characters omitted]...\\n` + tail,
+    `limit` characters in all (the marker included), N exact.
+
+    >>> truncate_middle("abcdefghijklmnopqrstuvwxyz" * 4, 40)
+    'abcde\\n...[95 characters omitted]...\\nwxyz'
+    """
+    if limit < 1:
+        raise ValueError(f"limit: expected a positive number of characters, got {limit}")
+    if len(text) <= limit:
+        return text
+    keep = limit
+    marker = ""
+    for _ in range(3):  # the marker's length depends on the count it reports: settle it
+        marker = f"\n...[{len(text) - keep} characters omitted]...\n"
+        keep = max(0, limit - len(marker))
+    if keep == 0:
+        return text[:limit]
+    head = (keep + 1) // 2
+    tail = keep - head
+    return text[:head] + f"\n...[{len(text) - keep} characters omitted]...\n" + (text[-tail:] if tail else "")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one tool call did."""
+
+    name: str
+    """The tool name as the model wrote it."""
+    ok: bool
+    """False when the call itself was wrong (unknown tool, bad arguments, missing file, ...);
+    a command that merely fails is ok=True with its exit code."""
+    payload: dict[str, Any] = field(default_factory=dict)
+    """JSON-able result (text fields already cut to output_chars)."""
+    error: str | None = None
+    """Why the call failed (None when ok)."""
+    duration_s: float = 0.0
+    """Host wall-clock seconds the call took."""
+
+    def observation(self, limit: int = OUTPUT_CHARS) -> dict[str, Any]:
+        """The JSON object the model sees: the payload, plus `error` when the call failed."""
+        body = {k: truncate_middle(v, limit) if isinstance(v, str) else v for k, v in self.payload.items()}
+        if not self.ok:
+            body["error"] = truncate_middle(self.error or "failed", limit)
+        return body
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def format_observation(results: Sequence[ToolResult], limit: int = OUTPUT_CHARS) -> str:
+    """ONE observation message for a turn: `<tool_response name='TOOL'>JSON</tool_response>` per result,
+    in call order, joined by newlines (JSON: sorted keys, ensure_ascii=False, text fields cut to `limit`)."""
+    parts = []
+    for r in results:
+        name = _SAFE_NAME.sub("_", r.name)[:64] or "_"  # the model chose it: keep the tag well-formed
+        body = json.dumps(r.observation(limit), ensure_ascii=False, sort_keys=True)
+        parts.append(f"<tool_response name='{name}'>{body}</tool_response>")
+    return "\n".join(parts)
+
+
+class ToolError(Exception):
+    """The agent's mistake: becomes ToolResult(ok=False, error=str(exc))."""
+
+
+# ---------------------------------------------------------------- argument checking
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _check(value: Any, schema: Mapping[str, Any], where: str) -> Any:
+    """`value` checked against the schema subset TOOL_SCHEMAS uses; returns it normalised."""
+    kind = schema.get("type")
+    got = _json_type(value)
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        value, got = int(value), "integer"
+    if kind is not None and got != kind:
+        shown = "{...}" if got == "object" else json.dumps(value, ensure_ascii=False)
+        raise ToolError(f"argument '{where}': expected {kind}, got {got} ({truncate_middle(shown, 60)})")
+    if isinstance(value, str):
+        # JSON may carry lone surrogates ("\\ud800"); they cannot be encoded for a command line or a file.
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolError(f"argument '{where}': expected one of {', '.join(map(str, schema['enum']))}, got {value!r}")
+    if kind == "array" and "items" in schema:
+        return [_check(item, schema["items"], f"{where}[{i}]") for i, item in enumerate(value)]
+    if kind == "object" and "properties" in schema:
+        return _check_object(value, schema, f"{where}.")
+    return value
+
+
+def _check_object(args: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    props: Mapping[str, Any] = schema.get("properties", {})
+    required = schema.get("required", [])
+    takes = ", ".join(f"{k} ({v.get('type', 'any')}{'' if k in required else ', optional'})" for k, v in props.items())
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        if key not in props:
+            raise ToolError(f"unexpected argument '{prefix}{key}'; expected: {takes or 'no arguments'}")
+        if value is None and key not in required:
+            continue  # an explicit null for an optional argument means "not given"
+        out[key] = _check(value, props[key], f"{prefix}{key}")
+    for key in required:
+        if key not in out:
+            raise ToolError(f"missing required argument '{prefix}{key}' ({props[key].get('type', 'any')}); "
+                            f"expected: {takes}")
+    return out
+
+
+_PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS}
+
+
+def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """The call's arguments checked against its schema; ToolError names the argument and the type."""
+    if name not in _PARAMS:
+        raise ToolError(f"unknown tool '{name}'; the tools are: {', '.join(TOOL_NAMES)}")
+    if not isinstance(arguments, Mapping):
+        raise ToolError(f"arguments: expected an object, got {_json_type(arguments)}")
+    return _check_object(arguments, _PARAMS[name])
+
+
+# ---------------------------------------------------------------- unified diffs
+
+
+class PatchError(ValueError):
+    """A patch that cannot be parsed or does not apply; the message names the file and hunk."""
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One `@@ -a,b +c,d @@` block."""
+
+    old_start: int | None
+    """Line number of the hunk's first old line (1-based; for a pure insertion, the line after which);
+    None for a bare `@@` header without numbers: the hunk is then placed by its context alone."""
+    old_count: int
+    """Old lines the header claims (for messages only: models often get it wrong)."""
+    lines: tuple[tuple[str, str], ...]
+    """(op, text with its line ending): op ' ' context, '-' removed, '+' added."""
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """The hunks for one file."""
+
+    old_path: str | None
+    """Path before, git's a/ prefix removed (None: the file is created)."""
+    new_path: str | None
+    """Path after, git's b/ prefix removed (None: the file is deleted)."""
+    hunks: tuple[Hunk, ...]
+    """In file order."""
+    rename: bool = False
+    """git's `rename from` / `rename to`: old_path moves to new_path."""
+    executable: bool = False
+    """git's `new file mode 100755`."""
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_BARE_HUNK = re.compile(r"^@@(?:\s.*)?$")
+_GIT_META = ("new file mode", "deleted file mode", "rename from ", "rename to ", "index ", "similarity index",
+             "dissimilarity index", "old mode", "new mode", "copy from ", "copy to ")
+
+
+def _diff_path(raw: str, prefix: str) -> str | None:
+    path = raw.split("\t", 1)[0].strip()
+    if len(path) >= 2 and path[0] == path[-1] == '"':  # git C-quotes unusual names ("caf\\303\\251")
+        try:
+            path = path[1:-1].encode("latin-1").decode("unicode_escape").encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            path = path[1:-1]
+    if path == "/dev/null":
+        return None
+    return path[len(prefix):] if path.startswith(prefix) else path  # -p1 for git-style a/ b/ paths
+
+
+class _Builder:
+    """One file's headers and hunks while parsing."""
+
+    def __init__(self) -> None:
+        self.old: str | None = None
+        self.new: str | None = None
+        self.named = False
+        self.headers = False
+        self.hunks: list[Hunk] = []
+        self.rename = self.executable = self.created = self.deleted = False
+
+    def build(self) -> FilePatch | None:
+        if not (self.hunks or self.created or self.deleted or self.rename):
+            return None
+        return FilePatch(None if self.created else self.old, None if self.deleted else self.new,
+                         tuple(self.hunks), self.rename, self.executable)
+
+
+def _parse_hunk(lines: list[str], i: int) -> tuple[list[tuple[str, str]], int]:
+    """The body of the hunk whose header is lines[i-1]: (body, index of the first line after it)."""
+    body: list[tuple[str, str]] = []
+    blank_tail = 0  # trailing entries that came from empty lines (maybe just the patch's end)
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("\\"):  # "\ No newline at end of file": the previous line has no EOL
+            if body:
+                op, t = body[-1]
+                body[-1] = (op, t[:-1] if t.endswith("\n") else t)
+            i += 1
+            continue
+        if ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            break
+        if ln == "":
+            body.append((" ", "\n"))
+            blank_tail += 1
+        elif ln[0] in " -+":
+            body.append((ln[0], ln[1:] + "\n"))
+            blank_tail = 0
+        else:
+            break
+        i += 1
+    if blank_tail:
+        del body[-blank_tail:]
+    return body, i
+
+
+def parse_unified_diff(text: str) -> list[FilePatch]:
+    """Parse a unified diff (plain or git-style, one or more files). Lenient where models slip: the
+    hunk header's counts are not trusted (a hunk runs until a line that cannot belong to it), an
+    empty line inside a hunk is a blank context line, trailing empty lines are dropped, and prose
+    around the diff is ignored. Raises PatchError when no file change is found."""
+    lines = text.split("\n")
+    done: list[FilePatch] = []
+    cur: _Builder | None = None
+
+    def flush() -> None:
+        built = cur.build() if cur is not None else None
+        if built is not None:
+            done.append(built)
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("diff --git "):
+            flush()
+            cur = _Builder()
+            m = re.match(r"diff --git a/(\S+) b/(\S+)\s*$", line)
+            if m:
+                cur.old, cur.new, cur.named = m.group(1), m.group(2), True
+            i += 1
+        elif cur is not None and not cur.hunks and line.startswith(_GIT_META):
+            if line.startswith("new file mode"):
+                cur.created, cur.executable = True, line.rstrip().endswith("755")
+            elif line.startswith("deleted file mode"):
+                cur.deleted = True
+            elif line.startswith("rename from "):
+                cur.rename, cur.old = True, line[len("rename from "):].strip()
+            elif line.startswith("rename to "):
+                cur.rename, cur.new = True, line[len("rename to "):].strip()
+            i += 1
+        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            if cur is None or cur.hunks or cur.headers:
+                flush()
+                cur = _Builder()
+            old, new = _diff_path(line[4:], "a/"), _diff_path(lines[i + 1][4:], "b/")
+            cur.created, cur.deleted = cur.created or old is None, cur.deleted or new is None
+            cur.old, cur.new = old if old is not None else cur.old, new if new is not None else cur.new
+            if cur.old is None:
+                cur.old = cur.new
+            if cur.new is None:
+                cur.new = cur.old
+            cur.named = cur.headers = True
+            i += 2
+        elif _HUNK.match(line) or _BARE_HUNK.match(line):
+            m = _HUNK.match(line)
+            if cur is None or not cur.named:
+                raise PatchError(f"patch line {i + 1}: hunk before any '--- FILE' / '+++ FILE' header")
+            body, i = _parse_hunk(lines, i + 1)
+            if not any(op in "-+" for op, _ in body):
+                raise PatchError(f"patch line {i}: hunk '{line.strip()}' changes nothing")
+            if m:
+                cur.hunks.append(Hunk(int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1), tuple(body)))
+            else:
+                cur.hunks.append(Hunk(None, 0, tuple(body)))
+        else:
+            i += 1  # prose, "Index:" lines, blank lines between files
+    flush()
+    if not done:
+        if "*** Begin Patch" in text:
+            raise PatchError("this is a '*** Begin Patch' patch; apply_patch takes a unified diff "
+                             "('--- a/FILE', '+++ b/FILE', '@@ -l,n +l,n @@' hunks)")
+        raise PatchError("no file changes found; expected a unified diff ('--- a/FILE', '+++ b/FILE', '@@' hunks)")
+    return done
+
+
+def _split_lines(text: str) -> list[str]:
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
+def _norm(line: str) -> str:
+    return line.rstrip()
+
+
+def _find(lines: list[str], old: list[str], expected: int, lo: int) -> int | None:
+    """Where `old` occurs in lines[lo:], nearest to `expected`: exact first, then ignoring trailing
+    whitespace and line endings (GNU patch -l style)."""
+    n = len(old)
+    last = len(lines) - n
+    if last < lo:
+        return None
+    order = sorted(range(lo, last + 1), key=lambda p: (abs(p - expected), p))
+    for same in ((lambda a, b: a == b), (lambda a, b: _norm(a) == _norm(b))):
+        for p in order:
+            if all(same(lines[p + k], old[k]) for k in range(n)):
+                return p
+    return None
+
+
+def apply_unified_diff(text: str, hunks: Sequence[Hunk], path: str = "file") -> str:
+    """Apply `hunks` (in order, non-overlapping) to `text`; PatchError names the hunk that does not fit.
+    Each hunk is placed where its context and removed lines match, nearest to its header's line;
+    context lines keep the file's own text."""
+    lines = _split_lines(text)
+    out: list[str] = []
+    pos = 0
+    shift = 0  # how far earlier hunks landed from their headers: later ones are expected as far off
+    for number, hunk in enumerate(hunks, 1):
+        old = [t for op, t in hunk.lines if op != "+"]
+        if old:
+            at = _find(lines, old, pos if hunk.old_start is None else hunk.old_start - 1 + shift, pos)
+        elif hunk.old_start is not None:  # a pure insertion goes after line old_start
+            at = min(max(hunk.old_start + shift, pos), len(lines))
+        elif not lines:
+            at = 0
+        else:
+            raise PatchError(f"{path}: hunk {number} has neither line numbers nor context lines: "
+                             "cannot tell where it goes")
+        if at is None:
+            first = next((t for op, t in hunk.lines if op != "+"), "").rstrip("\n")
+            where = "@@" if hunk.old_start is None else f"@@ -{hunk.old_start},{hunk.old_count}"
+            raise PatchError(f"{path}: hunk {number} ({where}) does not match the "
+                             f"file: its context/removed lines (starting {first[:80]!r}) were not found"
+                             + (" after the previous hunk" if number > 1 else ""))
+        if old and hunk.old_start is not None:
+            shift = at - (hunk.old_start - 1)
+        out.extend(lines[pos:at])
+        k = at
+        for op, t in hunk.lines:
+            if op == "-":
+                k += 1
+                continue
+            piece = lines[k] if op == " " else t
+            if op == " ":
+                k += 1
+            if out and not out[-1].endswith("\n"):
+                out[-1] += "\n"  # a line gains a successor: it needs its newline back
+            out.append(piece)
+        pos = k
+    rest = lines[pos:]
+    if rest and out and not out[-1].endswith("\n"):
+        out[-1] += "\n"
+    return "".join(out + rest)
+
+
+# ---------------------------------------------------------------- globs (find)
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """'*.{py,md}' -> ['*.py', '*.md'] (nested braces too; an unmatched brace is literal)."""
+    depth, start = 0, -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner, options, level, last = pattern[start + 1:i], [], 0, 0
+                for j, c in enumerate(inner):
+                    level += (c == "{") - (c == "}")
+                    if c == "," and level == 0:
+                        options.append(inner[last:j])
+                        last = j + 1
+                options.append(inner[last:])
+                if len(options) == 1:
+                    continue
+                head, tail = pattern[:start], pattern[i + 1:]
+                return [x for opt in options for x in _expand_braces(head + opt + tail)]
+    return [pattern]
+
+
+def _glob_regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+def glob_matcher(pattern: str, anchored: bool | None = None) -> Callable[[str], bool]:
+    """A test for relative paths: `*`/`?` stay within one path part, `**/` spans any number of folders,
+    `{a,b}` alternates. A pattern without '/' matches the last path part at any depth (like fd),
+    unless `anchored` says it is matched against the whole relative path."""
+    options = _expand_braces(pattern)
+    anchored = "/" in pattern if anchored is None else anchored
+    regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in options) + r"\Z", re.DOTALL)
+    if anchored:
+        return lambda rel: bool(regex.match(rel))
+    return lambda rel: bool(regex.match(rel.rsplit("/", 1)[-1]))
+
+
+# ---------------------------------------------------------------- the tools
+
+
+_GREP_LINE = re.compile(r"^(.*?):(\d+):")
+
+
+def _grep_key(line: str) -> tuple[str, int]:
+    m = _GREP_LINE.match(line)
+    return (m.group(1), int(m.group(2))) if m else (line, 0)
+
+
+def _has_glob(part: str) -> bool:
+    return any(c in part for c in "*?[{")
+
+
+def _find_escape(path: str) -> str:
+    """A literal path for find's -path (its glob characters escaped)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", path)
+
+
+class ToolBox:
+    """The tools of one episode over one sandbox; holds the persistent shell (cwd, env, jobs)."""
+
+    def __init__(self, sandbox: Sandbox, *, output_chars: int = OUTPUT_CHARS, default_timeout: float | None = None,
+                 max_timeout: float | None = None, workspace: str | None = None) -> None:
+        """default_timeout: exec's timeout when the model gives none (default: the sandbox config's
+        command_timeout_sec); max_timeout: the most a model may ask for (default: max(default, 600));
+        workspace: where the shell starts (default: the task's WORKDIR)."""
+        if output_chars < 100:
+            raise ValueError(f"output_chars: expected at least 100, got {output_chars}")
+        self.sandbox = sandbox
+        self.output_chars = output_chars
+        self.default_timeout = float(default_timeout or sandbox.config.command_timeout_sec)
+        self.max_timeout = float(max_timeout or max(self.default_timeout, 600.0))
+        if self.max_timeout < self.default_timeout:
+            raise ValueError(f"max_timeout ({self.max_timeout}) is below default_timeout ({self.default_timeout})")
+        self.shell = PersistentShell(sandbox, workspace or sandbox.workdir)
+        self._handlers: dict[str, Callable[[dict[str, Any], float], dict[str, Any]]] = {
+            "read": self._read, "write": self._write, "edit": self._edit, "apply_patch": self._apply_patch,
+            "grep": self._grep, "find": self._find, "ls": self._ls, "exec": self._exec, "process": self._process,
+        }
+        assert set(self._handlers) == set(TOOL_NAMES), "every schema needs a handler"
+
+    @property
+    def cwd(self) -> str:
+        """The shell's current directory."""
+        return self.shell.cwd
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    def run(self, call: ToolCall, *, deadline: float | None = None) -> ToolResult:
+        """Run one call. `deadline` (time.monotonic()) bounds exec and the file tools' commands.
+        Raises SandboxError only (infrastructure); everything the agent got wrong is ok=False."""
+        return self.call(call.name, call.arguments, deadline=deadline)
+
+    def run_all(self, calls: Iterable[ToolCall], *, deadline: float | None = None) -> list[ToolResult]:
+        """Run a turn's calls in order."""
+        return [self.run(c, deadline=deadline) for c in calls]
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> ToolResult:
+        """Run tool `name` with `arguments` (what run() does for a parsed ToolCall)."""
+        start = time.perf_counter()
+        try:
+            args = check_arguments(name, arguments if arguments is not None else {})
+            budget = self.max_timeout if deadline is None else deadline - time.monotonic()
+            if budget <= 0:
+                raise ToolError("the episode's time budget is spent; no more commands can run")
+            payload = self._handlers[name](args, budget)
+        except ToolError as exc:
+            return ToolResult(name, False, {}, self._cut(str(exc)), time.perf_counter() - start)
+        cut = {k: self._cut(v) if isinstance(v, str) else v for k, v in payload.items()}
+        return ToolResult(name, True, cut, None, time.perf_counter() - start)
+
+    def _cut(self, text: str) -> str:
+        return truncate_middle(text, self.output_chars)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def resolve(self, path: str, what: str = "path") -> str:
+        """`path` made absolute against the shell's cwd (`~` is HOME); ToolError when unusable."""
+        if not path.strip():
+            raise ToolError(f"argument '{what}': expected a non-empty path")
+        if len(path) > _MAX_ARG_CHARS or "\0" in path:
+            raise ToolError(f"argument '{what}': not a usable path (NUL byte or over {_MAX_ARG_CHARS} characters)")
+        if path == "~" or path.startswith("~/"):
+            home = (self.shell.env or self.sandbox.env).get("HOME", "/root")
+            path = home + path[1:]
+        full = posixpath.normpath(posixpath.join(self.cwd, path))
+        return "/" + full.lstrip("/")
+
+    def _sh(self, script: str, budget: float, stdin: bytes | None = None) -> tuple[int, str, str, bool]:
+        """A helper command inside the sandbox (not the agent's shell): (exit, stdout, stderr, dropped)."""
+        r = self.sandbox.exec(script, timeout=min(self.default_timeout, budget), cwd="/", stdin=stdin)
+        if r.timed_out:
+            raise ToolError(f"timed out after {min(self.default_timeout, budget):.0f} s")
+        return r.exit_code, r.stdout, r.stderr, r.truncated
+
+    def _read_bytes(self, path: str, budget: float) -> bytes:
+        """A whole file (edit, apply_patch); ToolError when missing, a folder, or too large to edit safely."""
+        limit = self.sandbox.config.output_limit_bytes
+        try:
+            data = self.sandbox.read_file(path, max_bytes=limit)
+        except IsADirectoryError as exc:
+            raise ToolError(f"{path}: is a directory") from exc
+        except FileNotFoundError as exc:
+            raise ToolError(f"{path}: no such file") from exc
+        except OSError as exc:
+            raise ToolError(f"{path}: cannot read: {str(exc).split(': ', 2)[-1]}") from exc
+        if len(data) >= limit:
+            raise ToolError(f"{path}: too large to edit here (over {limit - 1} bytes); use exec (sed, python3)")
+        return data
+
+    def _write_bytes(self, path: str, data: bytes, budget: float, executable: bool = False) -> None:
+        # `cat >` keeps an existing file's mode and owner (an edited script stays executable).
+        q = shlex.quote(path)
+        script = f'mkdir -p -- "$(dirname -- {q})" && cat > {q}' + (f" && chmod +x -- {q}" if executable else "")
+        code, _, err, _ = self._sh(script, budget, stdin=data)
+        if code != 0:
+            raise ToolError(f"{path}: cannot write: {err.strip() or f'exit {code}'}")
+
+    @staticmethod
+    def _text(path: str, data: bytes) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolError(f"{path}: not UTF-8 text (byte {exc.start}); use exec to change binary files") from exc
+
+    # -- file tools -----------------------------------------------------------------------------
+
+    def _read(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        path = self.resolve(args["path"])
+        offset, limit = args.get("offset", 1), args.get("limit")
+        if offset < 1:
+            raise ToolError(f"argument 'offset': expected a line number >= 1, got {offset}")
+        if limit is not None and limit < 1:
+            raise ToolError(f"argument 'limit': expected a number of lines >= 1, got {limit}")
+        q = shlex.quote(path)
+        pick = f"tail -n +{offset} -- {q}" + (f" | head -n {limit}" if limit is not None else "")
+        script = (f"if [ -d {q} ]; then exit 21; fi; if [ ! -e {q} ]; then exit 22; fi; "
+                  f"n=$(awk 'END {{ print NR }}' {q}) || exit 23; printf '%s\\n' \"$n\"; {pick}")
+        code, out, err, dropped = self._sh(script, budget)
+        if code == 21:
+            raise ToolError(f"{path}: is a directory (use ls)")
+        if code == 22:
+            raise ToolError(f"{path}: no such file")
+        first, _, content = out.partition("\n")
+        if code != 0 or not first.strip().isdigit():
+            raise ToolError(f"{path}: cannot read: {err.strip() or f'exit {code}'}")
+        total = int(first)
+        if offset > max(total, 1):
+            raise ToolError(f"argument 'offset': {offset} is past the end of {path} ({total} lines)")
+        shown = len(_split_lines(content))
+        if dropped:
+            content += (f"\n[skillgate: stopped after {self.sandbox.config.output_limit_bytes} bytes; "
+                        "read further with offset/limit]")
+        return {"path": path, "content": content, "start_line": offset,
+                "end_line": offset + shown - 1 if shown else offset - 1, "total_lines": total}
+
+    def _write(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        path = self.resolve(args["path"])
+        data = args["content"].encode("utf-8")
+        self._write_bytes(path, data, budget)
+        return {"path": path, "bytes": len(data)}
+
+    def _edit(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        path = self.resolve(args["path"])
+        edits = args["edits"]
+        if not edits:
+            raise ToolError("argument 'edits': expected at least one {oldText, newText}")
+        text = self._text(path, self._read_bytes(path, budget))
+        replaced = 0
+        for i, e in enumerate(edits):  # applied in order to the evolving text; written only if all fit
+            old, new = e["oldText"], e["newText"]
+            if not old:
+                raise ToolError(f"edits[{i}].oldText: expected non-empty text to find")
+            count = text.count(old)
+            if count == 0:
+                raise ToolError(f"edits[{i}]: oldText not found in {path} (it must match exactly, whitespace "
+                                "included); no edit was applied")
+            if count > 1 and not e.get("replaceAll", False):
+                raise ToolError(f"edits[{i}]: oldText occurs {count} times in {path}; add surrounding text to make "
+                                "it unique or set replaceAll; no edit was applied")
+            text = text.replace(old, new) if e.get("replaceAll", False) else text.replace(old, new, 1)
+            replaced += count if e.get("replaceAll", False) else 1
+        self._write_bytes(path, text.encode("utf-8"), budget)
+        return {"path": path, "replacements": replaced}
+
+    def _apply_patch(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        try:
+            patches = parse_unified_diff(args["patch"])
+        except PatchError as exc:
+            raise ToolError(f"patch: {exc}") from exc
+        # Every file is computed before anything is written: a hunk that does not fit changes nothing.
+        pending: dict[str, str | None] = {}  # path -> new text, None = delete
+        modes: dict[str, bool] = {}
+        report: dict[str, list[str]] = {"created": [], "modified": [], "deleted": [], "renamed": []}
+
+        def current(path: str) -> str:
+            if path in pending:
+                if pending[path] is None:
+                    raise ToolError(f"patch: {path} is deleted earlier in this patch; no file was changed")
+                return pending[path] or ""
+            return self._text(path, self._read_bytes(path, budget))
+
+        for fp in patches:
+            old = self.resolve(fp.old_path, "patch") if fp.old_path else None
+            new = self.resolve(fp.new_path, "patch") if fp.new_path else None
+            if old is None:
+                assert new is not None
+                if (new in pending and pending[new] is not None) or (new not in pending and self.sandbox.exists(new)):
+                    raise ToolError(f"patch: {new} already exists (the patch creates it); no file was changed")
+                source, text = new, ""
+            else:
+                source = old
+                if not fp.rename and new is not None and new != old:
+                    # '--- x.orig' / '+++ x' without git's rename lines: patch whichever exists, x first
+                    # (GNU patch's choice), in place.
+                    if new in pending or self.sandbox.exists(new):
+                        source = old = new
+                    else:
+                        new = old
+                text = current(source)
+            try:
+                result = apply_unified_diff(text, fp.hunks, new or source)
+            except PatchError as exc:
+                raise ToolError(f"patch: {exc}; no file was changed") from exc
+            if new is None:
+                if result.strip():
+                    raise ToolError(f"patch: deleting {source}: the file has lines the patch does not remove; "
+                                    "no file was changed")
+                pending[source] = None
+                report["deleted"].append(source)
+                continue
+            pending[new] = result
+            modes[new] = fp.executable
+            if old is None:
+                report["created"].append(new)
+            elif source != new:
+                pending[source] = None
+                report["renamed"].append(f"{source} -> {new}")
+            else:
+                report["modified"].append(new)
+        for path, content in pending.items():
+            if content is not None:
+                self._write_bytes(path, content.encode("utf-8"), budget, modes.get(path, False))
+        gone = [p for p, c in pending.items() if c is None]
+        if gone:
+            code, _, err, _ = self._sh("rm -f -- " + " ".join(shlex.quote(p) for p in gone), budget)
+            if code != 0:
+                raise ToolError(f"patch: removing {', '.join(gone)} failed: {err.strip()}")
+        return {k: v for k, v in report.items() if v}
+
+    def _grep(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        pattern, glob = args["pattern"], args.get("glob")
+        if not pattern or len(pattern) > _MAX_ARG_CHARS or "\0" in pattern:
+            raise ToolError(f"argument 'pattern': expected a non-empty regular expression of at most "
+                            f"{_MAX_ARG_CHARS} characters")
+        if glob is not None and (not glob or len(glob) > _MAX_ARG_CHARS or "\0" in glob):
+            raise ToolError("argument 'glob': expected a non-empty file-name glob such as '*.py'")
+        path = self.resolve(args.get("path", "."))
+        include = [f"--include={shlex.quote(g)}" for g in _expand_braces(glob)] if glob else []
+        script = (f"grep -rnHEI --exclude-dir=.git {' '.join(include)} -e {shlex.quote(pattern)} -- "
+                  f"{shlex.quote(path)}")
+        code, out, err, dropped = self._sh(script, budget)
+        if code == 2 and not out:
+            raise ToolError(f"grep: {err.strip() or 'failed'}")
+        # Sorted by file, then line: the same tree gives the same observation on every backend.
+        lines = sorted(out.splitlines(), key=_grep_key)
+        lines = [ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + " [line cut]" for ln in lines]
+        payload: dict[str, Any] = {"pattern": pattern, "path": path, "matches": "\n".join(lines), "count": len(lines)}
+        if glob:
+            payload["glob"] = glob
+        if dropped:
+            payload["truncated"] = True
+        return payload
+
+    def _listing(self, base: str, depth: str, test: str, budget: float) -> list[tuple[str, str, str]]:
+        """(type letter, path, link target) for entries under `base` (a directory), via find; a
+        recursive listing skips .git folders."""
+        q = shlex.quote(base)
+        prune = "" if depth else "\\( -name .git -prune \\) -o "
+        script = (f"if [ ! -e {q} ]; then exit 22; fi; if [ ! -d {q} ]; then exit 20; fi; "
+                  f"find {q} -mindepth 1 {depth} {prune}\\( {test} -printf '%y\\t%p\\t%l\\0' \\)")
+        code, out, err, _ = self._sh(script, budget)
+        if code == 22:
+            raise ToolError(f"{base}: no such file or directory")
+        if code == 20:
+            raise ToolError(f"{base}: not a directory (use read for files)")
+        if code != 0 and not out:
+            raise ToolError(f"{base}: {err.strip() or f'find failed (exit {code})'}")
+        entries = []
+        for item in out.split("\0"):
+            kind, _, rest = item.partition("\t")
+            path, _, target = rest.partition("\t")
+            if kind and path:
+                entries.append((kind, path, target))
+        return entries
+
+    def _find(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        pattern = args["pattern"].strip()
+        if not pattern or len(pattern) > _MAX_ARG_CHARS or "\0" in pattern:
+            raise ToolError("argument 'pattern': expected a glob such as '*.py' or 'src/**/*.ts'")
+        base = self.resolve(args.get("path", "."))
+        if pattern.startswith("/"):  # an absolute glob: its literal folders become the base
+            base, pattern = "/", pattern.lstrip("/")
+        anchored = "/" in pattern
+        parts = pattern.split("/")
+        while anchored and len(parts) > 1 and not _has_glob(parts[0]):
+            base = posixpath.join(base, parts.pop(0))
+        rel_pattern = "/".join(parts)
+        options = _expand_braces(rel_pattern)
+        prefix = _find_escape(base.rstrip("/") + "/")
+        if anchored:  # find's '*' crosses '/', so this is a superset; glob_matcher decides
+            tests = [f"-path {shlex.quote(prefix + p.replace('**/', '*').replace('**', '*'))}" for p in options]
+        else:
+            tests = [f"-name {shlex.quote(p)}" for p in options]
+        entries = self._listing(base, "", "\\( " + " -o ".join(tests) + " \\)", budget)
+        match = glob_matcher(rel_pattern, anchored)
+        root = base.rstrip("/") + "/"
+        found = sorted(p + ("/" if kind == "d" else "") for kind, p, _ in entries
+                       if p.startswith(root) and match(p[len(root):]))
+        payload: dict[str, Any] = {"pattern": args["pattern"], "path": base, "matches": "\n".join(found[:MAX_ENTRIES]),
+                                   "count": len(found)}
+        if len(found) > MAX_ENTRIES:
+            payload["truncated"] = True
+        return payload
+
+    def _ls(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        base = self.resolve(args.get("path", "."))
+        entries = self._listing(base, "-maxdepth 1", "-true", budget)
+        names = sorted(posixpath.basename(p) + ("/" if kind == "d" else f" -> {target}" if kind == "l" else "")
+                       for kind, p, target in entries)
+        payload: dict[str, Any] = {"path": base, "entries": "\n".join(names[:MAX_ENTRIES]), "count": len(names)}
+        if len(names) > MAX_ENTRIES:
+            payload["truncated"] = True
+        return payload
+
+    # -- exec and process -----------------------------------------------------------------------
+
+    def _exec(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        command = args["command"]
+        if not command.strip():
+            raise ToolError("argument 'command': expected a non-empty shell command")
+        workdir = self.resolve(args["workdir"], "workdir") if "workdir" in args else None
+        if args.get("background"):
+            try:
+                job = self.shell.start_job(command, workdir)
+            except BackgroundUnsupported as exc:
+                raise ToolError(str(exc)) from exc
+            except NotADirectoryError as exc:
+                raise ToolError(f"argument 'workdir': {workdir} is not an existing directory") from exc
+            except OSError as exc:
+                raise ToolError(str(exc)) from exc
+            return job.describe()
+        asked = args.get("timeout")
+        if asked is not None and asked < 1:
+            raise ToolError(f"argument 'timeout': expected seconds >= 1, got {asked}")
+        timeout = min(float(asked) if asked is not None else self.default_timeout, self.max_timeout, budget)
+        run = self.shell.run(command, timeout=timeout, workdir=workdir)
+        if run.bad_workdir:
+            raise ToolError(f"argument 'workdir': {workdir} is not an existing directory; the command did not run")
+        stderr = run.stderr
+        if run.timed_out:
+            why = ("the maximum" if asked is not None and asked > self.max_timeout else
+                   "the episode's remaining time" if timeout == budget else "the timeout")
+            stderr += (("\n" if stderr and not stderr.endswith("\n") else "") + f"[skillgate: killed after "
+                       f"{timeout:g} s ({why}) with all its processes; its cwd/env changes are lost]\n")
+        return {"exit_code": run.exit_code, "stdout": run.stdout, "stderr": stderr, "timed_out": run.timed_out,
+                "cwd": run.cwd}
+
+    def _process(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
+        action, job_id = args["action"], args.get("sessionId")
+        if action == "list":
+            payload: dict[str, Any] = {"jobs": self.shell.list_jobs()}
+            if not self.shell.supports_background:
+                payload["note"] = f"background jobs need the docker backend (this sandbox is {self.sandbox.backend})"
+            return payload
+        if not job_id:
+            raise ToolError(f"process {action}: missing required argument 'sessionId' (string), the id exec "
+                            "background=true returned")
+        try:
+            if action == "poll":
+                status = self.shell.poll_job(job_id)
+                return {**status.job, "stdout": status.stdout, "stderr": status.stderr}
+            return self.shell.kill_job(job_id)
+        except UnknownJob as exc:
+            raise ToolError(str(exc.args[0])) from exc
+
