@@ -62,3 +62,18 @@ def test_front_matter_never_says_which_skill_is_the_oracle(small_suite: Path):
         front = skill_md.read_text().split("---")[1]
         assert "oracle" not in front and "misleading" not in front
         assert sorted(line.split(":")[0] for line in front.strip().splitlines()) == ["description", "name"]
+
+
+def test_skill_procedures_are_not_span_mismatches(small_suite):
+    """Running a skill's procedure must not look like an unattributable skill read (METHOD.md 4.3):
+    an exec whose arguments name a reader command (cat, head, python3, ...) and a /skills/ path that
+    is not a SKILL.md would be a span mismatch and reject the whole RL group."""
+    from skillgate_core.credit.spans import READER_COMMANDS
+
+    skills = sorted((small_suite / "skills").iterdir())
+    procedures = [extract_procedure((s / "SKILL.md").read_text()) for s in skills]
+    with_procedure = [(s.name, p) for s, p in zip(skills, procedures, strict=True) if p]
+    assert with_procedure
+    for name, procedure in with_procedure:
+        args = json.dumps({"command": procedure})
+        assert not ("/skills/" in args and READER_COMMANDS.search(args)), f"{name}: {procedure!r}"

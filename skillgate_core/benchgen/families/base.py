@@ -86,7 +86,9 @@ class Family:
     suffixes: tuple[str, ...]
     """Six name suffixes; each skill permutes them over its oracle and five lookalikes."""
     tool_file: str
-    """File name of the skill's script under scripts/."""
+    """File name of the skill's script under scripts/. SKILL.md procedures run it directly (it is
+    executable, with a shebang), never as `python3 /skills/...`: an exec naming a reader command and
+    a /skills/ path that is not a SKILL.md is a span mismatch (METHOD.md 4.3) and rejects the group."""
     sample: Callable[[random.Random, str], SkillDraft]
     """(rng, domain) -> an oracle draft."""
     mutate: Callable[[SkillDraft, str, random.Random], SkillDraft]

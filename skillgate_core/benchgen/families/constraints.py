@@ -309,7 +309,7 @@ A CSV `{cue.output}` with the header `{ic['id']},{bc['id']}` and one row per {t.
 Run from the task's working directory (python3 standard library only):
 
 ```bash
-python3 /skills/{name}/scripts/{TOOL_FILE}
+/skills/{name}/scripts/{TOOL_FILE}
 wc -l {cue.output}
 ```
 """

@@ -288,7 +288,7 @@ Write {out}.
 Run from the task's working directory (python3 standard library only):
 
 ```bash
-python3 /skills/{name}/scripts/{TOOL_FILE}
+/skills/{name}/scripts/{TOOL_FILE}
 head -5 {cue.output}
 ```
 

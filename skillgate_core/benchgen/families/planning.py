@@ -268,7 +268,7 @@ Orders {t.runbook} steps for the {cue.consumer}. Reads {cue.scope}; writes `{cue
 Run from the task's working directory (python3 standard library only):
 
 ```bash
-python3 /skills/{name}/scripts/{TOOL_FILE}
+/skills/{name}/scripts/{TOOL_FILE}
 head -5 {cue.output}
 ```
 """

@@ -335,8 +335,8 @@ matters.
 Run from the task's working directory (the script applies rules 1-8; python3 standard library only):
 
 ```bash
-python3 /skills/{name}/scripts/{TOOL_FILE}
-head -3 {cue.output}; tail -1 {cue.output}
+/skills/{name}/scripts/{TOOL_FILE}
+wc -l {cue.output}
 ```
 """
 
