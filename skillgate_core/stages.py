@@ -95,7 +95,8 @@ STAGES: tuple[StageSpec, ...] = (
         summary="teacher trajectories through the real harness and sandboxes",
         inputs=("bench", "base_model"),
         outputs=("trajectories",),
-        planned_in="a later step (agent + collection)",
+        config="skillgate_core.agent.collect:CollectConfig",
+        entrypoint="skillgate_core.agent.collect:collect_trajectories",
     ),
     StageSpec(
         name="sft",

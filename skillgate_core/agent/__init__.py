@@ -1,4 +1,12 @@
-"""The agent harness: tool-call parsing, tools, prompt profiles, the episode loop, trajectory records."""
+"""The agent harness: tool-call parsing, tools, prompt profiles, the episode loop, trajectory records.
+
+- `tool_calls`: the one parser (JSON and Qwen XML forms) shared by SFT, rollouts, eval, spans.
+- `tool_schemas`, `prompts`: what the model is shown (both digested into evaluation fingerprints).
+- `tools`, `shell`: the nine tools over a sandbox, with a persistent shell per episode.
+- `episode`: lockstep episodes that keep the exact token stream, graded by the task's verifier.
+- `policies`: a local transformers policy and the skill-following teacher.
+- `collect`: the `collect` stage (teacher trajectories -> parquet with selection spans).
+"""
 
 from skillgate_core.agent.tool_calls import MAX_CALLS_PER_TURN, ParsedTurn, ToolCall, parse_tool_calls
 

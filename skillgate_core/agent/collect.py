@@ -1,0 +1,153 @@
+"""Stage `collect`: teacher trajectories through the real harness (sandboxes, tools, verifier).
+
+For each sampled task of a bench split, the teacher plays `repeats` episodes with the task's frozen
+slate (only its 16 skills are mounted at /skills). Every trajectory keeps the exact token stream
+(prompt ids, response ids, loss mask), its grade, and its selection actions from span detection
+(METHOD.md 4), and lands in one parquet file:
+
+    collect_trajectories(CollectConfig(max_tasks=8), {"bench": bench_dir, "base_model": model_dir}, out)
+    -> out/trajectories/trajectories.parquet, out/trajectories/summary.json
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
+from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+from skillgate_core.credit.spans import AssistantTurn, detect_selection_spans
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.skills import Slate
+from skillgate_core.stages import StageOutput
+
+__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "slate_skills_dir", "span_report"]
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """Which tasks, how many episodes, and how noisy the teacher is."""
+
+    split: str = "train"
+    """Bench split to collect on (train; eval splits are for evaluation only)."""
+    max_tasks: int = 16
+    """Tasks to sample from the split (0 = all)."""
+    repeats: int = 1
+    """Episodes per task."""
+    misleading_rate: float = 0.1
+    """Teacher selection noise: probability of reading a misleading skill first."""
+    no_read_rate: float = 0.0
+    """Teacher selection noise: probability of reading no skill."""
+    keep: Literal["all", "resolved"] = "all"
+    """Which trajectories to write (SFT later filters on resolved itself)."""
+    seed: int = 0
+    """Seed of the task sample and the teacher noise."""
+    backend: str = "bwrap"
+    """Sandbox backend for the episodes (auto, docker, bwrap)."""
+    batch_episodes: int = 8
+    """Episodes played together in one lockstep batch."""
+    max_turns: int = 6
+    """Turn limit of a teacher episode (it needs three)."""
+
+
+def load_bench_rows(bench: Path, split: str) -> list[dict]:
+    """The tasks.jsonl rows of one split, sorted by task id; a clear error when the split is empty."""
+    index = bench / "tasks.jsonl"
+    if not index.is_file():
+        raise FileNotFoundError(f"{index}: missing; expected a bench built by `skillgate bench build`")
+    rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
+    chosen = sorted((r for r in rows if r.get("split") == split), key=lambda r: r["task_id"])
+    if not chosen:
+        splits = sorted({r.get("split") for r in rows})
+        raise ValueError(f"{index}: no task in split '{split}'; splits present: {', '.join(map(str, splits))}")
+    return chosen
+
+
+def slate_skills_dir(bench: Path, slate: Slate, into: Path) -> Path:
+    """A folder with only the slate's skills: what /skills shows in the episode."""
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in slate.entries:
+        target = into / entry.name
+        if not target.exists():
+            shutil.copytree(bench / "skills" / entry.name, target)
+    return into
+
+
+def span_report(trajectory: Trajectory, tokenizer) -> dict:
+    """Selection actions and mismatch counters of one trajectory (METHOD.md 4.6), JSON-able."""
+    turns = [
+        AssistantTurn(
+            response_text=t.text,
+            token_ids=trajectory.response_ids[t.token_start : t.token_end],
+            token_offset=t.token_start,
+            dispatched=[(name, json.loads(args)) for name, args in t.calls],
+            finish="stop" if t.finish == "stop" else "length",
+        )
+        for t in trajectory.turns
+    ]
+    slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
+    report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate)
+    return {
+        "reads": report.reads(),
+        "actions": [a.as_record() for a in report.actions],
+        "turns_checked": report.turns_checked,
+        "parse_dispatch_mismatch": report.parse_dispatch_mismatch,
+        "span_mismatch": report.span_mismatch,
+        "alignment_mismatch": report.alignment_mismatch,
+    }
+
+
+def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
+    """Play the teacher on sampled tasks; write trajectories.parquet and summary.json."""
+    import polars as pl
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    bench = Path(inputs["bench"])
+    tokenizer = AutoTokenizer.from_pretrained(inputs["base_model"])
+    rows = load_bench_rows(bench, config.split)
+    if config.max_tasks:
+        rows = sorted(random.Random(config.seed).sample(rows, min(config.max_tasks, len(rows))),
+                      key=lambda r: r["task_id"])
+    policy = TeacherPolicy(tokenizer, TeacherConfig(config.misleading_rate, config.no_read_rate, config.seed))
+    episode_cfg = EpisodeConfig(max_turns=config.max_turns, backend=config.backend, workers=2)
+    target = out_dir / "trajectories"
+    target.mkdir(parents=True)
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="skillgate-collect-") as scratch:
+        specs = []
+        for row in rows:
+            task = load_task_package(bench / row["path"])
+            slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
+            skills = slate_skills_dir(bench, slate, Path(scratch) / row["task_id"])
+            specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
+        with tqdm(total=len(specs), desc="collect", unit="episode") as bar:
+            for start in range(0, len(specs), config.batch_episodes):
+                batch = specs[start : start + config.batch_episodes]
+                for traj in run_episodes(batch, policy, tokenizer, episode_cfg):
+                    spans = span_report(traj, tokenizer)
+                    row = traj.to_row()
+                    row.update(reads=spans["reads"], spans=json.dumps(spans), split=config.split)
+                    records.append(row)
+                bar.update(len(batch))
+    kept = [r for r in records if config.keep == "all" or r["score"] >= 1.0]
+    pl.DataFrame(kept).write_parquet(target / "trajectories.parquet")
+    statuses = Counter(r["status"] for r in records)
+    first_reads = Counter(r["reads"][0] if r["reads"] else "none" for r in records)
+    summary = {
+        "episodes": len(records),
+        "kept": len(kept),
+        "resolved_rate": sum(r["score"] >= 1.0 for r in records) / max(1, len(records)),
+        "statuses": dict(statuses),
+        "first_read": dict(first_reads),
+        "span_mismatches": sum(json.loads(r["spans"])["span_mismatch"] for r in records),
+    }
+    (target / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return StageOutput(outputs={"trajectories": target}, metrics=summary)

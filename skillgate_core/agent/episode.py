@@ -1,0 +1,324 @@
+"""The episode loop (METHOD.md 2): prompt -> assistant turn -> tool calls -> one observation -> ... -> grade.
+
+Episodes run in lockstep batches so a token-level policy generates every active episode's next turn
+in one batched call (a GRPO group is one batch). Everything the sampler produced is kept as token
+ids; observations are appended as their own ids with loss mask 0:
+
+    response ids = [turn 0 sampled ids (mask 1, ends with <|im_end|>)]
+                   ["\\n<|im_start|>user\\n" + observation + "<|im_end|>\\n<|im_start|>assistant\\n" (mask 0)]
+                   [turn 1 sampled ids (mask 1)] ...
+
+so nothing is ever re-tokenized (the "\\n" the chat template puts after <|im_end|> is observation
+glue, never a sampled token). A turn with no tool call is the final answer; a turn cut by length,
+the token budget, the turn limit or the wall clock makes the episode TRUNCATED (still graded); a
+sandbox failure makes it ABORTED.
+
+    trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages
+from skillgate_core.agent.tool_calls import parse_tool_calls
+from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
+from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
+from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.task_package import TaskPackage
+from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
+from skillgate_core.policy.local_sampler import Completion
+from skillgate_core.skills import Slate
+
+__all__ = [
+    "OBSERVATION_TEMPLATE",
+    "EpisodeConfig",
+    "EpisodeSpec",
+    "EpisodeView",
+    "Policy",
+    "Trajectory",
+    "TurnRecord",
+    "run_episodes",
+]
+
+OBSERVATION_TEMPLATE = "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n"
+"""Glue after a sampled `<|im_end|>`: the observation message and the next assistant header (mask 0)."""
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """Limits of one episode (METHOD.md 2; seed values as defaults where they exist)."""
+
+    max_turns: int = 30
+    """Assistant turns before the episode is cut (TRUNCATED)."""
+    max_context_tokens: int = 16384
+    """Prompt + response tokens the episode may use."""
+    max_new_tokens: int = 1024
+    """Longest single assistant turn."""
+    wall_clock_s: float = 850.0
+    """Seconds from sandbox start to the end of the last turn."""
+    backend: str = "auto"
+    """Sandbox backend: auto, docker or bwrap."""
+    tool_output_chars: int = 16000
+    """Tool output beyond this keeps head and tail around an omitted-count marker."""
+    workers: int = 4
+    """Threads running sandboxes (tool calls, starts, verification) concurrently."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run."""
+
+    task: TaskPackage
+    """The task package."""
+    slate: Slate | None
+    """The skills shown, in order (None = no-skill condition)."""
+    skills_dir: Path | None = None
+    """Folder mounted read-only at /skills (a frozen snapshot); required when slate is set."""
+    bench: str = ""
+    """Benchmark name (recorded)."""
+    repeat: int = 0
+    """Index of this episode among the task's repeats (group member index)."""
+
+
+@dataclass
+class EpisodeView:
+    """What a policy sees of one active episode."""
+
+    spec: EpisodeSpec
+    """The episode being played."""
+    messages: list[dict[str, str]]
+    """The conversation so far (system, user, assistant, user observations...)."""
+    context_ids: list[int]
+    """Prompt + response ids so far, ending with the assistant header."""
+    turn: int
+    """Index of the turn to generate."""
+    max_new_tokens: int
+    """Tokens this turn may use."""
+
+
+class Policy(Protocol):
+    """Produces the next assistant turn of each active episode (batched)."""
+
+    name: str
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]: ...
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One assistant turn of a trajectory."""
+
+    text: str
+    """The turn's response text."""
+    token_start: int
+    """Offset of its first sampled id in the response sequence."""
+    token_end: int
+    """Offset just past its last sampled id."""
+    finish: str
+    """stop, length (max tokens), or budget (cut by the episode's limits)."""
+    calls: tuple[tuple[str, str], ...]
+    """(tool name, canonical JSON arguments) of each dispatched call, in order."""
+    call_errors: int = 0
+    """Malformed or failed calls in this turn."""
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One graded episode with its exact token stream."""
+
+    task_id: str
+    bench: str
+    repeat: int
+    policy: str
+    prompt_profile: str
+    slate_names: tuple[str, ...]
+    slate_categories: tuple[str, ...]
+    gold: str | None
+    messages: tuple[dict[str, str], ...]
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    turns: tuple[TurnRecord, ...]
+    status: str
+    score: float
+    raw_score: float | None
+    missing_reward: bool
+    verifier_detail: str
+    backend: str
+    duration_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat JSON-able row (lists for sequences, JSON text for nested records)."""
+        row = {k: v for k, v in self.__dict__.items() if k not in ("messages", "turns", "extra")}
+        row.update(
+            messages=json.dumps(list(self.messages), ensure_ascii=False),
+            turns=json.dumps([t.__dict__ for t in self.turns], ensure_ascii=False),
+            extra=json.dumps(self.extra, ensure_ascii=False, sort_keys=True),
+            slate_names=list(self.slate_names),
+            slate_categories=list(self.slate_categories),
+            prompt_ids=list(self.prompt_ids),
+            response_ids=list(self.response_ids),
+            loss_mask=list(self.loss_mask),
+            logprobs=[None if math.isnan(x) else x for x in self.logprobs],
+        )
+        return row
+
+
+@dataclass
+class _Live:
+    spec: EpisodeSpec
+    box: Sandbox | None
+    tools: ToolBox | None
+    view: EpisodeView
+    prompt_len: int
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    status: EpisodeStatus | None = None
+    abort_detail: str = ""
+    deadline: float = 0.0
+    started: float = 0.0
+
+
+def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
+           sandbox_config: SandboxConfig | None) -> _Live:
+    messages = build_messages(profile, spec.task.instruction, spec.slate)
+    prompt_ids = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                    return_dict=False))
+    view = EpisodeView(spec, messages, list(prompt_ids), 0, config.max_new_tokens)
+    live = _Live(spec, None, None, view, len(prompt_ids), started=time.monotonic())
+    try:
+        live.box = start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
+                                 config=sandbox_config)
+        live.tools = ToolBox(live.box, output_chars=config.tool_output_chars)
+    except SandboxError as exc:
+        live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox did not start: {exc}"
+    live.deadline = live.started + config.wall_clock_s
+    return live
+
+
+def _backend(name: str) -> Backend:
+    if name not in ("auto", "docker", "bwrap"):
+        raise ValueError(f"backend must be auto, docker or bwrap, got {name!r}")
+    return name  # type: ignore[return-value]
+
+
+def _append(live: _Live, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None) -> None:
+    live.response_ids.extend(ids)
+    live.loss_mask.extend([mask] * len(ids))
+    live.logprobs.extend(logprobs if logprobs is not None else [math.nan] * len(ids))
+    live.view.context_ids.extend(ids)
+
+
+def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeConfig) -> None:
+    """Record one sampled turn, run its calls, append the observation (or end the episode)."""
+    start = len(live.response_ids)
+    lp = completion.logprobs if len(completion.logprobs) == len(completion.token_ids) else None
+    _append(live, completion.token_ids, 1, lp)
+    live.view.messages.append({"role": "assistant", "content": completion.text})
+    parsed = parse_tool_calls(completion.text)
+    finish = completion.finish
+    ended_by_budget = time.monotonic() >= live.deadline
+    if finish == "length" or ended_by_budget:
+        live.turns.append(TurnRecord(completion.text, start, len(live.response_ids),
+                                     "length" if finish == "length" else "budget", ()))
+        live.status = EpisodeStatus.TRUNCATED
+        return
+    if parsed.is_final:
+        live.turns.append(TurnRecord(completion.text, start, len(live.response_ids), "stop", ()))
+        live.status = EpisodeStatus.COMPLETED
+        return
+    assert live.tools is not None
+    results: list[ToolResult] = live.tools.run_all(parsed.calls, deadline=live.deadline)
+    errors = [ToolResult(name="tool_call", ok=False, error=e) for e in parsed.errors]
+    dispatched = tuple(c.key() for c in parsed.calls)
+    live.turns.append(TurnRecord(completion.text, start, len(live.response_ids), "stop", dispatched,
+                                 sum(not r.ok for r in results) + len(errors)))
+    observation = format_observation([*results, *errors], limit=config.tool_output_chars)
+    live.view.messages.append({"role": "user", "content": observation})
+    glue = tokenizer(OBSERVATION_TEMPLATE.format(observation=observation), add_special_tokens=False)["input_ids"]
+    _append(live, glue, 0, None)
+    live.view.turn += 1
+    room = config.max_context_tokens - len(live.view.context_ids)
+    if live.view.turn >= config.max_turns or room <= 0 or time.monotonic() >= live.deadline:
+        live.status = EpisodeStatus.TRUNCATED
+    live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
+
+
+def _finish(live: _Live, policy: Policy, profile: PromptProfile) -> Trajectory:
+    spec = live.spec
+    status = live.status or EpisodeStatus.TRUNCATED
+    backend = live.box.backend if live.box is not None else ""
+    if live.box is None:
+        grade = aborted(live.abort_detail or "no sandbox")
+    elif status is EpisodeStatus.ABORTED:
+        grade = aborted(live.abort_detail)
+    else:
+        grade = verify(live.box, spec.task, status)
+    if live.box is not None:
+        live.box.stop()
+    slate = spec.slate
+    return Trajectory(
+        task_id=spec.task.task_id,
+        bench=spec.bench,
+        repeat=spec.repeat,
+        policy=policy.name,
+        prompt_profile=profile.name,
+        slate_names=tuple(e.name for e in slate.entries) if slate else (),
+        slate_categories=tuple(e.category for e in slate.entries) if slate else (),
+        gold=slate.oracle if slate else None,
+        messages=tuple(live.view.messages),
+        prompt_ids=tuple(live.view.context_ids[: live.prompt_len]),
+        response_ids=tuple(live.response_ids),
+        loss_mask=tuple(live.loss_mask),
+        logprobs=tuple(live.logprobs),
+        turns=tuple(live.turns),
+        status=str(grade.status),
+        score=grade.score,
+        raw_score=grade.raw_score,
+        missing_reward=grade.missing_reward,
+        verifier_detail=grade.detail,
+        backend=backend,
+        duration_s=round(time.monotonic() - live.started, 3),
+    )
+
+
+def run_episodes(
+    specs: Sequence[EpisodeSpec],
+    policy: Policy,
+    tokenizer: Any,
+    config: EpisodeConfig = EpisodeConfig(),
+    profile: PromptProfile = DEFAULT_PROFILE,
+    sandbox_config: SandboxConfig | None = None,
+) -> list[Trajectory]:
+    """Play every spec to the end in lockstep turns and grade it; results in spec order."""
+    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
+        lives = list(pool.map(lambda s: _start(s, tokenizer, profile, config, sandbox_config), specs))
+        while True:
+            active = [lv for lv in lives if lv.status is None]
+            if not active:
+                break
+            completions = policy.act([lv.view for lv in active])
+            if len(completions) != len(active):
+                raise RuntimeError(f"policy {policy.name} returned {len(completions)} turns for {len(active)} episodes")
+
+            def advance(pair: tuple[_Live, Completion]) -> None:
+                live, completion = pair
+                try:
+                    _step(live, completion, tokenizer, config)
+                except (SandboxError, OSError) as exc:
+                    live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
+
+            list(pool.map(advance, zip(active, completions, strict=True)))
+        return list(pool.map(lambda lv: _finish(lv, policy, profile), lives))

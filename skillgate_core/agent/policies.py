@@ -1,0 +1,107 @@
+"""Policies the episode loop can drive: a local transformers model, and the skill-following teacher.
+
+- `LocalPolicy`: samples each active episode's next turn from an HF model in one batched call,
+  keeping ids and log-probs (what GRPO trains on).
+- `TeacherPolicy`: the embedded-default teacher for trajectory collection (DESIGN.md): it plays the
+  task's reference route through the real harness: first turn reads the oracle skill (with
+  configurable selection noise: sometimes a misleading skill, sometimes none), second turn runs the
+  procedure the skill it read prescribes, third turn answers. Its text is tokenized once, as
+  demonstration data; it has no log-probs. Any OpenAI-compatible model can replace it (later step).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skillgate_core.agent.episode import EpisodeView
+from skillgate_core.benchgen.agents import extract_procedure
+from skillgate_core.policy.local_sampler import Completion, SamplingConfig, sample_completions
+
+__all__ = ["LocalPolicy", "TeacherConfig", "TeacherPolicy"]
+
+
+class LocalPolicy:
+    """Batched sampling from a local model; each call advances the seed so turns differ."""
+
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local") -> None:
+        self.model, self.tokenizer, self.sampling, self.name = model, tokenizer, sampling, name
+        self._calls = 0
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        budget = min(v.max_new_tokens for v in views)
+        cfg = SamplingConfig(self.sampling.temperature, self.sampling.top_p,
+                             min(budget, self.sampling.max_new_tokens), self.sampling.seed + self._calls)
+        self._calls += 1
+        return sample_completions(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """How the teacher chooses what to read."""
+
+    misleading_rate: float = 0.0
+    """Probability that the first turn reads a misleading skill instead of the oracle."""
+    no_read_rate: float = 0.0
+    """Probability that the first turn reads no skill at all (then it answers without acting)."""
+    seed: int = 0
+    """Seed of the noise, combined with task id and repeat so every episode draws its own."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.misleading_rate and 0 <= self.no_read_rate and self.misleading_rate + self.no_read_rate <= 1):
+            raise ValueError("misleading_rate and no_read_rate must be >= 0 and sum to at most 1")
+
+
+_RESPONSE = re.compile(r"<tool_response name='([^']*)'>(.*?)</tool_response>", re.DOTALL)
+
+
+def _call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
+
+
+class TeacherPolicy:
+    """The skill-following teacher (see the module docstring)."""
+
+    def __init__(self, tokenizer: Any, config: TeacherConfig = TeacherConfig(), name: str = "teacher") -> None:
+        self.tokenizer, self.config, self.name = tokenizer, config, name
+
+    def _choice(self, view: EpisodeView) -> str | None:
+        slate = view.spec.slate
+        if slate is None:
+            return None
+        rng = random.Random(f"teacher:{self.config.seed}:{view.spec.task.task_id}:{view.spec.repeat}")
+        draw = rng.random()
+        if draw < self.config.no_read_rate:
+            return None
+        misleading = [e.name for e in slate.entries if e.category == "misleading"]
+        if draw < self.config.no_read_rate + self.config.misleading_rate and misleading:
+            return rng.choice(misleading)
+        return slate.oracle
+
+    def _turn_text(self, view: EpisodeView) -> str:
+        if view.turn == 0:
+            skill = self._choice(view)
+            if skill is None:
+                return "<skill_reasoning>No listed skill is needed here.</skill_reasoning>\nI have nothing to add."
+            return (f"<skill_reasoning>The skill {skill} describes this exact procedure, so I read it first."
+                    f"</skill_reasoning>\n" + _call("read", path=f"/skills/{skill}/SKILL.md"))
+        last = view.messages[-1]["content"] if view.messages[-1]["role"] == "user" else ""
+        found = _RESPONSE.findall(last)
+        if view.turn == 1 and found and found[0][0] == "read":
+            content = json.loads(found[0][1]).get("content", "")
+            procedure = extract_procedure(content)
+            if procedure:
+                return "I will follow the skill's procedure step by step.\n" + _call("exec", command=procedure)
+        return "Done: the workspace now holds the result the task asks for."
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        out = []
+        for view in views:
+            text = self._turn_text(view)
+            ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            out.append(Completion(tuple(ids), (), text, "stop"))
+        return out
