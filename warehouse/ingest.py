@@ -225,7 +225,7 @@ def _drain(
             batch = [p for p in list_pending(log_) if seq_of(p) <= mark][:max_batch]
             if not batch:
                 return ingested, rejected, False, False
-            if budget_s is not None and time.monotonic() - started > budget_s:
+            if budget_s is not None and (time.monotonic() - started > budget_s or log_.reader_is_waiting()):
                 return ingested, rejected, False, True  # let readers in; the rest stays pending
             if con is None:
                 con = connect_rw(db, db_wait_s)

@@ -53,6 +53,15 @@ class QueryResult:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
+def _announce_reader(state: StateLayout) -> None:
+    marker = event_log(state).reader_waiting
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:  # a read-only state dir: readers simply compete as before
+        pass
+
+
 def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + timeout_s
     delay = 0.005
@@ -64,6 +73,7 @@ def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConne
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
             if not is_lock_error(exc):
                 raise
+            _announce_reader(state)
             if time.monotonic() >= deadline:
                 raise WarehouseBusy(
                     f"{state.warehouse_file} stayed locked for {timeout_s} s: {str(exc).splitlines()[0]}"

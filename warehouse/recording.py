@@ -76,6 +76,8 @@ INGEST_INTERVAL_S = 0.5
 
 WRITER_BUDGET_S = 0.5
 """A writer's ingest starts no new batch after this long (readers must get in under a flood)."""
+WRITER_BATCH = 32
+"""Event files per transaction in a writer's ingest: short transactions keep a reader's wait short."""
 
 _last_ingest: dict[Path, float] = {}
 _exit_hook: list[bool] = []
@@ -84,7 +86,8 @@ _exit_hook: list[bool] = []
 def _flush_at_exit() -> None:
     for home in list(_last_ingest):
         try:
-            ingest(state_layout(home), lock_wait_s=2.0, db_wait_s=2.0)
+            # Budgeted like any writer ingest: what is left stays safe in the spool for the next reader.
+            ingest(state_layout(home), lock_wait_s=2.0, db_wait_s=2.0, budget_s=WRITER_BUDGET_S, max_batch=WRITER_BATCH)
         except Exception as exc:  # the events stay in the spool; the next reader ingests them
             log.warning("warehouse: ingest at exit deferred (%s)", exc)
 
@@ -104,10 +107,14 @@ def record(*events: Any, state: StateLayout | None = None, ingest_now: bool = Tr
         atexit.register(_flush_at_exit)
         _exit_hook.append(True)
     now = time.monotonic()
+    # A reader waiting for the file goes first: opportunistic writer ingests would otherwise keep
+    # re-taking it under load and starve readers (the events stay safe in the spool meanwhile).
+    if ingest_now and event_log(state).reader_is_waiting():
+        ingest_now = False
     if ingest_now and now - _last_ingest.get(state.home, -INGEST_INTERVAL_S) >= INGEST_INTERVAL_S:
         _last_ingest[state.home] = now
         try:
-            ingest(state, lock_wait_s=0.0, db_wait_s=0.2, budget_s=WRITER_BUDGET_S)
+            ingest(state, lock_wait_s=0.0, db_wait_s=0.2, budget_s=WRITER_BUDGET_S, max_batch=WRITER_BATCH)
         except Exception as exc:  # the events are safe in the spool; the next ingest applies them
             log.warning("warehouse: deferred ingest (%s: %s)", type(exc).__name__, exc)
     else:

@@ -83,6 +83,17 @@ class EventLog:
         return self.root / "seq"
 
     @property
+    def reader_waiting(self) -> Path:
+        """Touched by a reader that found the file locked; writers' opportunistic ingests yield to it."""
+        return self.root / "reader-waiting"
+
+    def reader_is_waiting(self, within_s: float = 2.0) -> bool:
+        try:
+            return time.time() - self.reader_waiting.stat().st_mtime < within_s
+        except FileNotFoundError:
+            return False
+
+    @property
     def seq_lock(self) -> Path:
         return self.root / "seq.lock"
 
