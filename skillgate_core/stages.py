@@ -103,7 +103,8 @@ STAGES: tuple[StageSpec, ...] = (
         summary="TRL SFT (+ LoRA merge) on the collected trajectories",
         inputs=("base_model", "trajectories"),
         outputs=("sft_model",),
-        planned_in="a later step (SFT)",
+        config="skillgate_core.sft.trainer:SFTStageConfig",
+        entrypoint="skillgate_core.sft.trainer:train_sft",
     ),
     StageSpec(
         name="rl-data-prep",

@@ -9,6 +9,9 @@ import pytest
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 SMALL = ["init-model.corpus_lines=300", "init-model.vocab_size=600", "init-model.hidden_size=32"]
+DEMO_SMALL = ["bench-build.eval_tasks=4", "bench-build.slate_tasks=4", "bench-build.train_tasks_per_skill=1",
+              "collect.max_tasks=2", "collect.repeats=1", "collect.misleading_rate=0.0", "sft.max_steps=1",
+              "sft.per_device_batch_size=1", "sft.max_length=100000"]
 
 
 def test_entry_flow_runs_a_real_stage_and_reuses_it(skillgate_home: Path):
@@ -38,9 +41,12 @@ def test_entry_flow_runs_a_real_stage_and_reuses_it(skillgate_home: Path):
 def test_entry_flow_reports_unbuilt_stages_without_output(skillgate_home: Path):
     from flows.skillgate import skillgate
 
-    result = skillgate(recipe="demo", overrides=SMALL, trigger="test")
+    result = skillgate(recipe="demo", overrides=SMALL + DEMO_SMALL, trigger="test")
     stages = result["stages"]
     assert stages["init-model"]["status"] in {"completed", "reused"}
+    for built in ("bench-build", "collect", "sft"):
+        assert stages[built]["status"] == "completed", (built, stages[built])
+    assert stages["collect"]["metrics"]["episodes"] == 2
     unbuilt = [s for s, r in stages.items() if r["status"] == "not-built"]
     assert "paper-tables" in unbuilt
     for stage in unbuilt:

@@ -1,0 +1,121 @@
+"""Stage `sft`: TRL SFTTrainer + LoRA on the collected trajectories, merged into a plain HF model dir.
+
+The training rows are the trajectories' own token streams: input_ids = prompt ids + response ids,
+and the loss covers exactly the tokens the teacher produced (the trajectory's loss mask), passed to
+TRL as `assistant_masks`. Nothing is re-rendered or re-tokenized, so SFT trains on the same ids the
+harness produced and that RL will later sample in the same format.
+
+    train_sft(SFTStageConfig(max_steps=20), {"base_model": m, "trajectories": t}, out)
+    -> out/model (merged weights + tokenizer), out/sft_summary.json
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillgate_core.stages import StageOutput
+
+__all__ = ["SFTStageConfig", "sft_rows", "train_sft"]
+
+
+@dataclass(frozen=True)
+class SFTStageConfig:
+    """SFT with LoRA (merged at the end)."""
+
+    only_resolved: bool = True
+    """Train only on trajectories whose score is 1 (the teacher's noisy misses are dropped)."""
+    max_length: int = 8192
+    """Longest training sequence in tokens (longer rows are truncated; a row whose prompt alone
+    fills it is refused)."""
+    max_steps: int = 30
+    """Optimizer steps."""
+    learning_rate: float = 1e-3
+    """LoRA learning rate."""
+    per_device_batch_size: int = 2
+    """Sequences per step per device."""
+    lora_rank: int = 8
+    """LoRA rank r."""
+    lora_alpha: int = 16
+    """LoRA scaling alpha."""
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    """Module names that get LoRA adapters."""
+    seed: int = 0
+    """Trainer seed (data order, adapter init)."""
+
+
+def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[dict[str, list[int]]]:
+    """Pre-tokenized rows {input_ids, assistant_masks} from trajectories.parquet."""
+    import polars as pl
+
+    path = Path(trajectories) / "trajectories.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; expected the output of the collect stage")
+    df = pl.read_parquet(path)
+    missing = {"prompt_ids", "response_ids", "loss_mask", "score"} - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: missing columns {sorted(missing)}")
+    if only_resolved:
+        df = df.filter(pl.col("score") >= 1.0)
+    rows = []
+    for r in df.iter_rows(named=True):
+        prompt, response, mask = r["prompt_ids"], r["response_ids"], r["loss_mask"]
+        if len(response) != len(mask):
+            raise ValueError(f"{path}: task {r.get('task_id')}: response_ids and loss_mask differ in length")
+        if len(prompt) >= max_length:
+            raise ValueError(f"{path}: task {r.get('task_id')}: prompt of {len(prompt)} tokens leaves nothing to "
+                             f"train on within max_length={max_length}; raise sft.max_length")
+        rows.append({"input_ids": list(prompt) + list(response), "assistant_masks": [0] * len(prompt) + list(mask)})
+    if not rows:
+        raise ValueError(f"{path}: no trajectory to train on (only_resolved={only_resolved}, {df.height} rows)")
+    return rows
+
+
+def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
+    """Train LoRA adapters with TRL's SFTTrainer, merge them, save out_dir/model."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length)
+    tokenizer = AutoTokenizer.from_pretrained(inputs["base_model"])
+    model = AutoModelForCausalLM.from_pretrained(inputs["base_model"], dtype=torch.float32)
+    args = SFTConfig(
+        output_dir=str(out_dir / "_trainer"),
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_batch_size,
+        max_length=config.max_length,
+        logging_steps=max(1, config.max_steps // 10),
+        save_strategy="no",
+        report_to=[],
+        seed=config.seed,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        lr_scheduler_type="constant",
+        disable_tqdm=False,
+    )
+    peft_config = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
+                             target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                         processing_class=tokenizer, peft_config=peft_config)
+    result = trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    merged = trainer.model.merge_and_unload()
+    target = out_dir / "model"
+    merged.save_pretrained(target, safe_serialization=True)
+    tokenizer.save_pretrained(target)
+    summary = {
+        "rows": len(rows),
+        "trained_tokens": sum(sum(r["assistant_masks"]) for r in rows),
+        "steps": result.global_step,
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "train_seconds": round(result.metrics.get("train_runtime", 0.0), 2),
+    }
+    (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return StageOutput(outputs={"sft_model": target}, metrics=summary)

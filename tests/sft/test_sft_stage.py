@@ -1,0 +1,56 @@
+"""The sft stage: TRL SFTTrainer + LoRA + merge on real collected trajectories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillgate_core.agent.collect import CollectConfig, collect_trajectories
+from skillgate_core.benchgen import BenchBuildConfig, build_suite
+from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
+from skillgate_core.sft.trainer import SFTStageConfig, sft_rows, train_sft
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sft-inputs")
+    bench = root / "bench"
+    build_suite(BenchBuildConfig(seed=3, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,
+                                 slate_tasks=4), bench)
+    model = build_tiny_model(TinyModelConfig(vocab_size=1500, corpus_lines=1500, hidden_size=32), {}, root).outputs
+    (root / "collect").mkdir()
+    traj = collect_trajectories(CollectConfig(max_tasks=3, misleading_rate=0.34, seed=1),
+                                {"bench": bench, "base_model": model["base_model"]}, root / "collect")
+    return {"base_model": model["base_model"], "trajectories": traj.outputs["trajectories"]}
+
+
+def test_rows_are_the_trajectory_token_streams(inputs):
+    import polars as pl
+
+    df = pl.read_parquet(inputs["trajectories"] / "trajectories.parquet")
+    rows = sft_rows(inputs["trajectories"], only_resolved=False, max_length=100_000)
+    assert len(rows) == df.height
+    for row, traj in zip(rows, df.iter_rows(named=True), strict=True):
+        assert row["input_ids"] == traj["prompt_ids"] + traj["response_ids"]
+        assert sum(row["assistant_masks"]) == sum(traj["loss_mask"])
+    resolved = sft_rows(inputs["trajectories"], only_resolved=True, max_length=100_000)
+    assert len(resolved) == int((df["score"] >= 1).sum()) >= 1
+    with pytest.raises(ValueError, match="raise sft.max_length"):
+        sft_rows(inputs["trajectories"], only_resolved=True, max_length=50)
+
+
+def test_lora_sft_trains_and_merges_into_a_plain_model(inputs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    out = train_sft(SFTStageConfig(max_steps=3, per_device_batch_size=1, learning_rate=5e-3), inputs, tmp_path)
+    model_dir = out.outputs["sft_model"]
+    assert out.metrics["steps"] == 3 and out.metrics["first_loss"] is not None
+    merged = AutoModelForCausalLM.from_pretrained(model_dir)
+    base = AutoModelForCausalLM.from_pretrained(inputs["base_model"])
+    assert not any("lora" in name for name, _ in merged.named_parameters())  # merged: no adapter left
+    changed = [n for (n, p), (_, q) in zip(merged.named_parameters(), base.named_parameters(), strict=True)
+               if not (p - q).abs().max().item() == 0]
+    assert any("q_proj" in n for n in changed), "LoRA updates must land in the merged weights"
+    assert json.loads((tmp_path / "sft_summary.json").read_text())["rows"] >= 1
