@@ -152,7 +152,9 @@ def test_command_line_override_errors_name_the_command_line(tmp_path):
 
 
 def test_plan_reports_missing_inputs_and_unbuilt_stages(tmp_path):
-    path = _write(tmp_path / "r.toml", '[recipe]\nname = "r"\nstages = ["sft"]\n[inputs]\nbase_model = "/nonexistent"\n')
-    (row,) = plan_recipe(resolve_recipe(load_recipe(path)))
-    assert not row.built and "not built yet" in row.note
-    assert set(row.missing) == {"base_model", "trajectories"}
+    path = _write(tmp_path / "r.toml", '[recipe]\nname = "r"\nstages = ["sft", "paper-tables"]\n'
+                  '[inputs]\nbase_model = "/nonexistent"\n')
+    sft, tables = plan_recipe(resolve_recipe(load_recipe(path)))
+    assert sft.built and set(sft.missing) == {"base_model", "trajectories"}
+    assert sft.note == "missing inputs: base_model, trajectories"
+    assert not tables.built and "not built yet" in tables.note and tables.missing == ("eval_rows",)
