@@ -42,6 +42,9 @@ class SFTStageConfig:
     """LoRA scaling alpha."""
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     """Module names that get LoRA adapters."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward (TRL's default is on): saves memory on large models, costs
+    time (measured here, tiny model on CPU, 2 steps of one ~6k-token row: 13.6 s with, 11.6 s without)."""
     seed: int = 0
     """Trainer seed (data order, adapter init)."""
 
@@ -97,6 +100,7 @@ def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path)
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
         lr_scheduler_type="constant",
+        gradient_checkpointing=config.gradient_checkpointing,
         disable_tqdm=False,
     )
     peft_config = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
