@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
@@ -23,12 +22,13 @@ from typing import Literal
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+from skillgate_core.benchgen.package import slate_skills_dir
 from skillgate_core.credit.spans import AssistantTurn, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import Slate
 from skillgate_core.stages import StageOutput
 
-__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "slate_skills_dir", "span_report"]
+__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report"]
 
 
 @dataclass(frozen=True)
@@ -68,16 +68,6 @@ def load_bench_rows(bench: Path, split: str) -> list[dict]:
         splits = sorted({r.get("split") for r in rows})
         raise ValueError(f"{index}: no task in split '{split}'; splits present: {', '.join(map(str, splits))}")
     return chosen
-
-
-def slate_skills_dir(bench: Path, slate: Slate, into: Path) -> Path:
-    """A folder with only the slate's skills: what /skills shows in the episode."""
-    into.mkdir(parents=True, exist_ok=True)
-    for entry in slate.entries:
-        target = into / entry.name
-        if not target.exists():
-            shutil.copytree(bench / "skills" / entry.name, target)
-    return into
 
 
 def span_report(trajectory: Trajectory, tokenizer) -> dict:
@@ -126,7 +116,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         for row in rows:
             task = load_task_package(bench / row["path"])
             slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
-            skills = slate_skills_dir(bench, slate, Path(scratch) / row["task_id"])
+            skills = slate_skills_dir(bench, slate.names, Path(scratch) / row["task_id"])
             specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
         with tqdm(total=len(specs), desc="collect", unit="episode") as bar:
             for start in range(0, len(specs), config.batch_episodes):

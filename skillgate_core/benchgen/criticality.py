@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import tempfile
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from typing import Any
 
 from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
+from skillgate_core.benchgen.package import slate_skills_dir
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
@@ -91,9 +91,8 @@ def sample_tasks(bench: Path, per_family: int, seed: int = 0) -> list[dict[str, 
 def _slate_library(bench: Path, task_dir: Path, into: Path) -> Path:
     """A folder holding only the task's 16 slate skills (what /skills shows in an episode)."""
     slate = json.loads((task_dir / "skills.json").read_text())
-    for name in [slate["oracle"], *slate["misleading"], *slate["relevant"], *slate["irrelevant"]]:
-        shutil.copytree(bench / "skills" / name, into / name)
-    return into
+    names = [slate["oracle"], *slate["misleading"], *slate["relevant"], *slate["irrelevant"]]
+    return slate_skills_dir(bench, names, into)
 
 
 def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backend: str = "bwrap",
