@@ -26,6 +26,7 @@ test-slow: services
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean-state:
 	rm -rf .skillgate

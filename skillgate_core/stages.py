@@ -10,22 +10,13 @@ it, and running it says so instead of producing anything.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from skillgate_core.stage_output import StageOutput
+
 __all__ = ["STAGES", "StageOutput", "StageSpec", "UnknownStageError", "get_stage", "stage_names"]
-
-
-@dataclass(frozen=True)
-class StageOutput:
-    """What a stage function returns: its output paths by role, plus small metrics for the record."""
-
-    outputs: Mapping[str, Path]
-    """Output role -> path (inside the stage's out_dir)."""
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    """JSON-able numbers and facts worth recording (sizes, counts, timings)."""
 
 
 @dataclass(frozen=True)

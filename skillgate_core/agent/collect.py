@@ -22,11 +22,10 @@ from typing import Literal
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.benchgen.package import slate_skills_dir
 from skillgate_core.credit.spans import AssistantTurn, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.skills import Slate
-from skillgate_core.stages import StageOutput
+from skillgate_core.skills import Slate, slate_skills_dir
+from skillgate_core.stage_output import StageOutput
 
 __all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report"]
 
@@ -116,7 +115,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         for row in rows:
             task = load_task_package(bench / row["path"])
             slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
-            skills = slate_skills_dir(bench, slate.names, Path(scratch) / row["task_id"])
+            skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
             specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
         with tqdm(total=len(specs), desc="collect", unit="episode") as bar:
             for start in range(0, len(specs), config.batch_episodes):

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages
-from skillgate_core.agent.tool_calls import parse_tool_calls
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
@@ -36,6 +35,7 @@ from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
 from skillgate_core.policy.local_sampler import Completion
 from skillgate_core.skills import Slate
+from skillgate_core.tool_calls import parse_tool_calls
 
 __all__ = [
     "OBSERVATION_TEMPLATE",

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
-from skillgate_core.benchgen.agents import extract_procedure
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, sample_completions
+from skillgate_core.skills.procedure import extract_procedure
 
 __all__ = ["LocalPolicy", "TeacherConfig", "TeacherPolicy"]
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillgate_core.agent.shell import BackgroundUnsupported, PersistentShell, UnknownJob
-from skillgate_core.agent.tool_calls import ToolCall
 from skillgate_core.agent.tool_schemas import TOOL_NAMES, TOOL_SCHEMAS
 from skillgate_core.envs.sandbox import Sandbox
+from skillgate_core.tool_calls import ToolCall
 
 __all__ = [
     "OUTPUT_CHARS",

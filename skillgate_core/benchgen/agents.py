@@ -13,7 +13,6 @@ run through `run_scripted_episode`: a real sandbox and the task's real verifier.
 
 from __future__ import annotations
 
-import re
 import time
 
 from skillgate_core.benchgen.families import FAMILIES
@@ -21,17 +20,9 @@ from skillgate_core.envs.sandbox import ExecResult, Sandbox
 from skillgate_core.envs.scripted_episode import Agent
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus
+from skillgate_core.skills.procedure import extract_procedure
 
-__all__ = ["extract_procedure", "follower_agent", "no_skill_agent"]
-
-_BASH_BLOCK = re.compile(r"^```(?:bash|sh)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-
-
-def extract_procedure(skill_md: str) -> str | None:
-    """The first ```bash (or ```sh) block of a SKILL.md, or None when it has none."""
-    m = _BASH_BLOCK.search(skill_md)
-    return m.group(1) if m else None
-
+__all__ = ["follower_agent", "no_skill_agent"]
 
 def _run(box: Sandbox, cmd: str, deadline: float) -> tuple[ExecResult, bool]:
     left = deadline - time.monotonic()

@@ -16,8 +16,7 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from skillgate_core.config import canonical_json
 from skillgate_core.envs.sandbox_config import BASE_IMAGE
 from skillgate_core.skills import Slate, SlateError, slate_problem
 
-__all__ = ["WORKDIR", "TaskPlan", "slate_skills_dir", "write_package"]
+__all__ = ["WORKDIR", "TaskPlan", "write_package"]
 
 WORKDIR = "/app"
 """The agent's working directory in every bundled task."""
@@ -138,13 +137,3 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
     (folder / "slate.json").write_text(json.dumps(slate.to_manifest(), indent=2, sort_keys=True) + "\n",
                                        encoding="utf-8")
     return folder
-
-
-def slate_skills_dir(bench: Path, names: Iterable[str], into: Path) -> Path:
-    """A folder holding only these skills of the bench library: what /skills shows in an episode."""
-    into.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        target = into / name
-        if not target.exists():
-            shutil.copytree(bench / "skills" / name, target)
-    return into

@@ -36,7 +36,6 @@ from skillgate_core.credit.groups import (
     RejectReason,
     count_rejections,
     dynamic_filter,
-    slate_problem,
     validate_group,
 )
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, decode_with_offsets, detect_selection_spans
@@ -71,7 +70,6 @@ __all__ = [
     "per_token_advantages",
     "selector_advantages",
     "selector_advantages_from_utilities",
-    "slate_problem",
     "task_advantages",
     "token_weights",
     "validate_group",

@@ -10,24 +10,20 @@ and a detail naming the episode and value that caused it.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from skillgate_core.skills.slate_shape import slate_shape_problem
+
 __all__ = [
-    "SLATE_SHAPE",
     "EpisodeEvidence",
     "GroupVerdict",
     "RejectReason",
     "count_rejections",
     "dynamic_filter",
-    "slate_problem",
     "validate_group",
 ]
-
-SLATE_SHAPE: dict[str, int] = {"oracle": 1, "misleading": 5, "relevant": 5, "irrelevant": 5}
-"""Members per category of a well-formed slate (16 in all)."""
 
 ZERO_VARIANCE_TOLERANCE = 1e-12
 """A group is informative only if max(score) - min(score) exceeds this."""
@@ -88,25 +84,6 @@ def _reject(reason: RejectReason, detail: str) -> GroupVerdict:
     return GroupVerdict(accepted=False, reason=reason, detail=detail)
 
 
-def slate_problem(slate: Sequence[tuple[str, str]], gold_name: str | None = None) -> str | None:
-    """None if `slate` ((name, category) pairs) is well formed, else what is wrong with it."""
-    names = [name for name, _ in slate]
-    expected = sum(SLATE_SHAPE.values())
-    if len(names) != expected:
-        return f"slate has {len(names)} skills, expected {expected}"
-    duplicates = sorted(n for n, k in Counter(names).items() if k > 1)
-    if duplicates:
-        return f"slate repeats skill names {duplicates}"
-    counts = Counter(category for _, category in slate)
-    if dict(counts) != SLATE_SHAPE:
-        return f"slate categories {dict(counts)}, expected {SLATE_SHAPE}"
-    if gold_name is not None:
-        oracle = next(name for name, category in slate if category == "oracle")
-        if oracle != gold_name:
-            return f"slate oracle {oracle!r} is not the task's gold skill {gold_name!r}"
-    return None
-
-
 def _has_reward(score: float | None) -> bool:
     return score is not None and math.isfinite(float(score))
 
@@ -155,7 +132,7 @@ def validate_group(
     if len(episodes) != group_size:
         return _reject(RejectReason.GROUP_SIZE, f"group has {len(episodes)} episodes, expected {group_size}")
     if slate is not None:
-        problem = slate_problem(slate, gold_name)
+        problem = slate_shape_problem(slate, gold_name)
         if problem is not None:
             return _reject(RejectReason.SLATE_MALFORMED, problem)
     for i, ep in enumerate(episodes):

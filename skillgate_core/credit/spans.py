@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from skillgate_core.agent.tool_calls import canonical_arguments, parse_tool_calls
 from skillgate_core.credit.actions import Category, SelectionAction
+from skillgate_core.tool_calls import canonical_arguments, parse_tool_calls
 
 __all__ = [
     "READER_COMMANDS",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillgate_core.policy.corpus import build_corpus
-from skillgate_core.stages import StageOutput
+from skillgate_core.stage_output import StageOutput
 
 __all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig", "build_tiny_model", "train_tokenizer"]
 

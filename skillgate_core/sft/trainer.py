@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.stages import StageOutput
+from skillgate_core.stage_output import StageOutput
 
 __all__ = ["SFTStageConfig", "sft_rows", "train_sft"]
 

@@ -21,6 +21,7 @@ from skillgate_core.skills.library import (
     read_index,
     write_index,
 )
+from skillgate_core.skills.procedure import extract_procedure
 from skillgate_core.skills.prompt import DESCRIPTION_CHARS, render_available_skills
 from skillgate_core.skills.retrieval import RankedSkill, SkillRetriever, build_retriever, tokenize
 from skillgate_core.skills.skill_md import (
@@ -35,6 +36,7 @@ from skillgate_core.skills.skill_md import (
     load_skill,
     validate_skill,
 )
+from skillgate_core.skills.slate_shape import SLATE_SHAPE, slate_shape_problem
 from skillgate_core.skills.slates import (
     IRRELEVANT_OUTSIDE_TOP,
     SHUFFLE_TAGS,
@@ -48,6 +50,7 @@ from skillgate_core.skills.slates import (
     skill_location,
     slate_problem,
     slate_seed,
+    slate_skills_dir,
     write_slate,
 )
 from skillgate_core.skills.snapshots import (
@@ -94,6 +97,7 @@ __all__ = [
     "read_slate",
     "render_available_skills",
     "skill_location",
+    "slate_skills_dir",
     "slate_problem",
     "slate_seed",
     "snapshot_digest",
@@ -103,4 +107,7 @@ __all__ = [
     "verify_snapshot",
     "write_index",
     "write_slate",
+    "SLATE_SHAPE",
+    "extract_procedure",
+    "slate_shape_problem",
 ]

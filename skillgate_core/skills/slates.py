@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from skillgate_core.credit.groups import SLATE_SHAPE
-from skillgate_core.credit.groups import slate_problem as _shape_problem
 from skillgate_core.digests import atomic_write_json
 from skillgate_core.skills.retrieval import SkillRetriever
+from skillgate_core.skills.slate_shape import SLATE_SHAPE, slate_shape_problem
 
 __all__ = [
     "IRRELEVANT_OUTSIDE_TOP",
@@ -37,6 +37,7 @@ __all__ = [
     "build_slate",
     "read_slate",
     "skill_location",
+    "slate_skills_dir",
     "slate_problem",
     "slate_seed",
     "write_slate",
@@ -189,10 +190,10 @@ def _check_keys(data: Mapping[str, Any], keys: Sequence[str], where: str) -> Non
 def slate_problem(slate: Slate | Iterable[SlateEntry]) -> str | None:
     """None if the slate is 16 unique names with exactly one oracle and 5/5/5, else why not.
 
-    The same rule (`skillgate_core.credit.groups.slate_problem`) that rejects a group in training.
+    The same rule (`slate_shape.slate_shape_problem`) that rejects a group in training.
     """
     entries = slate.entries if isinstance(slate, Slate) else tuple(slate)
-    return _shape_problem([(e.name, e.category) for e in entries])
+    return slate_shape_problem([(e.name, e.category) for e in entries])
 
 
 def build_slate(
@@ -267,3 +268,13 @@ def read_slate(path: str | Path) -> Slate:
     if problem is not None:
         raise SlateError(f"{source}: {problem}")
     return slate
+
+
+def slate_skills_dir(library: Path, names: Iterable[str], into: Path) -> Path:
+    """A folder holding only these skills of a library folder: what /skills shows in an episode."""
+    into.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        target = into / name
+        if not target.exists():
+            shutil.copytree(library / name, target)
+    return into

@@ -12,13 +12,12 @@ from skillgate_core.agent.collect import CollectConfig, load_bench_rows
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
 from skillgate_core.benchgen import BenchBuildConfig, build_suite
-from skillgate_core.benchgen.package import slate_skills_dir
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-from skillgate_core.skills import Slate
+from skillgate_core.skills import Slate, slate_skills_dir
 
 SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
 
@@ -43,7 +42,7 @@ def specs(bench, tmp_path_factory):
     for row in load_bench_rows(bench, "train")[::4][:4]:  # one task per family
         slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
         out.append(EpisodeSpec(load_task_package(bench / row["path"]), slate,
-                               slate_skills_dir(bench, slate.names, skills_root / row["task_id"]), bench=row["family"]))
+                               slate_skills_dir(bench / "skills", slate.names, skills_root / row["task_id"]), bench=row["family"]))
     return out
 
 

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillgate_core.agent.tool_calls import parse_tool_calls
 from skillgate_core.agent.tool_schemas import TOOL_NAMES
 from skillgate_core.agent.tools import (
     PatchError,
@@ -34,6 +33,7 @@ from skillgate_core.agent.tools import (
 from skillgate_core.envs.sandbox import Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage, load_task_package
+from skillgate_core.tool_calls import parse_tool_calls
 
 _ENVS = Path(__file__).resolve().parents[1] / "envs"
 if str(_ENVS) not in sys.path:

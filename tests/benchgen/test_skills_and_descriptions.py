@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from skillgate_core.benchgen import BenchBuildConfig, description_similarity
-from skillgate_core.benchgen.agents import extract_procedure
 from skillgate_core.benchgen.similarity import MAX_MISLEADING_SIMILARITY
 from skillgate_core.benchgen.skill_plan import plan_skills
-from skillgate_core.skills import load_library, validate_skill
+from skillgate_core.skills import extract_procedure, load_library, validate_skill
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from skillgate_core.credit import (
     RejectReason,
     count_rejections,
     dynamic_filter,
-    slate_problem,
     validate_group,
 )
+from skillgate_core.skills import slate_shape_problem
 
 SLATE = (
     [("gold", "oracle")]
@@ -105,8 +105,8 @@ def test_dynamic_filter_tolerance():
 
 
 def test_slate_problem_accepts_well_formed_slate():
-    assert slate_problem(SLATE, "gold") is None
-    assert slate_problem(SLATE) is None
+    assert slate_shape_problem(SLATE, "gold") is None
+    assert slate_shape_problem(SLATE) is None
 
 
 def test_count_rejections_has_every_reason():
