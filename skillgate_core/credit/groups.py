@@ -242,23 +242,29 @@ class RolloutStepFilter:
     ) -> GroupVerdict:
         """hybrid_slate: one verdict for a task's no-skill group and slate group together.
 
-        Both groups must pass on their own; if either fails, both are rejected, with the first
-        failure's reason and a detail saying which group broke it.
+        Each group must pass the fail-closed rules on its own (size, slate, aborted, spans, rewards);
+        if either breaks one, both are rejected, with a detail saying which group broke it. Zero
+        variance is judged over the pair as one unit (all 2G raw scores): the pair carries signal
+        when its scores differ anywhere, e.g. a slate group that varies beside a no-skill group that
+        always fails, which is the common case on skill-critical tasks and exactly what the regret
+        shift compares.
         """
-        forcing = self.forcing
         plain = validate_group(no_skill, group_size=self.group_size, slate=None, check_spans=False,
-                               waive_zero_variance=forcing)
+                               waive_zero_variance=True)
         slated = validate_group(with_slate, group_size=self.group_size, slate=slate, gold_name=gold_name,
-                                check_spans=self.check_spans, waive_zero_variance=forcing)
-        for which, verdict in (("no-skill group", plain), ("slate group", slated)):
-            if not verdict.accepted:
-                assert verdict.reason is not None
-                pair = _reject(verdict.reason, f"{which}: {verdict.detail}")
-                self._record(pair, len(no_skill))
-                return self._record(pair, len(with_slate))
-        both = _FORCED if (plain.forced or slated.forced) else _ACCEPT
-        self._record(both, len(no_skill))
-        return self._record(both, len(with_slate))
+                                check_spans=self.check_spans, waive_zero_variance=True)
+        verdict = _ACCEPT
+        for which, single in (("no-skill group", plain), ("slate group", slated)):
+            if not single.accepted:
+                assert single.reason is not None
+                verdict = _reject(single.reason, f"{which}: {single.detail}")
+                break
+        else:
+            unit = dynamic_filter([*no_skill, *with_slate])
+            if unit.reason is RejectReason.ZERO_VARIANCE:
+                verdict = _FORCED if self.forcing else _reject(RejectReason.ZERO_VARIANCE, f"pair: {unit.detail}")
+        self._record(verdict, len(no_skill))
+        return self._record(verdict, len(with_slate))
 
     def counts(self) -> dict[str, int]:
         """Rejections per reason (every reason present), plus accepted and forced group counts."""

@@ -132,19 +132,24 @@ def test_hybrid_pairs_are_kept_or_rejected_together():
     step = _step(forces=False)
     good = good_group()
     flat = [EpisodeEvidence(score=0.0)] * 8
-    both = step.judge_pair(good, good, slate=SLATE, gold_name="gold")
-    assert both.accepted
-    # a zero-variance no-skill group takes its slate group down with it, and vice versa
-    v = step.judge_pair(flat, good, slate=SLATE, gold_name="gold")
-    assert v.reason is RejectReason.ZERO_VARIANCE and v.detail.startswith("no-skill group")
+    assert step.judge_pair(good, good, slate=SLATE, gold_name="gold").accepted
+    # zero variance is judged over the pair: a no-skill group that always fails beside a varying
+    # slate group is informative (that is what the regret shift compares)...
+    assert step.judge_pair(flat, good, slate=SLATE, gold_name="gold").accepted
+    # ...a pair whose 16 scores are all equal is not
+    v = step.judge_pair(flat, flat, slate=SLATE, gold_name="gold")
+    assert v.reason is RejectReason.ZERO_VARIANCE and v.detail.startswith("pair")
+    # a broken group takes its partner down with it
     v = step.judge_pair(good, with_episode(3, span_mismatch=1), slate=SLATE, gold_name="gold")
     assert v.reason is RejectReason.SPAN_MISMATCH and v.detail.startswith("slate group")
+    v = step.judge_pair(with_episode(2, score=None), good, slate=SLATE, gold_name="gold")
+    assert v.reason is RejectReason.MISSING_REWARD and v.detail.startswith("no-skill group")
     # the no-skill group is never span-checked (it has no slate), the slate group always is
-    no_skill_with_counter = with_episode(1, span_mismatch=1)
-    assert step.judge_pair(no_skill_with_counter, good, slate=SLATE, gold_name="gold").accepted
+    assert step.judge_pair(with_episode(1, span_mismatch=1), good, slate=SLATE, gold_name="gold").accepted
     counts = step.counts()
-    assert counts["accepted"] == 4 and counts["zero_variance"] == 2 and counts["span_mismatch"] == 2
-    assert step.rejected_groups == 4 and step.rejected_samples == 32
+    assert counts["accepted"] == 6 and counts["zero_variance"] == 2 and counts["span_mismatch"] == 2
+    assert counts["missing_reward"] == 2
+    assert step.rejected_groups == 6 and step.rejected_samples == 48
 
 
 def test_span_counters_only_checked_when_the_profile_uses_reads():
