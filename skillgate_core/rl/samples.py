@@ -33,11 +33,11 @@ from skillgate_core.credit.actions import SelectionAction
 from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import Episode, Group
 
-__all__ = ["ChunkFacts", "TrainSample", "build_samples"]
+__all__ = ["ChunkFacts", "CreditedSample", "build_samples"]
 
 
 @dataclass(frozen=True)
-class TrainSample:
+class CreditedSample:
     """One episode ready for the loss."""
 
     task_id: str
@@ -56,6 +56,11 @@ class TrainSample:
     """Task-stream weights (= mask for the plain profiles)."""
     w_sel: NDArray[np.float64]
     """Selector-stream weights (0 for the plain profiles)."""
+
+    def fields(self) -> dict[str, NDArray[np.float64]]:
+        """The per-response-token arrays by name (what the packer carries into micro-batches)."""
+        return {"mask": self.mask, "a_task": self.a_task, "a_sel": self.a_sel, "w_task": self.w_task,
+                "w_sel": self.w_sel}
 
 
 @dataclass
@@ -116,7 +121,7 @@ def _group_credit(group: Group, profile: Profile) -> list[tuple[Episode, float, 
 
 def _chunk_samples(
     rows: list[tuple[Episode, float, list[float]]], profile: Profile, facts: ChunkFacts
-) -> list[TrainSample]:
+) -> list[CreditedSample]:
     masks = [np.asarray(e.trajectory.loss_mask, dtype=np.float64) for e, _, _ in rows]
     two_stream = profile.loss == "two_stream"
     # The plain profiles train on every masked token: their read calls keep outcome credit.
@@ -129,7 +134,7 @@ def _chunk_samples(
         t = episode.trajectory
         w_task = weights.w_task[k] if weights else masks[k]
         w_sel = weights.w_sel[k] if weights else np.zeros_like(masks[k])
-        out.append(TrainSample(t.task_id, t.prompt_ids, t.response_ids, masks[k], a_task[k], a_sel[k], w_task, w_sel))
+        out.append(CreditedSample(t.task_id, t.prompt_ids, t.response_ids, masks[k], a_task[k], a_sel[k], w_task, w_sel))
         for action, value in zip(actions[k], sel[k], strict=True):
             facts.read_call_tokens += len(action.call_token_indices)
             if value != 0.0:
@@ -145,10 +150,10 @@ def _chunk_samples(
 
 def build_samples(
     groups: Sequence[Group], profile: Profile, *, chunk_groups: int
-) -> tuple[list[TrainSample], ChunkFacts]:
+) -> tuple[list[CreditedSample], ChunkFacts]:
     """Training samples of every accepted group, in group order, and the facts for metrics."""
     facts = ChunkFacts()
-    samples: list[TrainSample] = []
+    samples: list[CreditedSample] = []
     for start in range(0, len(groups), chunk_groups):
         chunk = groups[start : start + chunk_groups]
         per_group = [_group_credit(g, profile) for g in chunk]
