@@ -109,7 +109,8 @@ STAGES: tuple[StageSpec, ...] = (
         summary="GRPO with the selector-credit loss on Ray Train + DeepSpeed ZeRO-3",
         inputs=("sft_model", "rl_data", "bench"),
         outputs=("policy_export",),
-        planned_in="a later step (trainers)",
+        config="skillgate_core.rl.grpo_config:GRPOConfig",
+        entrypoint="skillgate_core.rl.grpo_stage:train_grpo",
     ),
     StageSpec(
         name="eval70",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.rl.loss import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 
@@ -36,9 +37,14 @@ class GRPOConfig:
     """G, rollouts per prompt (seed 8)."""
     chunk_groups: int = 4
     """Groups converted together into token weights: a conversion chunk (seed 4 = 32 episodes)."""
-    max_rejected_groups: int = 16
+    max_rejected_groups: int = 128
     """Per worker and step: after this many rejected groups the step trains on what was accepted
     (the profiles that never force acceptance could otherwise resample forever)."""
+    force_after_groups: int = FORCE_AFTER_GROUPS
+    """no_skill / mixed_task_reward: rejected groups in a step after which zero variance is waived
+    (seed 64; counted per worker)."""
+    force_after_samples: int = FORCE_AFTER_SAMPLES
+    """... or rejected samples in a step (seed 300; counted per worker)."""
     num_workers: int = 2
     """Ray Train workers (one per GPU on a GPU machine)."""
     use_gpu: bool = False
@@ -93,6 +99,13 @@ class GRPOConfig:
     """DeepSpeed ZeRO stage."""
     max_failures: int = 0
     """Ray Train FailureConfig.max_failures: worker-group restarts from the last checkpoint."""
+    launcher: Literal["ray", "process"] = "ray"
+    """ray = Ray Train TorchTrainer with num_workers workers (a local Ray, or $RAY_ADDRESS's cluster);
+    process = this process alone (world size 1; debugging)."""
+    experiment_id: str = ""
+    """The experiment this run starts ('' = grpo-PROFILE-HASH of the config and inputs)."""
+    resume_experiment: str = ""
+    """Resume this experiment from its latest checkpoint in a new segment ('' = a fresh run)."""
 
     def __post_init__(self) -> None:
         get_profile(self.profile)  # an unknown profile fails here, naming the valid ones
@@ -112,7 +125,8 @@ class GRPOConfig:
         for name in ("learning_rate", "temperature", "episode_wall_clock_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"grpo.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("weight_decay", "beta", "grad_clip", "max_rejected_groups", "max_failures"):
+        for name in ("weight_decay", "beta", "grad_clip", "max_rejected_groups", "max_failures",
+                     "force_after_groups", "force_after_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"grpo.{name} must be >= 0, got {getattr(self, name)}")
         if not (0 < self.clip_low < 1 and self.clip_high > 0):
@@ -122,6 +136,8 @@ class GRPOConfig:
         if not (0 <= self.teacher_misleading_rate and 0 <= self.teacher_no_read_rate
                 and self.teacher_misleading_rate + self.teacher_no_read_rate <= 1):
             raise ValueError("grpo.teacher_misleading_rate and teacher_no_read_rate must be >= 0 and sum to <= 1")
+        if self.launcher == "process" and self.num_workers != 1:
+            raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"grpo.zero_stage must be 0-3, got {self.zero_stage}")
 
