@@ -1,0 +1,379 @@
+"""DeepSpeed ZeRO-3 training engine, frozen reference, and the colocated inference replica.
+
+Every function here runs inside a worker of `skillgate_core.rl.launch` (a process group must exist:
+gloo on CPU, NCCL on GPU, any world size) and is COLLECTIVE: every rank calls it, in the same order.
+
+    engine = build_engine(model_dir, EngineConfig())              # policy, Adam per METHOD.md 6
+    ref = build_reference(model_dir, EngineConfig(), beta=3e-5)    # None when beta == 0
+    replica = load_replica(model_dir, EngineConfig())              # plain HF model, for rollouts
+    ...
+    for mb in micro_batches:                                       # same count on every rank
+        logp = token_logprobs(engine, mb)
+        backward(engine, selector_grpo_loss(logp, ..., normaliser=N_global, ...).loss)
+    stats = optimizer_step(engine)                                 # one Adam step per rollout step
+    refresh_replica(replica, engine)                               # gathered ZeRO-3 weights -> replica
+
+Gradient arithmetic. The loss of METHOD.md 6 is divided by the GLOBAL normaliser N, so the step's
+objective is the SUM over ranks and micro-batches of each micro-batch's loss. DeepSpeed averages
+gradients over data-parallel ranks, so `backward` multiplies by the world size to undo that, and
+gradient accumulation is unmanaged (`managed_gradient_accumulation: false`): any number of
+micro-batches accumulates, `optimizer_step` is the boundary, nothing is scaled by an accumulation
+count. Under bf16 the accumulation and the reduce-scatter run in float32.
+
+ZeRO-3 loading follows the Ray Train + DeepSpeed pitfalls (shared/ANCHORS.md): an HfDeepSpeedConfig
+is alive while from_pretrained runs, so each rank materialises only its shard; it is dropped right
+after, so a later plain load (the replica) is not partitioned. The weight gather enters
+GatheredParameters on every rank, bucket by bucket, bucketed by each parameter's FULL size
+(ds_numel), not the size-0 ZeRO-3 placeholder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+__all__ = [
+    "EngineConfig",
+    "StepStats",
+    "backward",
+    "build_engine",
+    "build_reference",
+    "compute_dtype",
+    "deepspeed_config",
+    "gathered_state_dict",
+    "iter_gathered_parameters",
+    "load_replica",
+    "optimizer_step",
+    "refresh_replica",
+]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the policy is trained and sharded (defaults: METHOD.md 6 seed optimizer)."""
+
+    lr: float = 1e-6
+    """Adam learning rate, constant (no scheduler)."""
+    weight_decay: float = 0.1
+    """Decoupled (AdamW) weight decay, applied to every parameter."""
+    betas: tuple[float, float] = (0.9, 0.98)
+    """Adam (beta1, beta2)."""
+    eps: float = 1e-8
+    """Adam epsilon."""
+    grad_clip: float = 1.0
+    """Clip the global gradient L2 norm to this (0 = no clipping)."""
+    dtype: Literal["auto", "bf16", "fp32"] = "auto"
+    """Parameter / compute dtype; auto = bf16 on GPU, fp32 on CPU. Log-probs and loss are fp32 anyway."""
+    optimizer: Literal["auto", "torch", "deepspeed"] = "auto"
+    """torch = torch.optim.AdamW on the shards (works everywhere, no compile); deepspeed = FusedAdam
+    on GPU / DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the
+    optimizer is offloaded, else torch."""
+    zero_stage: int = 3
+    """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state)."""
+    offload_optimizer: bool = False
+    """Keep optimizer state in CPU memory (ZeRO-Offload)."""
+    offload_params: bool = False
+    """Keep parameter shards in CPU memory (ZeRO-Infinity, stage 3 only)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward (non-reentrant) to save memory."""
+    attn_implementation: str = "auto"
+    """HF attention kernel; auto = flash_attention_2 on GPU when importable, else sdpa."""
+    reference_sharded: bool = True
+    """Shard the frozen reference with ZeRO-3 (else a full copy on each rank)."""
+    gather_bucket_mb: int = 512
+    """Full-size MiB of parameters gathered at once when copying weights out of ZeRO-3."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("lr and eps must be > 0, weight_decay and grad_clip >= 0")
+        if not all(0 <= b < 1 for b in self.betas) or len(self.betas) != 2:
+            raise ValueError("betas must be two numbers in [0, 1)")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError("zero_stage must be 0..3")
+        if self.offload_params and self.zero_stage != 3:
+            raise ValueError("offload_params needs zero_stage 3")
+        if self.gather_bucket_mb < 1:
+            raise ValueError("gather_bucket_mb must be >= 1")
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one optimizer step reports."""
+
+    grad_norm: float
+    """Global gradient L2 norm before clipping (nan when DeepSpeed did not compute it)."""
+    lr: float
+    """Learning rate the step used."""
+
+
+def _device_type() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def compute_dtype(config: EngineConfig) -> torch.dtype:
+    """The dtype parameters and activations use under `config` on this machine."""
+    if config.dtype == "auto":
+        return torch.bfloat16 if _device_type() == "cuda" else torch.float32
+    return torch.bfloat16 if config.dtype == "bf16" else torch.float32
+
+
+def _attn_implementation(config: EngineConfig) -> str:
+    if config.attn_implementation != "auto":
+        return config.attn_implementation
+    if _device_type() == "cuda":
+        from transformers.utils import is_flash_attn_2_available
+
+        if is_flash_attn_2_available():
+            return "flash_attention_2"
+    return "sdpa"
+
+
+def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = True) -> dict[str, Any]:
+    zero: dict[str, Any] = {"stage": stage, "contiguous_gradients": True, "overlap_comm": _device_type() == "cuda"}
+    if config.offload_optimizer and stage > 0 and with_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
+    if config.offload_params and stage == 3:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
+    return zero
+
+
+def deepspeed_config(config: EngineConfig, *, inference: bool = False) -> dict[str, Any]:
+    """The DeepSpeed config dict of the policy engine (inference=True: the frozen reference, ZeRO-3,
+    no optimizer)."""
+    bf16 = compute_dtype(config) == torch.bfloat16
+    ds: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": 1,  # one packed row per forward
+        "gradient_accumulation_steps": 1,
+        "bf16": {"enabled": bf16},
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+    if inference:
+        ds["zero_optimization"] = _zero_section(config, 3, with_optimizer=False)
+        return ds
+    use_deepspeed_adam = config.optimizer == "deepspeed" or (config.optimizer == "auto" and config.offload_optimizer)
+    ds |= {
+        # the caller owns the accumulation boundary: optimizer_step() after any number of backward()
+        "managed_gradient_accumulation": False,
+        "gradient_clipping": config.grad_clip,
+        "zero_optimization": _zero_section(config, config.zero_stage),
+        "optimizer": {
+            "type": "AdamW",
+            "params": {
+                "lr": config.lr,
+                "betas": list(config.betas),
+                "eps": config.eps,
+                "weight_decay": config.weight_decay,
+                "torch_adam": not use_deepspeed_adam,
+            },
+        },
+    }
+    if bf16:
+        ds["data_types"] = {"grad_accum_dtype": "fp32"}
+        ds["communication_data_type"] = "fp32"
+    return ds
+
+
+def _require_process_group() -> None:
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        raise RuntimeError(
+            "no torch.distributed process group: run this inside skillgate_core.rl.launch "
+            "(launch_ray or run_in_process)"
+        )
+
+
+@contextlib.contextmanager
+def _hf_deepspeed(ds: dict[str, Any] | None) -> Iterator[None]:
+    """Within: transformers sees `ds` (ZeRO-3 -> from_pretrained loads into zero.Init shards) or,
+    with None, no DeepSpeed config at all. The previous state is restored on exit."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    previous = hf_deepspeed._hf_deepspeed_config_weak_ref
+    keep_alive = None
+    if ds is None:
+        hf_deepspeed.unset_hf_deepspeed_config()
+    else:
+        keep_alive = hf_deepspeed.HfDeepSpeedConfig(ds)  # registers itself (a weak reference)
+    try:
+        yield
+    finally:
+        del keep_alive
+        hf_deepspeed._hf_deepspeed_config_weak_ref = previous
+
+
+def _load(model_dir: str | Path, config: EngineConfig, ds: dict[str, Any] | None):
+    from transformers import AutoModelForCausalLM
+
+    with _hf_deepspeed(ds):
+        return AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=compute_dtype(config), attn_implementation=_attn_implementation(config)
+        )
+
+
+def build_engine(model_dir: str | Path, config: EngineConfig):
+    """The trainable policy: a DeepSpeed engine (ZeRO stage config.zero_stage) around the HF causal LM
+    in `model_dir`, with AdamW per `config`. Call `engine.train()` / `.eval()` as usual."""
+    import deepspeed
+
+    _require_process_group()
+    ds = deepspeed_config(config)
+    model = _load(model_dir, config, ds if config.zero_stage == 3 else None)
+    model.config.use_cache = False
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+    engine.train()
+    return engine
+
+
+def build_reference(model_dir: str | Path, config: EngineConfig, *, beta: float):
+    """The frozen reference policy for the KL term, or None when beta == 0 (nothing is loaded).
+
+    Sharded: a ZeRO-3 inference engine (no optimizer); else a full eval-mode copy on this rank's
+    device. Use it under torch.no_grad() with `token_logprobs`, like the policy.
+    """
+    if beta < 0:
+        raise ValueError("beta must be >= 0")
+    if beta == 0:
+        return None
+    _require_process_group()
+    if not config.reference_sharded:
+        model = _load(model_dir, config, None).to(_this_device())
+        model.requires_grad_(False)
+        return model.eval()
+    import deepspeed
+
+    ds = deepspeed_config(config, inference=True)
+    model = _load(model_dir, config, ds)
+    model.requires_grad_(False)
+    engine, *_ = deepspeed.initialize(model=model, config=ds)
+    engine.eval()
+    return engine
+
+
+def _this_device() -> torch.device:
+    if _device_type() == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def backward(engine, loss: torch.Tensor) -> None:
+    """Accumulate d(loss)/d(params) for one micro-batch; `loss` is already divided by the global N.
+
+    Multiplies by the data-parallel world size because DeepSpeed averages gradients over ranks,
+    while the global-N loss wants their sum.
+    """
+    engine.backward(loss * engine.dp_world_size, scale_wrt_gas=False)
+
+
+def optimizer_step(engine) -> StepStats:
+    """Reduce the accumulated gradients, clip, and take one AdamW step (collective)."""
+    engine.step()
+    norm = engine.get_global_grad_norm()
+    lr = engine.get_lr()[0]
+    return StepStats(grad_norm=float("nan") if norm is None else float(norm), lr=float(lr))
+
+
+def _inner(model: Any) -> torch.nn.Module:
+    return getattr(model, "module", model)
+
+
+def iter_gathered_parameters(
+    engine, bucket_bytes: int | None = None
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Full (unsharded) parameters, one bucket of (name, tensor) at a time, on every rank.
+
+    COLLECTIVE: every rank must exhaust the iterator (an early exit on one rank deadlocks the
+    others in the next gather). The tensors are valid only until the next bucket is requested;
+    copy what you keep. Buckets hold at most `bucket_bytes` of full-size parameters (one larger
+    parameter goes alone). Works for ZeRO-3 engines, lower stages and plain modules (no gather).
+    """
+    import deepspeed
+
+    limit = bucket_bytes if bucket_bytes is not None else 512 * 2**20
+    bucket: list[tuple[str, torch.nn.Parameter]] = []
+    size = 0
+    for name, param in _inner(engine).named_parameters():
+        nbytes = int(getattr(param, "ds_numel", param.numel())) * param.element_size()
+        if bucket and size + nbytes > limit:
+            with deepspeed.zero.GatheredParameters([p for _, p in bucket], modifier_rank=None):
+                yield [(n, p.data) for n, p in bucket]
+            bucket, size = [], 0
+        bucket.append((name, param))
+        size += nbytes
+    if bucket:
+        with deepspeed.zero.GatheredParameters([p for _, p in bucket], modifier_rank=None):
+            yield [(n, p.data) for n, p in bucket]
+
+
+def gathered_state_dict(engine, *, bucket_bytes: int | None = None, device: str | torch.device = "cpu"):
+    """{parameter name: full tensor copy on `device`} on every rank (COLLECTIVE).
+
+    Names are `named_parameters()` names of the HF model, so tied weights appear once (as in
+    `model.named_parameters()`); persistent buffers are added. Memory: one full copy per rank.
+    """
+    out: dict[str, torch.Tensor] = {}
+    for bucket in iter_gathered_parameters(engine, bucket_bytes):
+        for name, tensor in bucket:
+            out[name] = tensor.detach().to(device, copy=True)
+    for name, buf in _persistent_buffers(_inner(engine)):
+        out.setdefault(name, buf.detach().to(device, copy=True))
+    return out
+
+
+def _persistent_buffers(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    # what state_dict() would hold besides parameters (ZeRO-3 leaves buffers unsharded)
+    for prefix, mod in module.named_modules():
+        for name, buf in mod.named_buffers(recurse=False):
+            if buf is not None and name not in mod._non_persistent_buffers_set:
+                yield (f"{prefix}.{name}" if prefix else name), buf
+
+
+def load_replica(model_dir: str | Path, config: EngineConfig, *, device: str | torch.device | None = None):
+    """The colocated inference replica: a plain (unsharded) HF model in eval mode with the engine's
+    dtype and attention kernel on this rank's device; refresh it with `refresh_replica`."""
+    model = _load(model_dir, config, None).to(device or _this_device())
+    model.requires_grad_(False)
+    model.config.use_cache = True
+    return model.eval()
+
+
+def refresh_replica(replica: torch.nn.Module, engine, *, bucket_bytes: int | None = None) -> int:
+    """Copy the engine's current (gathered) weights into `replica` in place; returns tensors copied.
+
+    COLLECTIVE: every rank enters every gather, even if its replica would reject a tensor; name
+    or shape mismatches are raised after the gather has finished on this rank.
+    """
+    if bucket_bytes is None:
+        bucket_bytes = 512 * 2**20
+    targets = dict(replica.named_parameters())
+    copied: set[str] = set()
+    unknown: list[str] = []
+    wrong_shape: list[str] = []
+    with torch.no_grad():
+        for bucket in iter_gathered_parameters(engine, bucket_bytes):
+            for name, full in bucket:
+                target = targets.get(name)
+                if target is None:
+                    unknown.append(name)
+                elif target.shape != full.shape:
+                    wrong_shape.append(f"{name}: {tuple(full.shape)} -> {tuple(target.shape)}")
+                else:
+                    target.copy_(full)
+                    copied.add(name)
+        replica_buffers = dict(replica.named_buffers())
+        for name, buf in _persistent_buffers(_inner(engine)):
+            if name in replica_buffers and replica_buffers[name].shape == buf.shape:
+                replica_buffers[name].copy_(buf)
+    missing = sorted(set(targets) - copied)
+    if unknown or wrong_shape or missing:
+        raise ValueError(
+            f"replica does not match the engine: unknown {unknown[:5]}, wrong shape {wrong_shape[:5]}, "
+            f"not refreshed {missing[:5]}"
+        )
+    return len(copied)

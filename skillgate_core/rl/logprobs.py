@@ -1,0 +1,83 @@
+"""Float32 per-token log-probs of a packed micro-batch: the quantity the GRPO ratio is built from.
+
+    logp = token_logprobs(engine_or_model, micro_batch, temperature=1.0)   # [R] float32, with grad
+    per_sample = micro_batch.split(logp)                                    # or packing.unpack(...)
+
+The model may be a DeepSpeed engine (ZeRO-3), a plain HF causal LM, or the inference replica. Only
+the logits of positions that predict a response token are computed (`logits_to_keep` as an index
+tensor), then: logits.float() / temperature -> log_softmax in float32 -> gather. The sampler
+(skillgate_core.policy.local_sampler) computes its log-probs the same way, so at the first step
+rho = exp(logp - logp_old) is 1 up to the sampler's own numerics; two forwards of the same model on
+the same micro-batch give bit-identical values (rho exactly 1; tests/rl/test_logprobs.py).
+
+Attention over the packed row follows the model's attention implementation:
+- "flash_attention_2" / "flash_attention_3" / kernels flash: no mask, varlen via cu_seqlens;
+- "sdpa": a block-diagonal causal bool mask; "eager": the same mask, additive in the model dtype.
+Anything else (e.g. flex attention) is refused rather than silently attending across samples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from skillgate_core.rl.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
+
+__all__ = ["attention_inputs", "model_device", "token_logprobs"]
+
+
+def _inner(model: Any) -> Any:
+    # A DeepSpeed engine wraps the HF model as .module; HF models have no .module attribute.
+    return getattr(model, "module", model)
+
+
+def model_device(model: Any) -> torch.device:
+    """Where the model's activations live (a DeepSpeed engine's device, else its first parameter's)."""
+    device = getattr(model, "device", None)
+    if isinstance(device, torch.device | str):
+        return torch.device(device)
+    return next(_inner(model).parameters()).device
+
+
+def _model_dtype(model: Any) -> torch.dtype:
+    inner = _inner(model)
+    dtype = getattr(inner, "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) else next(inner.parameters()).dtype
+
+
+def attention_inputs(model: Any, micro_batch: MicroBatch) -> dict[str, Any]:
+    """The forward kwargs that confine attention to each packed sample, for this model's kernel."""
+    impl = str(getattr(_inner(model).config, "_attn_implementation", None) or "eager")
+    if "flash" in impl:
+        return {"attention_mask": None, **flash_attention_kwargs(micro_batch)}
+    if impl == "sdpa":
+        return {"attention_mask": block_causal_mask(micro_batch)}
+    if impl == "eager":
+        return {"attention_mask": block_causal_mask(micro_batch, _model_dtype(model))}
+    raise ValueError(f"packed sequences are not supported with attention implementation {impl!r}")
+
+
+def token_logprobs(model: Any, micro_batch: MicroBatch, temperature: float = 1.0) -> torch.Tensor:
+    """log p(response token) under `model` at `temperature`, float32, packed layout [R].
+
+    Runs under whatever grad mode the caller set (wrap in torch.no_grad() for old / reference
+    log-probs). An empty micro-batch (no response token) still runs the forward, so ZeRO-3's
+    parameter gathers stay in step across ranks, and returns an empty tensor attached to the graph.
+    """
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0")
+    device = model_device(model)
+    mb = micro_batch.to(device)
+    out = model(
+        input_ids=mb.input_ids,
+        position_ids=mb.position_ids,
+        logits_to_keep=mb.target_positions,
+        use_cache=False,
+        **attention_inputs(model, mb),
+    )
+    logits = out.logits[0].float()  # [R, V]
+    if temperature != 1.0:
+        logits = logits / temperature
+    # the sampler's formula exactly (log_softmax, then gather), so both sides round alike
+    return torch.log_softmax(logits, dim=-1).gather(-1, mb.target_ids.unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,32 @@
+"""Shared fixtures for the distributed-training tests: a real tiny Qwen2 model dir, a warm extension cache.
+
+DeepSpeed compiles a small C++ op (shared-memory all-reduce) the first time it initialises on CPU
+(~45 s on 2 cores). The session's SKILLGATE_HOME is a fresh temp dir, so the compile cache is kept in
+a stable temp folder instead (unless TORCH_EXTENSIONS_DIR is already set): only the first session
+on a machine pays for it. Ray workers inherit it through skillgate_core.rl.launch.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault(
+    "TORCH_EXTENSIONS_DIR", str(Path(tempfile.gettempdir()) / f"skillgate-torch-extensions-{os.getuid()}")
+)
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private local test cluster, no token files in ~
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised Qwen2 model + tokenizer, written by the project's tiny-model code."""
+    from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
+
+    out = tmp_path_factory.mktemp("tiny-model")
+    config = TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64)
+    return build_tiny_model(config, {}, out).outputs["base_model"]
