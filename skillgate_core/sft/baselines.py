@@ -46,11 +46,11 @@ _LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 class BCStageConfig:
     """Gold Selector BC: LoRA SFT on the gold first read turn (defaults sized for the tiny CPU policy)."""
 
-    max_tasks: int = 8
+    max_tasks: int = 16
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     skill_reasoning: bool = True
     """Open the turn with <skill_reasoning>, as the teacher does."""
-    max_steps: int = 4
+    max_steps: int = 8
     """Optimizer steps."""
     learning_rate: float = 1e-3
     """LoRA learning rate."""
@@ -84,7 +84,7 @@ class DPOStageConfig:
     """TRL DPO loss (METHOD.md 7: sigmoid, the original DPO loss)."""
     skill_reasoning: bool = True
     """Open the turns with <skill_reasoning>, as the teacher does."""
-    max_steps: int = 2
+    max_steps: int = 6
     """Optimizer steps."""
     learning_rate: float = 5e-4
     """LoRA learning rate."""
