@@ -28,7 +28,8 @@ Columns (rl_train.parquet):
 Same inputs and config -> a byte-identical file (rows sorted, fixed schema, polars writer).
 
 Refused with an error naming the task: a missing or malformed skills.json (not exactly one oracle,
-not 1 + 5/5/5, a slate for another task or oracle), a slate skill absent from bench/skills, a prompt
+not 1 + 5/5/5, a slate for another task or oracle, or ordered with the eval shuffle tag), a slate
+skill absent from bench/skills, a prompt
 longer than `max_prompt_tokens` (default: the model's max_position_embeddings minus
 `response_budget_tokens`), a missing bench file or model.
 """
@@ -57,6 +58,10 @@ __all__ = ["OUTPUT_FILE", "SUMMARY_FILE", "RLDataError", "RLDataPrepConfig", "pr
 
 OUTPUT_FILE = "rl_train.parquet"
 SUMMARY_FILE = "rl_data_summary.json"
+TRAIN_SPLIT = "train"
+"""The bench split RL trains on; evaluation splits (eval70_v1, slate147) never enter the table."""
+
+
 class RLDataError(ValueError):
     """The bench or model cannot make a valid RL table; the message names the task (or file) and why."""
 
@@ -67,8 +72,6 @@ class RLDataPrepConfig:
 
     profile: str = "selector_clean_oracle_action_credit"
     """RL training profile (METHOD.md 7) the data is for: decides the prompt variants (slate, no_skill)."""
-    split: str = "train"
-    """Bench split to take the tasks from (training only; evaluation splits stay held out)."""
     max_tasks: int = 0
     """Keep only the first N tasks by task id (0 = all)."""
     prompt_profile: str = "openclaw-v1"
@@ -152,6 +155,9 @@ def _task_slate(bench: Path, row: Mapping[str, Any]) -> Slate:
         raise RLDataError(f"task {task_id}: malformed slate: {exc}") from exc
     if slate.task_id != task_id:
         raise RLDataError(f"task {task_id}: its {MANIFEST_FILE} is the slate of task {slate.task_id!r}")
+    if slate.split != "train":
+        raise RLDataError(f"task {task_id}: its slate was ordered with the {slate.split!r} shuffle tag; a training "
+                          "task's slate uses the 'train' tag (METHOD.md 2)")
     if row.get("oracle") not in (None, slate.oracle):
         raise RLDataError(f"task {task_id}: tasks.jsonl names oracle {row['oracle']!r}, "
                           f"{MANIFEST_FILE} names {slate.oracle!r}")
@@ -191,7 +197,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
              "prompt_profile_digest": prompt_profile.digest(), "tool_schema_digest": tool_schema_digest(),
              "tokenizer_digest": tokenizer_digest(model_dir), "max_prompt_tokens": limit}
 
-    rows = _bench_rows(bench, config.split)
+    rows = _bench_rows(bench, TRAIN_SPLIT)
     if config.max_tasks:
         rows = rows[: config.max_tasks]
     skills = _SkillDigests(bench / "skills")

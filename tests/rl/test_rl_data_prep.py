@@ -127,6 +127,9 @@ def test_a_slate_of_another_task_or_a_missing_skill_is_refused(bench, policy, tm
     manifest.write_text(json.dumps({**data, "task_id": "someone-else"}))
     with pytest.raises(RLDataError, match=rf"task {first['task_id']}: its skills.json is the slate of task 'someone-else'"):
         prep(copy, policy, tmp_path / "out")
+    manifest.write_text(json.dumps({**data, "split": "eval"}))
+    with pytest.raises(RLDataError, match=rf"task {first['task_id']}: its slate was ordered with the 'eval' shuffle tag"):
+        prep(copy, policy, tmp_path / "out")
     manifest.write_text(json.dumps(data))
     shutil.rmtree(copy / "skills" / data["entries"][3]["name"])
     with pytest.raises(RLDataError, match=rf"task {first['task_id']}: slate skill '{data['entries'][3]['name']}'"):
@@ -147,7 +150,11 @@ def test_missing_inputs_are_clear(bench, policy, tmp_path):
         prep(tmp_path / "nowhere", policy, tmp_path / "a")
     with pytest.raises(FileNotFoundError, match="config.json: missing"):
         prep(bench, tmp_path, tmp_path / "b")
-    with pytest.raises(RLDataError, match="no task in split 'dev'"):
-        prep(bench, policy, tmp_path / "c", split="dev")
+    held_out = tmp_path / "held-out"
+    held_out.mkdir()
+    (held_out / "tasks.jsonl").write_text("".join(
+        line + "\n" for line in (bench / "tasks.jsonl").read_text().splitlines() if '"split": "train"' not in line))
+    with pytest.raises(RLDataError, match="no task in split 'train'; splits present: eval70_v1, slate147"):
+        prep(held_out, policy, tmp_path / "c")
     with pytest.raises(ValueError, match="unknown RL profile 'fast'"):
         RLDataPrepConfig(profile="fast")
