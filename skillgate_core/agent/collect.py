@@ -24,7 +24,8 @@ from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory,
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.skills import Slate, slate_skills_dir
+from skillgate_core.skills import read_slate, slate_skills_dir
+from skillgate_core.slate_manifest import MANIFEST_FILE
 from skillgate_core.stage_output import StageOutput
 
 __all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report", "trajectory_span_report"]
@@ -119,7 +120,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         specs = []
         for row in rows:
             task = load_task_package(bench / row["path"])
-            slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
+            slate = read_slate(bench / row["path"] / MANIFEST_FILE)
             skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
             specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
         with tqdm(total=len(specs), desc="collect", unit="episode") as bar:

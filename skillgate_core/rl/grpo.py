@@ -52,10 +52,10 @@ from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
 from skillgate_core.rl.rollouts import rollout_step
-from skillgate_core.rl.samples import build_samples
+from skillgate_core.rl.samples import CreditedSample, build_samples
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
 
-__all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker"]
+__all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
 
 TRAINER_STATE_FILE = "trainer_state.json"
 """Inside every checkpoint: the step and each rank's prompt-stream cursor."""
@@ -124,6 +124,42 @@ def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.T
     return grpo_clipped_loss(logp, old, f["a_task"], f["mask"], normaliser, **common)
 
 
+def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
+                  *, pad_token_id: int, device: torch.device) -> tuple[float, list[Any]]:
+    """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts).
+
+    N sums every episode of every rank (METHOD.md 6). Every rank runs the same number of micro-batches
+    (ZeRO-3 gathers parameters collectively on each forward), padding with empty ones. The old and
+    reference log-probs are recomputed here, before any update, by the same code that computes the
+    new ones, so at this step rho = 1 exactly. A step with no loss token anywhere (every group
+    rejected) takes no optimizer step.
+    """
+    # 3. the global normaliser N
+    normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
+    if normaliser <= 0:
+        return 0.0, []
+    # 4. pack, and agree on the micro-batch count
+    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples],
+                          PackingConfig(max_tokens=cfg.micro_batch_tokens, pad_token_id=pad_token_id))
+    count = collectives.all_reduce_max(len(packed))
+    micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
+    # 5. old and reference log-probs, before any update
+    with torch.no_grad():
+        old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
+        ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
+               for mb in micro_batches]
+    # 6. loss and backward per micro-batch, then ONE optimizer step
+    losses = []
+    for k, mb in enumerate(micro_batches):
+        logp = token_logprobs(engine, mb, cfg.temperature)
+        out = _loss(loss_kind, logp, old[k], ref[k], mb, normaliser, cfg)
+        backward(engine, out.loss)
+        if mb.num_response_tokens:
+            losses.append(out)
+    optimizer_step(engine)
+    return normaliser, losses
+
+
 def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
     """Train (collective: every rank runs it); returns this rank's summary (rank 0's is the run's)."""
     from transformers import AutoTokenizer
@@ -169,28 +205,10 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
                                            profile, cfg, step_filter, target_groups=per_worker)
         # 2. credit
         samples, facts = build_samples(groups, profile, chunk_groups=cfg.chunk_groups)
-        # 3. the global normaliser N
-        normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
-        # 4. pack, and agree on the micro-batch count (ZeRO-3 gathers collectively on every forward)
-        packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples],
-                              PackingConfig(max_tokens=cfg.micro_batch_tokens, pad_token_id=tokenizer.pad_token_id or 0))
-        micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, collectives.all_reduce_max(len(packed)),
-                                                                   field_names=FIELDS)]
-        losses: list[Any] = []
+        # 3-6. normaliser, packing, old/ref log-probs, one optimizer step
         with timer.phase("train"):
-            if normaliser > 0:
-                # 5. old and reference log-probs, recomputed by the engine before any update
-                with torch.no_grad():
-                    old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
-                    ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
-                           for mb in micro_batches]
-                # 6. one optimizer step over all micro-batches
-                for k, mb in enumerate(micro_batches):
-                    logp = token_logprobs(engine, mb, cfg.temperature)
-                    out = _loss(profile.loss, logp, old[k], ref[k], mb, normaliser, cfg)
-                    backward(engine, out.loss)
-                    losses.append(out)
-                optimizer_step(engine)
+            normaliser, losses = update_policy(engine, reference, samples, profile.loss, cfg,
+                                               pad_token_id=tokenizer.pad_token_id or 0, device=device)
         # 7. the replica takes the new weights (every rank enters the gather)
         with timer.phase("sync"):
             if replica is not None and normaliser > 0:
