@@ -247,7 +247,12 @@ def _export(engine: Any, job: GRPOJob, step: int, tokenizer: Any) -> dict[str, A
         def write(tmp: Path) -> None:
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(job.model_dir))
             model.to(next(iter(state.values())).dtype)
-            model.load_state_dict(state)
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            model.tie_weights()  # a tied lm_head is not a separate parameter: the gather omits it
+            tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+            if unexpected or set(missing) - tied:
+                raise RuntimeError(f"export: gathered weights do not fit {job.model_dir}: missing "
+                                   f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
             model.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
 

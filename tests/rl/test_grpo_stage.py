@@ -14,29 +14,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.ownership import experiment_dir, experiments_root, list_checkpoints, list_segments
 from skillgate_core.paths import state_layout
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.grpo_stage import train_grpo
 from skillgate_core.rl.profiles import profile_names
 
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
 TINY = dict(steps=2, prompts_per_step=2, group_size=4, num_workers=2, rollout_source="teacher", max_turns=4,
             teacher_misleading_rate=0.5, teacher_no_read_rate=0.0, learning_rate=1e-3, max_rejected_groups=8,
             force_after_groups=2, force_after_samples=8, backend="bwrap", sandbox_workers=2)
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("grpo")
-    model = build_tiny_model(TinyModelConfig(vocab_size=700, corpus_lines=400, hidden_size=32, num_hidden_layers=2),
-                             {}, root / "model").outputs["base_model"]
-    bench = root / "bench"
-    build_suite(SMALL_BENCH, bench)
-    return {"sft_model": model, "bench": bench, "root": root}
+def pipeline(tmp_path_factory, bench, policy) -> dict[str, Path]:
+    return {"sft_model": policy, "bench": bench, "root": tmp_path_factory.mktemp("grpo")}
 
 
 def _rl_data(pipeline, profile: str) -> Path:

@@ -2,52 +2,39 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
+from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
 from skillgate_core.credit import RolloutStepFilter
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rollouts import RLTask, rollout_step
 from skillgate_core.rl.samples import build_samples
-from skillgate_core.skills import Slate, slate_skills_dir
-
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
+from skillgate_core.skills import Slate, read_slate, slate_skills_dir
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
+def tokenizer(policy):
     from transformers import AutoTokenizer
 
-    out = tmp_path_factory.mktemp("model")
-    model = build_tiny_model(TinyModelConfig(vocab_size=700, corpus_lines=400, hidden_size=32), {}, out)
-    return AutoTokenizer.from_pretrained(model.outputs["base_model"])
+    return AutoTokenizer.from_pretrained(policy)
 
 
 @pytest.fixture(scope="module")
-def tasks(tmp_path_factory, tokenizer) -> list[RLTask]:
-    bench = tmp_path_factory.mktemp("bench") / "bench"
-    build_suite(SMALL_BENCH, bench)
+def tasks(tmp_path_factory, bench, tokenizer) -> list[RLTask]:
     skills_root = tmp_path_factory.mktemp("skills")
     out = []
     for row in load_bench_rows(bench, "train")[::4][:4]:
-        slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
+        slate = read_slate(bench / row["path"] / "skills.json")
         task = load_task_package(bench / row["path"])
 
         def ids(s: Slate | None, _task=task) -> tuple[int, ...]:
-            messages = build_messages(DEFAULT_PROFILE, _task.instruction, s)
-            return tuple(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                       return_dict=False))
+            return tuple(render_prompt_ids(tokenizer, build_messages(DEFAULT_PROFILE, _task.instruction, s)))
 
         out.append(RLTask(row["task_id"], row["family"], task, slate,
                           slate_skills_dir(bench / "skills", slate.names, skills_root / row["task_id"]),
