@@ -45,7 +45,7 @@ from skillgate_core.rl.engine import (
     refresh_replica,
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.logprobs import token_logprobs
+from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
 from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
 from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
@@ -139,8 +139,10 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     if normaliser <= 0:
         return 0.0, []
     # 4. pack, and agree on the micro-batch count
-    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples],
-                          PackingConfig(max_tokens=cfg.micro_batch_tokens, pad_token_id=pad_token_id))
+    longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
+    packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
+                            max_samples=0 if packs_varlen(engine) else 1)
+    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples], packing)
     count = collectives.all_reduce_max(len(packed))
     micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
     # 5. old and reference log-probs, before any update
