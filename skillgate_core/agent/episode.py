@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
+from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
@@ -56,20 +57,23 @@ OBSERVATION_TEMPLATE = "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|
 class EpisodeConfig:
     """Limits of one episode (METHOD.md 2; seed values as defaults where they exist)."""
 
-    max_turns: int = 30
+    max_turns: PositiveInt = 30
     """Assistant turns before the episode is cut (TRUNCATED)."""
-    max_context_tokens: int = 16384
+    max_context_tokens: PositiveInt = 16384
     """Prompt + response tokens the episode may use."""
-    max_new_tokens: int = 1024
+    max_new_tokens: PositiveInt = 1024
     """Longest single assistant turn."""
-    wall_clock_s: float = 850.0
+    wall_clock_s: PositiveFloat = 850.0
     """Seconds from sandbox start to the end of the last turn."""
-    backend: str = "auto"
+    backend: Literal["auto", "docker", "bwrap"] = "auto"
     """Sandbox backend: auto, docker or bwrap."""
-    tool_output_chars: int = 16000
+    tool_output_chars: PositiveInt = 16000
     """Tool output beyond this keeps head and tail around an omitted-count marker."""
-    workers: int = 4
+    workers: PositiveInt = 4
     """Threads running sandboxes (tool calls, starts, verification) concurrently."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
