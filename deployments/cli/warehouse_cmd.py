@@ -1,4 +1,4 @@
-"""`skillgate sql`, `skillgate lineage`, and `skillgate warehouse status|verify|rebuild|ingest|requeue`.
+"""`skillgate sql`, `skillgate lineage`, and `skillgate warehouse status|verify|rebuild|ingest|requeue|reap`.
 
     skillgate sql "select stage, status, git_sha from v_run order by started_at"
     skillgate sql "select * from metric_lineage('exp-1/eval70-s200/trial_success')" --format json
@@ -7,6 +7,7 @@
     skillgate warehouse verify                             # files vs warehouse; exit 1 on drift
     skillgate warehouse rebuild                            # rebuild the file from the event archive
     skillgate warehouse requeue                            # retry refused events (see verify for why)
+    skillgate warehouse reap                               # runs of killed processes -> interrupted
 
 All reads go through warehouse.read (ingest pending events first, then a read-only connection), so
 `sql` cannot modify the warehouse.
@@ -137,9 +138,12 @@ def register(app: typer.Typer) -> None:
         table.add_column("what")
         table.add_column("value")
         version = "busy" if s.busy else f"{s.schema_version} (code ships {s.latest_version})"
+        runs = [(f"runs {status}", n) for status, n in s.runs.items()]
+        if s.dead_runs:
+            runs.append(("runs whose process is gone", f"{s.dead_runs} (still 'running': skillgate warehouse reap)"))
         for k, v in [("exists", s.exists), ("schema version", version), ("pending events", s.pending),
-                     ("rejected events", s.rejected), ("archived events", s.archived), *s.rows.items()]:
-            table.add_row(str(k), str(v))
+                     ("rejected events", s.rejected), ("archived events", s.archived), *runs, *s.rows.items()]:
+            table.add_row(str(k), escape(str(v)))
         console.print(table)
 
     @wh_app.command()
@@ -193,6 +197,19 @@ def register(app: typer.Typer) -> None:
         moved = requeue_rejected(event_log(state), names or None)
         r = run_ingest(state, lock_wait_s=10.0, db_wait_s=10.0)
         console.print(f"re-queued {len(moved)}; ingested {r.ingested}, rejected again {r.rejected}")
+
+    @wh_app.command()
+    def reap() -> None:
+        """Mark runs whose process is gone (killed, crashed) as interrupted and delete their temp outputs."""
+        from warehouse import mark_interrupted
+
+        report = mark_interrupted()
+        console.print(f"marked {len(report.marked)} run(s) interrupted; "
+                      f"removed {len(report.removed)} temp output folder(s)")
+        for run in report.marked:
+            console.print(f"  {escape(run.run_id)} ({run.stage}): {escape(run.detail())}", highlight=False)
+        for path in report.removed:
+            console.print(f"  removed {escape(str(path))}", highlight=False)
 
     @wh_app.command()
     def ingest() -> None:
