@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from skillgate_core.paths import StateLayout, state_layout
+from warehouse.damage import is_damage, warehouse_damaged
 from warehouse.interrupted import find_dead_runs
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.read import WarehouseBusy, open_read_only
@@ -74,6 +77,10 @@ def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -
             runs = dict(con.execute("select status, count(*) from v_run group by status order by status").fetchall())
         if version >= 3:
             dead = len(find_dead_runs(con))
+    except duckdb.Error as exc:  # a damaged block shows only when a query reads it
+        if is_damage(exc):
+            raise warehouse_damaged(state.warehouse_file, exc) from None
+        raise
     finally:
         con.close()
     return WarehouseStatus(exists=True, schema_version=version, rows=rows, runs=runs, dead_runs=dead,  # type: ignore[arg-type]

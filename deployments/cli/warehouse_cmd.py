@@ -180,6 +180,8 @@ def register(app: typer.Typer) -> None:
         report = run_rebuild()
         console.print(f"rebuilt from {report.files} archived event file(s) in {report.seconds} s"
                       + (f"; then ingested {report.after.ingested} pending" if report.after else ""))
+        if report.set_aside:
+            console.print(f"the unreadable old file is kept as {escape(str(report.set_aside))}", highlight=False)
         for name, reason in report.failed:
             err_console.print(f"[bold red]refused on replay:[/] {name}: {escape(reason)}")
         if report.failed:
