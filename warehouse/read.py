@@ -29,6 +29,7 @@ from warehouse.guard import refuse_in_ray_worker
 from warehouse.ingest import ensure_database, ingest, is_lock_error
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.spool import event_log, list_pending
+from warehouse.sql_guard import ReadOnlySqlError, check_read_only, lock_down
 
 __all__ = ["QueryResult", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "read_connection"]
 
@@ -131,11 +132,22 @@ def query(
     state: StateLayout | None = None,
     *,
     ingest_first: bool = True,
+    untrusted: bool = False,
 ) -> QueryResult:
-    """Run one read-only SQL statement; DuckDB refuses writes on this connection."""
+    """Run one SELECT (anything else raises ReadOnlySqlError, sql_guard.py).
+
+    untrusted: the statement comes from a user (`skillgate sql`): the connection is also locked so it
+    can reach no file, network or extension (see sql_guard.py for why only then).
+    """
     state = state or state_layout()
     with read_connection(state, ingest_first=ingest_first) as con:
-        cur = con.execute(sql, list(params) if params is not None else None)
+        check_read_only(con, sql)
+        if untrusted:
+            lock_down(con)
+        try:
+            cur = con.execute(sql, list(params) if params is not None else None)
+        except duckdb.PermissionException as exc:
+            raise ReadOnlySqlError(f"skillgate sql reads only the warehouse: {str(exc).splitlines()[0]}") from None
         columns = tuple(d[0] for d in cur.description or ())
         rows = cur.fetchall() if cur.description else []
     return QueryResult(columns=columns, rows=rows, pending=len(list_pending(event_log(state))))

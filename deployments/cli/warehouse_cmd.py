@@ -9,8 +9,9 @@
     skillgate warehouse requeue                            # retry refused events (see verify for why)
     skillgate warehouse reap                               # runs of killed processes -> interrupted
 
-All reads go through warehouse.read (ingest pending events first, then a read-only connection), so
-`sql` cannot modify the warehouse.
+All reads go through warehouse.read (ingest pending events first, then a read-only connection), and
+`sql` runs only one SELECT on a connection with file, network and extension access locked off
+(warehouse/sql_guard.py), so it can change neither the warehouse nor anything else.
 """
 
 from __future__ import annotations
@@ -95,14 +96,18 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json"),
         limit: int = typer.Option(1000, help="print at most this many rows (0: all)"),
     ) -> None:
-        """Run a read-only SQL query on the warehouse and print the rows."""
+        """Run one read-only query (SELECT, DESCRIBE, SHOW, EXPLAIN) on the warehouse and print the rows.
+
+        Nothing else runs: no COPY/EXPORT, ATTACH, INSTALL/LOAD, SET/PRAGMA or CREATE, and no file or
+        network access from inside a query (warehouse/sql_guard.py).
+        """
         from warehouse import query
 
         if fmt not in ("table", "csv", "json"):
             raise _fail(f"--format must be table, csv or json, got {fmt!r}")
         try:
-            res = query(statement)
-        except duckdb.Error as exc:
+            res = query(statement, untrusted=True)
+        except duckdb.Error as exc:  # ReadOnlySqlError included
             raise _fail(str(exc).splitlines()[0]) from None
         rows = res.rows if limit <= 0 else res.rows[:limit]
         title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
