@@ -11,7 +11,9 @@ ids; observations are appended as their own ids with loss mask 0:
 so nothing is ever re-tokenized (the "\\n" the chat template puts after <|im_end|> is observation
 glue, never a sampled token). A turn with no tool call is the final answer; a turn cut by length,
 the token budget, the turn limit or the wall clock makes the episode TRUNCATED (still graded); a
-sandbox failure makes it ABORTED.
+sandbox failure makes it ABORTED. Anything else that raises (the policy, a tool, the verifier, Ctrl-C)
+ends the whole batch, and every sandbox it started is stopped first (envs/sandbox_group.py), commands
+still running in them included: no container, bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
 """
@@ -21,8 +23,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -32,6 +34,7 @@ from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.sandbox_group import SandboxGroup
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
 from skillgate_core.policy.local_sampler import Completion
@@ -196,15 +199,15 @@ class _Live:
 
 
 def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
-           sandbox_config: SandboxConfig | None) -> _Live:
+           sandbox_config: SandboxConfig | None, group: SandboxGroup) -> _Live:
     messages = build_messages(profile, spec.task.instruction, spec.slate)
     prompt_ids = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                                     return_dict=False))
     view = EpisodeView(spec, messages, list(prompt_ids), 0, config.max_new_tokens)
     live = _Live(spec, None, None, view, len(prompt_ids), started=time.monotonic())
     try:
-        live.box = start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
-                                 config=sandbox_config)
+        live.box = group.add(start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
+                                           config=sandbox_config))
         live.tools = ToolBox(live.box, output_chars=config.tool_output_chars)
     except SandboxError as exc:
         live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox did not start: {exc}"
@@ -260,18 +263,20 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
 
 
-def _finish(live: _Live, policy: Policy, profile: PromptProfile) -> Trajectory:
+def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
     spec = live.spec
     status = live.status or EpisodeStatus.TRUNCATED
     backend = live.box.backend if live.box is not None else ""
-    if live.box is None:
-        grade = aborted(live.abort_detail or "no sandbox")
-    elif status is EpisodeStatus.ABORTED:
-        grade = aborted(live.abort_detail)
-    else:
-        grade = verify(live.box, spec.task, status)
-    if live.box is not None:
-        live.box.stop()
+    try:
+        if live.box is None:
+            grade = aborted(live.abort_detail or "no sandbox")
+        elif status is EpisodeStatus.ABORTED:
+            grade = aborted(live.abort_detail)
+        else:
+            grade = verify(live.box, spec.task, status)
+    finally:
+        if live.box is not None:
+            group.stop(live.box)
     slate = spec.slate
     return Trajectory(
         task_id=spec.task.task_id,
@@ -306,9 +311,14 @@ def run_episodes(
     profile: PromptProfile = DEFAULT_PROFILE,
     sandbox_config: SandboxConfig | None = None,
 ) -> list[Trajectory]:
-    """Play every spec to the end in lockstep turns and grade it; results in spec order."""
-    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        lives = list(pool.map(lambda s: _start(s, tokenizer, profile, config, sandbox_config), specs))
+    """Play every spec to the end in lockstep turns and grade it; results in spec order.
+
+    If anything raises, every sandbox started is stopped before the error propagates (module docstring).
+    """
+    group = SandboxGroup()
+    pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
+    try:
+        lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
         while True:
             active = [lv for lv in lives if lv.status is None]
             if not active:
@@ -324,5 +334,21 @@ def run_episodes(
                 except (SandboxError, OSError) as exc:
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 
-            list(pool.map(advance, zip(active, completions, strict=True)))
-        return list(pool.map(lambda lv: _finish(lv, policy, profile), lives))
+            _each(pool, advance, zip(active, completions, strict=True))
+        return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
+    finally:
+        # Stop first: it also kills commands still running on the pool's threads, so the shutdown
+        # below does not wait for them; a start finishing after this is stopped as it registers.
+        group.stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """`fn` over `items` on the pool, results in order; the first error is raised as soon as it
+    happens (pool.map would first wait for every earlier item, e.g. another episode's long command)."""
+    futures = [pool.submit(fn, item) for item in items]
+    wait(futures, return_when=FIRST_EXCEPTION)
+    for future in futures:
+        if future.done() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    return [future.result() for future in futures]
