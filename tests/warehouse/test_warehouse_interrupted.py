@@ -154,3 +154,28 @@ def test_a_warehouse_of_the_previous_schema_is_migrated_with_its_rows(state: Sta
                                 state=state).rows]
     assert "process_start" in cols
     assert verify(state, digests=False).checked["runs"] == 1
+
+
+def test_a_dead_training_run_ends_its_experiment_segment_on_disk_too(state: StateLayout):
+    from skillgate_core.ownership import (
+        create_experiment,
+        experiment_dir,
+        experiments_root,
+        load_segment,
+        start_segment,
+    )
+    from warehouse import experiment_created
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    root = experiments_root(state)
+    record(experiment_created(create_experiment(root, "exp-1", algorithm="grpo", data="d", init="i", hypothesis="h"),
+                              root), state=state)
+    seg = start_segment(root, "run-a", experiment_id="exp-1", pid=int(gone.stdout))  # a trainer that died
+    run = StageRunRecorder.start("grpo", TinyModelConfig(), trigger="test", segment=seg, state=state)
+    assert {d.kind for d in verify(state, digests=False).drift} == {"dead-run"}
+
+    (marked,) = mark_interrupted(state).marked
+    assert marked.run_id == run.run_id and "judged by the pid alone" in marked.detail()
+    assert load_segment(experiment_dir(root, "exp-1"), "run-a").exit_reason == "interrupted"
+    assert query("select exit_reason from v_segment", state=state).rows == [("interrupted",)]
+    assert verify(state, digests=False).ok
