@@ -13,6 +13,7 @@ How it fits together (each module's docstring says more):
   queries.py    lineage queries (also views/macros in the schema) and the lineage tree
   rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
+  interrupted.py  runs whose process died (SIGKILL): marked interrupted, temp outputs removed
   recording.py  record(*events), builders from ownership records, StageRunRecorder
   status.py     a look without changing anything (doctor, `skillgate warehouse status`)
   guard.py      Ray workers never record, ingest or read: the driver (a Prefect task) does
@@ -48,6 +49,7 @@ from warehouse.events import (
 from warehouse.guard import NotInRayWorker
 from warehouse.ids import eval_key, export_key, metric_key, new_run_id, segment_key
 from warehouse.ingest import IngestReport, ingest
+from warehouse.interrupted import DeadRun, InterruptReport, find_dead_runs, mark_interrupted
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.queries import (
     LineageNode,
@@ -77,6 +79,7 @@ __all__ = [
     "LATEST_VERSION",
     "TRIGGERS",
     "DatasetVersion",
+    "DeadRun",
     "Drift",
     "EvalMetric",
     "EvalMetrics",
@@ -87,6 +90,7 @@ __all__ = [
     "EvaluationStarted",
     "ExperimentCreated",
     "IngestReport",
+    "InterruptReport",
     "LineageNode",
     "ModelExported",
     "NotInRayWorker",
@@ -108,10 +112,12 @@ __all__ = [
     "event_log",
     "experiment_created",
     "experiment_exports",
+    "find_dead_runs",
     "export_key",
     "export_lineage",
     "ingest",
     "lineage_tree",
+    "mark_interrupted",
     "metric_key",
     "metric_lineage",
     "model_exported",
