@@ -183,4 +183,11 @@ def describe_worker(ctx: WorkerContext, tag: str) -> dict:
         "run_dir": str(ctx.run_dir),
         "under_ray": ctx.under_ray,
         "pid": os.getpid(),
+        "gcs_address": _gcs_address() if ctx.under_ray else None,
     }
+
+
+def _gcs_address() -> str:
+    import ray
+
+    return ray.get_runtime_context().gcs_address
