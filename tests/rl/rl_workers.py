@@ -134,7 +134,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     """Properties of a freshly built ZeRO-3 engine, before any step."""
     from transformers import AutoModelForCausalLM
 
-    from skillgate_core.rl.engine import iter_gathered_parameters
+    from skillgate_core.rl.engine import compute_dtype, iter_gathered_parameters
 
     config = EngineConfig()
     engine = build_engine(model_dir, config)
@@ -143,7 +143,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     limit = max(full_bytes.values()) // 2  # forces several buckets and one oversized parameter alone
     buckets = [[name for name, _ in bucket] for bucket in iter_gathered_parameters(engine, limit)]
     gathered = gathered_state_dict(engine)
-    on_disk = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).named_parameters())
+    on_disk = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=compute_dtype(config)).named_parameters())
 
     samples = hand_made_samples(StepCase(model_dir=model_dir, num_samples=4), engine.module.config.vocab_size)
     [mb] = pack_samples(samples, PackingConfig(max_tokens=512))
@@ -159,7 +159,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
         "bucket_names": [n for b in buckets for n in b],
         "param_names": list(full_bytes),
         "gathered_equals_checkpoint": sorted(gathered) == sorted(on_disk)
-        and all(torch.equal(gathered[n], p.detach()) for n, p in on_disk.items()),
+        and all(torch.equal(gathered[n].cpu(), p.detach().cpu()) for n, p in on_disk.items()),
         "ratio_exactly_one": bool(torch.equal(torch.exp(new - old), torch.ones_like(new))),
         "new_requires_grad": new.requires_grad,
         "reference_equals_policy": bool(torch.equal(ref, old)),
