@@ -81,6 +81,7 @@ def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
     vocab = engine.module.config.vocab_size
     mine = hand_made_samples(case, vocab)[ctx.rank :: ctx.world_size]
     mbs = pack_samples(mine, PackingConfig(max_tokens=case.max_tokens))
+    packed = len(mbs)
     mbs = pad_micro_batches(mbs, all_reduce_max(len(mbs)), field_names=FIELDS)
     normaliser = all_reduce_sum(global_token_normaliser(s.fields["mask"] for s in mine))
 
@@ -113,6 +114,7 @@ def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
         "rank": ctx.rank,
         "world_size": ctx.world_size,
         "micro_batches": len(mbs),
+        "packed_micro_batches": packed,
         "normaliser": normaliser,
         "loss": all_reduce_sum(loss_sum),
         "clipped_tokens": all_reduce_sum(clip),
