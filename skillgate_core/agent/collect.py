@@ -22,12 +22,13 @@ from typing import Literal
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.credit.spans import AssistantTurn, detect_selection_spans
+from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.skills import Slate, slate_skills_dir
+from skillgate_core.skills import read_slate, slate_skills_dir
+from skillgate_core.slate_manifest import MANIFEST_FILE
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report"]
+__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report", "trajectory_span_report"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ def load_bench_rows(bench: Path, split: str) -> list[dict]:
     return chosen
 
 
-def span_report(trajectory: Trajectory, tokenizer) -> dict:
-    """Selection actions and mismatch counters of one trajectory (METHOD.md 4.6), JSON-able."""
+def trajectory_span_report(trajectory: Trajectory, tokenizer) -> SpanReport:
+    """Selection-span detection (METHOD.md 4) over one trajectory's assistant turns."""
     turns = [
         AssistantTurn(
             response_text=t.text,
@@ -82,7 +83,12 @@ def span_report(trajectory: Trajectory, tokenizer) -> dict:
         for t in trajectory.turns
     ]
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
-    report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate)
+    return detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate)
+
+
+def span_report(trajectory: Trajectory, tokenizer) -> dict:
+    """Selection actions and mismatch counters of one trajectory (METHOD.md 4.6), JSON-able."""
+    report = trajectory_span_report(trajectory, tokenizer)
     return {
         "reads": report.reads(),
         "actions": [a.as_record() for a in report.actions],
@@ -114,7 +120,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         specs = []
         for row in rows:
             task = load_task_package(bench / row["path"])
-            slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
+            slate = read_slate(bench / row["path"] / MANIFEST_FILE)
             skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
             specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
         with tqdm(total=len(specs), desc="collect", unit="episode") as bar:

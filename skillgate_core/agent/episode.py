@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages
+from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
@@ -86,6 +86,9 @@ class EpisodeSpec:
     """Benchmark name (recorded)."""
     repeat: int = 0
     """Index of this episode among the task's repeats (group member index)."""
+    prompt_ids: tuple[int, ...] | None = None
+    """The prompt's token ids as rl-data-prep rendered them once; None renders them here from the
+    same messages with the tokenizer's chat template."""
 
 
 @dataclass
@@ -194,8 +197,10 @@ class _Live:
 def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
            sandbox_config: SandboxConfig | None) -> _Live:
     messages = build_messages(profile, spec.task.instruction, spec.slate)
-    prompt_ids = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=False))
+    if spec.prompt_ids is not None:
+        prompt_ids = list(spec.prompt_ids)
+    else:
+        prompt_ids = render_prompt_ids(tokenizer, messages)
     view = EpisodeView(spec, messages, list(prompt_ids), 0, config.max_new_tokens)
     live = _Live(spec, None, None, view, len(prompt_ids), started=time.monotonic())
     try:

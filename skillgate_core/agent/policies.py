@@ -20,9 +20,13 @@ from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, sample_completions
+from skillgate_core.skills import skill_location
 from skillgate_core.skills.procedure import extract_procedure
 
-__all__ = ["LocalPolicy", "TeacherConfig", "TeacherPolicy"]
+__all__ = ["TURN_END", "LocalPolicy", "TeacherConfig", "TeacherPolicy", "first_read_turn", "turn_token_ids"]
+
+TURN_END = "<|im_end|>"
+"""What ends an assistant turn in the ChatML template every policy here uses (a sampled token)."""
 
 
 class LocalPolicy:
@@ -63,6 +67,21 @@ def _call(name: str, **arguments: Any) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
 
 
+def first_read_turn(skill: str, reasoning: bool = True) -> str:
+    """The teacher's first turn when it reads `skill`: optional <skill_reasoning>, then one read call on
+    /skills/SKILL/SKILL.md. The supervised selection baselines (sft.baselines) train on exactly this text."""
+    call = _call("read", path=skill_location(skill))
+    if not reasoning:
+        return call
+    return (f"<skill_reasoning>The skill {skill} describes this exact procedure, so I read it first."
+            f"</skill_reasoning>\n" + call)
+
+
+def turn_token_ids(tokenizer: Any, text: str) -> list[int]:
+    """A demonstration turn as the ids a policy would sample: the text, then the turn terminator."""
+    return list(tokenizer(text + TURN_END, add_special_tokens=False)["input_ids"])
+
+
 class TeacherPolicy:
     """The skill-following teacher (see the module docstring)."""
 
@@ -87,8 +106,7 @@ class TeacherPolicy:
             skill = self._choice(view)
             if skill is None:
                 return "<skill_reasoning>No listed skill is needed here.</skill_reasoning>\nI have nothing to add."
-            return (f"<skill_reasoning>The skill {skill} describes this exact procedure, so I read it first."
-                    f"</skill_reasoning>\n" + _call("read", path=f"/skills/{skill}/SKILL.md"))
+            return first_read_turn(skill)
         last = view.messages[-1]["content"] if view.messages[-1]["role"] == "user" else ""
         found = _RESPONSE.findall(last)
         if view.turn == 1 and found and found[0][0] == "read":
@@ -102,6 +120,5 @@ class TeacherPolicy:
         out = []
         for view in views:
             text = self._turn_text(view)
-            ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
-            out.append(Completion(tuple(ids), (), text, "stop"))
+            out.append(Completion(tuple(turn_token_ids(self.tokenizer, text)), (), text, "stop"))
         return out

@@ -6,17 +6,22 @@ which never names the skill. A profile is frozen and digested: it is part of the
 protocol's fingerprint.
 
     messages = build_messages(DEFAULT_PROFILE, instruction, slate)   # slate=None: no-skill episode
+    ids = render_prompt_ids(tokenizer, messages)                      # what the policy is conditioned on
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from skillgate_core.agent.tool_schemas import tool_schemas_json
 from skillgate_core.config import config_digest
 from skillgate_core.skills import Slate, render_available_skills
 
-__all__ = ["DEFAULT_PROFILE", "PromptProfile", "build_messages"]
+__all__ = ["DEFAULT_PROFILE", "PROMPT_PROFILES", "PromptProfile", "build_messages", "get_prompt_profile",
+           "render_prompt_ids"]
 
 _AGENT = """You are an autonomous agent working in a Linux sandbox. Solve the user's task by calling tools.
 Call a tool with <tool_call>{"name": TOOL, "arguments": {...}}</tool_call>; you may make up to 5 calls in one turn.
@@ -47,6 +52,17 @@ class PromptProfile:
 
 DEFAULT_PROFILE = PromptProfile()
 
+PROMPT_PROFILES: Mapping[str, PromptProfile] = MappingProxyType({DEFAULT_PROFILE.name: DEFAULT_PROFILE})
+"""name -> profile: the prompt profiles a config may name."""
+
+
+def get_prompt_profile(name: str) -> PromptProfile:
+    """The prompt profile called `name`; ValueError listing the known names."""
+    try:
+        return PROMPT_PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown prompt profile {name!r}; known: {', '.join(PROMPT_PROFILES)}") from None
+
 
 def build_messages(profile: PromptProfile, instruction: str, slate: Slate | None) -> list[dict[str, str]]:
     """[system, user] for one episode; `slate=None` is the no-skill condition."""
@@ -55,3 +71,15 @@ def build_messages(profile: PromptProfile, instruction: str, slate: Slate | None
         parts += ["", "# Skills", profile.skills_instructions,
                   render_available_skills(slate, description_chars=profile.description_chars)]
     return [{"role": "system", "content": "\n".join(parts)}, {"role": "user", "content": instruction}]
+
+
+def render_prompt_ids(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> list[int]:
+    """The prompt's token ids: the policy's own chat template with the generation prompt, tokenized once.
+
+    Every consumer of a prompt (episodes, RL data prep, the supervised baselines) calls this, so the ids a
+    policy is trained on are the ids it is sampled from."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: has no chat template; a policy's "
+                         "tokenizer must carry the template its prompts are rendered with")
+    return list(tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True,
+                                              return_dict=False))

@@ -26,7 +26,8 @@ from skillgate_core.benchgen.families import STRATEGIES
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.skills import slate_skills_dir
+from skillgate_core.skills import read_slate, slate_skills_dir
+from skillgate_core.slate_manifest import MANIFEST_FILE
 
 __all__ = ["AGENTS", "ORACLE_MIN", "OTHERS_MAX", "CriticalityReport", "Episode", "criticality_markdown",
            "criticality_problems", "measure_criticality", "sample_tasks"]
@@ -90,9 +91,8 @@ def sample_tasks(bench: Path, per_family: int, seed: int = 0) -> list[dict[str, 
 
 def _slate_library(bench: Path, task_dir: Path, into: Path) -> Path:
     """A folder holding only the task's 16 slate skills (what /skills shows in an episode)."""
-    slate = json.loads((task_dir / "skills.json").read_text())
-    names = [slate["oracle"], *slate["misleading"], *slate["relevant"], *slate["irrelevant"]]
-    return slate_skills_dir(bench / "skills", names, into)
+    slate = read_slate(task_dir / MANIFEST_FILE)
+    return slate_skills_dir(bench / "skills", slate.names, into)
 
 
 def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backend: str = "bwrap",

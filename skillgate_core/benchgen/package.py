@@ -9,8 +9,8 @@
                                  inline (it never reads /skills)
       tests/test.sh              runs tests/check.py and writes /logs/verifier/reward.txt (1 or 0)
       tests/check.py             recomputes the expected result from the inputs (digest-checked)
-      skills.json                the slate by role (oracle / misleading / relevant / irrelevant)
-      slate.json                 the ordered slate the prompt shows (skills.write_slate)
+      skills.json                the ordered slate the prompt shows (skillgate_core.slate_manifest; the
+                                 roles are the entries' categories)
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from skillgate_core.benchgen.engines.common import text_sha256
 from skillgate_core.config import canonical_json
 from skillgate_core.envs.sandbox_config import BASE_IMAGE
 from skillgate_core.skills import Slate, SlateError, slate_problem
+from skillgate_core.slate_manifest import MANIFEST_FILE
 
 __all__ = ["WORKDIR", "TaskPlan", "write_package"]
 
@@ -106,6 +107,11 @@ def task_toml(plan: TaskPlan, structure: str) -> str:
 def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> Path:
     """Write the package under root/TASK_ID and return its folder."""
     folder = root / plan.task_id
+    problem = slate_problem(slate)
+    if problem is not None:
+        raise SlateError(f"{folder}: refusing to write a malformed slate: {problem}")
+    if slate.oracle != plan.oracle or set(slate.members("misleading")) != set(plan.misleading):
+        raise SlateError(f"{folder}: the slate's oracle/misleading skills are not the plan's")
     params = json.loads(canonical_json(plan.params))
     writes: dict[str, str] = {
         "task.toml": task_toml(plan, structure),
@@ -118,10 +124,6 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
         "tests/test.sh": TEST_SH.format(workdir=WORKDIR),
         "tests/check.py": check_script(plan.family, params,
                                        {rel: text_sha256(text) for rel, text in plan.files.items()}),
-        "skills.json": json.dumps({"oracle": plan.oracle, "misleading": list(plan.misleading),
-                                   "relevant": [e.name for e in slate.entries if e.category == "relevant"],
-                                   "irrelevant": [e.name for e in slate.entries if e.category == "irrelevant"]},
-                                  indent=2) + "\n",
     }
     writes.update({f"environment/workspace/{rel}": text for rel, text in plan.files.items()})
     for rel, text in writes.items():
@@ -130,10 +132,7 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
         path.write_text(text, encoding="utf-8")
     for script in ("solution/solve.sh", "tests/test.sh", "tests/check.py"):
         (folder / script).chmod(0o755)
-    problem = slate_problem(slate)
-    if problem is not None:
-        raise SlateError(f"{folder}: refusing to write a malformed slate: {problem}")
-    # The same text skills.write_slate writes, without its per-file fsync (a suite has 1,000+ files).
-    (folder / "slate.json").write_text(json.dumps(slate.to_manifest(), indent=2, sort_keys=True) + "\n",
-                                       encoding="utf-8")
+    # The same manifest skills.write_slate writes, without its per-file fsync (a suite has 1,000+ files).
+    (folder / MANIFEST_FILE).write_text(json.dumps(slate.to_manifest(), indent=2, sort_keys=True) + "\n",
+                                        encoding="utf-8")
     return folder

@@ -34,11 +34,18 @@ from skillgate_core.credit.groups import (
     EpisodeEvidence,
     GroupVerdict,
     RejectReason,
+    RolloutStepFilter,
     count_rejections,
     dynamic_filter,
     validate_group,
 )
-from skillgate_core.credit.spans import AssistantTurn, SpanReport, decode_with_offsets, detect_selection_spans
+from skillgate_core.credit.spans import (
+    AssistantTurn,
+    SpanReport,
+    decode_with_offsets,
+    detect_selection_spans,
+    normalise_tool_name,
+)
 from skillgate_core.credit.weights import TokenWeightError, TokenWeights, per_token_advantages, token_weights
 
 __all__ = [
@@ -46,6 +53,7 @@ __all__ = [
     "SpanReport",
     "decode_with_offsets",
     "detect_selection_spans",
+    "normalise_tool_name",
     "CATEGORIES",
     "UTILITIES",
     "Category",
@@ -53,6 +61,7 @@ __all__ = [
     "EpisodeLabel",
     "GroupVerdict",
     "RejectReason",
+    "RolloutStepFilter",
     "SelectionAction",
     "TokenWeightError",
     "TokenWeights",

@@ -42,6 +42,9 @@ SUCCESS_THRESHOLD = 1.0
 
 _TINY = 1e-12
 
+_POOL_LABELS: tuple[EpisodeLabel, ...] = ("oracle", "misleading", "no_read")
+"""hybrid_slate's pool E: the read choices it contrasts; "other" episodes stay out of it."""
+
 
 def episode_label(reads: Sequence[str]) -> EpisodeLabel:
     """Attribute one episode's reads: any misleading read wins, then any oracle read, then any read."""
@@ -74,9 +77,10 @@ def mixed_separated_term(
 
     Within each outcome stratum (success / failure) the label utilities are centred and multiplied
     by min(stratum_cap, stratum_span / max|dev|) (0 when the stratum is uniform). When the group
-    has both successes and failures, the whole term is shrunk so that max|term| <= gap_share * gap,
-    gap = (worst success's task advantage) - (best failure's task advantage): every episode moves at
-    most half the gap, so the behaviour term can never rank a failure above a success.
+    has both successes S and failures F, with gap = min_S A_task - max_F A_task and
+    harm = max_F term - min_S term (how far the term closes the gap), the whole term is multiplied by
+    (gap_share * gap) / harm only if harm > gap_share * gap. So at least half the task gap always
+    survives, and a term that already orders successes above failures (harm <= 0) is left alone.
     """
     values = _check_group(reads, scores)
     utilities = [SEPARATED_UTILITY[episode_label(r)] for r in reads]
@@ -99,11 +103,12 @@ def mixed_separated_term(
         gap = min(a for a, s in zip(advantages, success, strict=True) if s) - max(
             a for a, s in zip(advantages, success, strict=True) if not s
         )
+        harm = max(t for t, s in zip(term, success, strict=True) if not s) - min(
+            t for t, s in zip(term, success, strict=True) if s
+        )
         budget = gap_share * max(gap, 0.0)
-        magnitude = max(abs(t) for t in term)
-        if magnitude > budget:
-            factor = budget / magnitude if magnitude > 0 else 0.0
-            term = [t * factor for t in term]
+        if harm > budget:
+            term = [t * (budget / harm) for t in term]
     return term
 
 
@@ -132,23 +137,28 @@ def hybrid_strata_term(
 ) -> list[float]:
     """The stratified behaviour term of `hybrid_slate`, one value per slate-group episode.
 
-    Episodes fall into strata by `episode_label` (misleading first, then oracle, no-read, other).
-    Each present stratum s gets its shrunk mean score (n_s mu_s + tau mu_E) / (n_s + tau) minus the
-    group mean mu_E; those deltas are re-centred with count weights (so the term sums to zero over
-    episodes), scaled down so max|delta| <= max_abs, and multiplied by coef. Zero unless at least
-    two of the strata oracle / misleading / no_read are present: without a contrast between read
-    choices there is no behaviour evidence.
+    Episodes are labelled by `episode_label` (misleading first, then oracle, no-read, other). The
+    pool E holds the episodes labelled oracle, misleading or no_read; "other" episodes (reads of
+    relevant / irrelevant / unadvertised skills only) stay out of E, out of every mean and of the
+    re-centring, and get 0. Over E: each present stratum s gets its shrunk mean score
+    (n_s mu_s + tau mu_E) / (n_s + tau) minus the pool mean mu_E; those deltas are re-centred with
+    count weights (so the term sums to zero over E), scaled down so max|delta| <= max_abs, and
+    multiplied by coef. Zero unless at least two of the three strata are present: without a
+    contrast between read choices there is no behaviour evidence.
     """
     values = _check_group(reads, scores)
     labels = [episode_label(r) for r in reads]
-    if len({"oracle", "misleading", "no_read"} & set(labels)) < 2:
+    pooled = [(v, lab) for v, lab in zip(values, labels, strict=True) if lab in _POOL_LABELS]
+    if len({lab for _, lab in pooled}) < 2:
         return [0.0] * len(values)
-    n = len(values)
-    mu_e = math.fsum(values) / n
+    n = len(pooled)
+    mu_e = math.fsum(v for v, _ in pooled) / n
     delta: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for label in dict.fromkeys(labels):
-        members = [v for v, lab in zip(values, labels, strict=True) if lab == label]
+    for label in _POOL_LABELS:
+        members = [v for v, lab in pooled if lab == label]
+        if not members:
+            continue
         counts[label] = len(members)
         mu_s = math.fsum(members) / len(members)
         delta[label] = (len(members) * mu_s + tau * mu_e) / (len(members) + tau) - mu_e
@@ -156,7 +166,7 @@ def hybrid_strata_term(
     delta = {s: d - centre for s, d in delta.items()}
     largest = max(abs(d) for d in delta.values())
     scale = max_abs / largest if largest > max_abs else 1.0
-    return [coef * scale * delta[lab] for lab in labels]
+    return [coef * scale * delta[lab] if lab in delta else 0.0 for lab in labels]
 
 
 def hybrid_slate_advantages(

@@ -5,21 +5,31 @@ counter above zero, a credit computation that failed) or a malformed group (wron
 that is not 16 unique names with exactly one oracle and 5/5/5) rejects every episode of it, and
 the trainer resamples the prompt. Every rejection carries a `RejectReason` (counted in metrics)
 and a detail naming the episode and value that caused it.
+
+The dynamic filter applies to every profile: a group whose scores do not vary carries no task
+signal and is rejected too. `RolloutStepFilter` holds one rollout step's count of rejections, for
+the two rules that depend on it: the plain-GRPO profiles (no_skill, mixed_task_reward) accept
+zero-variance groups anyway once the step has rejected 64 groups or 300 samples, so a step always
+completes (the two-stream profiles, mixed_separated and hybrid_slate never force); and hybrid_slate
+keeps or rejects the no-skill group and the slate group of one task together (pair-atomic).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from skillgate_core.skills.slate_shape import slate_shape_problem
 
 __all__ = [
+    "FORCE_AFTER_GROUPS",
+    "FORCE_AFTER_SAMPLES",
     "EpisodeEvidence",
     "GroupVerdict",
     "RejectReason",
+    "RolloutStepFilter",
     "count_rejections",
     "dynamic_filter",
     "validate_group",
@@ -27,6 +37,10 @@ __all__ = [
 
 ZERO_VARIANCE_TOLERANCE = 1e-12
 """A group is informative only if max(score) - min(score) exceeds this."""
+FORCE_AFTER_GROUPS = 64
+"""Plain-GRPO profiles: after this many rejected groups in one rollout step, zero variance is waived."""
+FORCE_AFTER_SAMPLES = 300
+"""... or after this many rejected samples (episodes of rejected groups) in one rollout step."""
 
 
 class RejectReason(StrEnum):
@@ -71,13 +85,18 @@ class GroupVerdict:
     """The first rule the group broke (None when accepted)."""
     detail: str = ""
     """Human-readable evidence: which episode, which counter, which value."""
+    forced: bool = False
+    """True when a zero-variance group was accepted only by the plain profiles' forced acceptance."""
 
     def __post_init__(self) -> None:
         if self.accepted != (self.reason is None):
             raise ValueError("an accepted verdict has no reason; a rejected one must have one")
+        if self.forced and not self.accepted:
+            raise ValueError("only an accepted verdict can be forced")
 
 
 _ACCEPT = GroupVerdict(accepted=True)
+_FORCED = GroupVerdict(accepted=True, forced=True, detail="zero variance waived: forced acceptance")
 
 
 def _reject(reason: RejectReason, detail: str) -> GroupVerdict:
@@ -120,14 +139,15 @@ def validate_group(
     slate: Sequence[tuple[str, str]] | None,
     gold_name: str | None = None,
     check_spans: bool,
-    apply_dynamic_filter: bool,
+    waive_zero_variance: bool = False,
 ) -> GroupVerdict:
     """Judge one group; the first broken rule is the reason.
 
     Order: group size, slate shape (skipped only when `slate` is None, i.e. a no-skill group),
-    aborted episodes, span counters (when the profile uses reads: `check_spans`), missing
-    rewards and failed credit, then the dynamic filter's zero-variance rule
-    (`apply_dynamic_filter`, the selector profiles).
+    aborted episodes, span counters (when the profile uses reads: `check_spans`), then the dynamic
+    filter: missing rewards, failed credit, zero variance. `waive_zero_variance` (the plain
+    profiles' forced acceptance) lets a zero-variance group through as `forced`; nothing else is
+    ever waived: a broken group is never trained on.
     """
     if len(episodes) != group_size:
         return _reject(RejectReason.GROUP_SIZE, f"group has {len(episodes)} episodes, expected {group_size}")
@@ -148,11 +168,110 @@ def validate_group(
                 value = getattr(ep, counter.value)
                 if value != 0:
                     return _reject(counter, f"episode {i}: {counter.value}={value}")
-    if apply_dynamic_filter:
-        return dynamic_filter(episodes)
-    # Without the filter a zero-variance group is kept (its task advantages are simply zero), but an
-    # unscored episode or failed credit still rejects it: fail closed.
-    return _unscored_or_uncredited(episodes) or _ACCEPT
+    verdict = dynamic_filter(episodes)
+    if waive_zero_variance and verdict.reason is RejectReason.ZERO_VARIANCE:
+        return _FORCED
+    return verdict
+
+
+@dataclass
+class RolloutStepFilter:
+    """The dynamic filter over one rollout step: judges groups and counts what it rejected.
+
+    Make one per rollout step. `forces` is the profile's `forces_acceptance` (no_skill and
+    mixed_task_reward): once this step has rejected `force_after_groups` groups or
+    `force_after_samples` samples, later zero-variance groups are accepted (flagged `forced`).
+    """
+
+    group_size: int
+    """G, the episodes of one group."""
+    check_spans: bool
+    """Whether span counters reject (profiles whose credit uses reads)."""
+    forces: bool
+    """Whether this profile's zero-variance rejections give way after the limits below."""
+    force_after_groups: int = FORCE_AFTER_GROUPS
+    """Rejected groups in this step after which zero variance is waived (when `forces`)."""
+    force_after_samples: int = FORCE_AFTER_SAMPLES
+    """Rejected samples in this step after which zero variance is waived (when `forces`)."""
+    rejected_groups: int = 0
+    """Groups rejected so far in this step."""
+    rejected_samples: int = 0
+    """Episodes of the groups rejected so far in this step."""
+    verdicts: list[GroupVerdict] = field(default_factory=list)
+    """Every verdict of this step, in order (a pair counts as two)."""
+
+    @property
+    def forcing(self) -> bool:
+        """True once zero-variance groups are being accepted anyway."""
+        return self.forces and (
+            self.rejected_groups >= self.force_after_groups or self.rejected_samples >= self.force_after_samples
+        )
+
+    def _record(self, verdict: GroupVerdict, samples: int) -> GroupVerdict:
+        self.verdicts.append(verdict)
+        if not verdict.accepted:
+            self.rejected_groups += 1
+            self.rejected_samples += samples
+        return verdict
+
+    def judge(
+        self,
+        episodes: Sequence[EpisodeEvidence],
+        *,
+        slate: Sequence[tuple[str, str]] | None,
+        gold_name: str | None = None,
+    ) -> GroupVerdict:
+        """Judge one group and count it."""
+        verdict = validate_group(
+            episodes,
+            group_size=self.group_size,
+            slate=slate,
+            gold_name=gold_name,
+            check_spans=self.check_spans,
+            waive_zero_variance=self.forcing,
+        )
+        return self._record(verdict, len(episodes))
+
+    def judge_pair(
+        self,
+        no_skill: Sequence[EpisodeEvidence],
+        with_slate: Sequence[EpisodeEvidence],
+        *,
+        slate: Sequence[tuple[str, str]],
+        gold_name: str | None = None,
+    ) -> GroupVerdict:
+        """hybrid_slate: one verdict for a task's no-skill group and slate group together.
+
+        Each group must pass the fail-closed rules on its own (size, slate, aborted, spans, rewards);
+        if either breaks one, both are rejected, with a detail saying which group broke it. Zero
+        variance is judged over the pair as one unit (all 2G raw scores): the pair carries signal
+        when its scores differ anywhere, e.g. a slate group that varies beside a no-skill group that
+        always fails, which is the common case on skill-critical tasks and exactly what the regret
+        shift compares.
+        """
+        plain = validate_group(no_skill, group_size=self.group_size, slate=None, check_spans=False,
+                               waive_zero_variance=True)
+        slated = validate_group(with_slate, group_size=self.group_size, slate=slate, gold_name=gold_name,
+                                check_spans=self.check_spans, waive_zero_variance=True)
+        verdict = _ACCEPT
+        for which, single in (("no-skill group", plain), ("slate group", slated)):
+            if not single.accepted:
+                assert single.reason is not None
+                verdict = _reject(single.reason, f"{which}: {single.detail}")
+                break
+        else:
+            unit = dynamic_filter([*no_skill, *with_slate])
+            if unit.reason is RejectReason.ZERO_VARIANCE:
+                verdict = _FORCED if self.forcing else _reject(RejectReason.ZERO_VARIANCE, f"pair: {unit.detail}")
+        self._record(verdict, len(no_skill))
+        return self._record(verdict, len(with_slate))
+
+    def counts(self) -> dict[str, int]:
+        """Rejections per reason (every reason present), plus accepted and forced group counts."""
+        out = count_rejections(self.verdicts)
+        out["accepted"] = sum(v.accepted for v in self.verdicts)
+        out["forced"] = sum(v.forced for v in self.verdicts)
+        return out
 
 
 def count_rejections(verdicts: Iterable[GroupVerdict]) -> dict[str, int]:

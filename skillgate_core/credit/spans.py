@@ -5,8 +5,13 @@ character spans; a call that reads (`read`, or `exec` running a reader such as c
 names `/skills/NAME/SKILL.md` is one *action* per path. The turn's sampled token ids are decoded
 with character offsets, and
 
-    call tokens     = tokens overlapping the whole <tool_call>...</tool_call>
+    call tokens     = tokens overlapping the whole <tool_call>...</tool_call>, plus the turn's
+                      trailing special tokens (<|im_end|>) when the call is the last thing in the
+                      right-stripped turn text: a read that ends the turn owns its terminator
     identity tokens = tokens overlapping only the NAME capture
+
+Tool names are normalised before the read test (lowercase, the part after the last `.`), so a model
+writing `functions.Read` reads like one writing `read`.
 
 Everything fails closed: a turn whose parsed calls differ from what the environment dispatched, a
 skill path that cannot be located, or ids that do not decode back to the response text is counted,
@@ -28,6 +33,7 @@ from skillgate_core.tool_calls import canonical_arguments, parse_tool_calls
 
 __all__ = [
     "READER_COMMANDS",
+    "normalise_tool_name",
     "SKILL_PATH",
     "AssistantTurn",
     "SpanReport",
@@ -172,7 +178,23 @@ def _overlapping(offsets: Sequence[tuple[int, int]], start: int, end: int) -> li
     return [i for i, (lo, hi) in enumerate(offsets) if lo < end and hi > start]
 
 
+def normalise_tool_name(name: str) -> str:
+    """METHOD.md 4.2: lowercase, and only the part after the last `.` (`functions.Read` -> `read`)."""
+    return name.lower().rsplit(".", 1)[-1]
+
+
+def _trailing_special_tokens(tokenizer: Any, ids: Sequence[int]) -> list[int]:
+    """Indices of the maximal run of special tokens that ends the turn (its terminator)."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    special |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+    k = len(ids)
+    while k > 0 and ids[k - 1] in special:
+        k -= 1
+    return list(range(k, len(ids)))
+
+
 def _is_read(name: str, arguments: Mapping[str, Any]) -> bool:
+    name = normalise_tool_name(name)
     if name == "read":
         return True
     return name == "exec" and READER_COMMANDS.search(json.dumps(arguments, ensure_ascii=False)) is not None
@@ -217,6 +239,8 @@ def detect_selection_spans(
         if not _aligned(decoded, turn.response_text, specials):
             align_mismatch += 1
             continue
+        terminator = _trailing_special_tokens(tokenizer, turn.token_ids)
+        text_end = len(turn.response_text.rstrip())
         for call_index, call in read_calls:
             raw = call.raw(turn.response_text)
             matches = list(SKILL_PATH.finditer(raw))
@@ -225,6 +249,8 @@ def detect_selection_spans(
                     span_mismatch += 1
                 continue
             call_tokens = _overlapping(offsets, call.start, call.end)
+            if call.end == text_end:
+                call_tokens = sorted(set(call_tokens) | set(terminator))
             for path_index, m in enumerate(matches):
                 s, e = call.start + m.start(1), call.start + m.end(1)
                 identity = _overlapping(offsets, s, e)
@@ -236,7 +262,7 @@ def detect_selection_spans(
                         turn_index=turn_index,
                         call_index=call_index,
                         path_index=path_index,
-                        tool_name=call.name,
+                        tool_name=normalise_tool_name(call.name),
                         skill_name=m.group(1),
                         category=_category(m.group(1), gold_name, slate),
                         call_token_indices=tuple(turn.token_offset + i for i in call_tokens),

@@ -6,7 +6,8 @@
         result = verify(box, task)                         # VerifierResult(score=1.0, ...)
     check_tasks(["tests/envs/tasks/good"])                 # the validity gate (nop = 0, oracle = 1)
 
-Modules: task_package (Harbor layout loader), slate_manifest (skills.json), dockerfile_subset
+Modules: task_package (Harbor layout loader; its skills.json is parsed by
+skillgate_core.slate_manifest, below this layer), dockerfile_subset
 (the Dockerfile subset bubblewrap honours), harbor_import, sandbox (the interface), sandbox_config,
 bwrap_sandbox, docker_sandbox, docker_images, cgroups, verifier, scripted_episode, validity_gate.
 """
@@ -29,7 +30,6 @@ from skillgate_core.envs.scripted_episode import (
     run_scripted_episode,
     script_agent,
 )
-from skillgate_core.envs.slate_manifest import SlateManifest, SlateManifestError
 from skillgate_core.envs.task_package import TaskConfig, TaskPackage, TaskPackageError, load_task_package
 from skillgate_core.envs.validity_gate import GateReport, check_task, check_tasks
 from skillgate_core.envs.verifier import EpisodeStatus, VerifierResult, verify
@@ -44,8 +44,6 @@ __all__ = [
     "Sandbox",
     "SandboxConfig",
     "SandboxError",
-    "SlateManifest",
-    "SlateManifestError",
     "TaskConfig",
     "TaskPackage",
     "TaskPackageError",

@@ -9,7 +9,8 @@
       solution/solve.sh  the reference solution (the oracle agent runs it); never shown to the agent
       tests/test.sh      the verifier: writes a score to /logs/verifier/reward.txt (or reward.json);
                          copied to /tests only after the agent's episode
-      skills.json        the slate manifest (oracle / misleading / relevant / irrelevant), optional
+      skills.json        the ordered slate (skillgate_core.slate_manifest: entries with name, category,
+                         description, location; roles are the categories), optional
 
 `load_task_package(path)` checks every part and raises TaskPackageError naming the file and the
 field and what was expected. Harbor's `memory = "2G"` / `storage = "10G"` spellings are accepted.
@@ -26,7 +27,7 @@ from typing import Any
 from skillgate_core.config import ConfigError, config_from_mapping
 from skillgate_core.digests import path_sha256
 from skillgate_core.envs.dockerfile_subset import DockerfileError, DockerfileSpec, load_dockerfile
-from skillgate_core.envs.slate_manifest import SlateManifest, SlateManifestError, load_slate_manifest
+from skillgate_core.slate_manifest import MANIFEST_FILE, Slate, SlateError, load_slate_manifest
 
 __all__ = [
     "DEFAULT_WORKDIR",
@@ -160,8 +161,8 @@ class TaskPackage:
     """instruction.md."""
     dockerfile: DockerfileSpec | None
     """environment/Dockerfile read with the common subset; None when only docker_image is given."""
-    slate: SlateManifest | None
-    """skills.json, when present."""
+    slate: Slate | None
+    """skills.json (the ordered slate; `slate.oracle`, `slate.members("misleading")`), when present."""
     digest: str
     """sha256 of the package's file tree (lineage key)."""
 
@@ -270,10 +271,10 @@ def load_task_package(path: str | Path) -> TaskPackage:
         raise TaskPackageError(f"{solve_sh}: missing (solution/ exists; expected solution/solve.sh)")
 
     slate = None
-    if (root / "skills.json").exists():
+    if (root / MANIFEST_FILE).exists():
         try:
-            slate = load_slate_manifest(root / "skills.json")
-        except SlateManifestError as exc:
+            slate = load_slate_manifest(root / MANIFEST_FILE)
+        except SlateError as exc:
             raise TaskPackageError(str(exc)) from exc
 
     return TaskPackage(root=root, task_id=task_id, config=config, instruction=instruction,

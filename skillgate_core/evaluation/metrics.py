@@ -51,9 +51,27 @@ class Trial:
     reads: tuple[str, ...] = ()
     """Categories of the skill reads in order (oracle, misleading, relevant, irrelevant, unadvertised)."""
     read_names: tuple[str, ...] = ()
-    """Skill names read, in order (for unique-read counts)."""
+    """Skill names read, in order, aligned with `reads` (unique reads and clean-oracle use names)."""
     skill_reasoning: bool = False
     """Whether the first turn opened with <skill_reasoning>."""
+
+    def __post_init__(self) -> None:
+        if len(self.reads) != len(self.read_names):
+            raise ValueError(
+                f"trial {self.task_id}#{self.repeat}: {len(self.reads)} read categories but "
+                f"{len(self.read_names)} read names; they must be aligned (one name per read)"
+            )
+
+    @property
+    def clean_oracle(self) -> bool:
+        """The set of distinct skill NAMES read is exactly {oracle}: [O, O] counts, [O, M] does not."""
+        names = set(self.read_names)
+        return len(names) == 1 and self.reads[0] == "oracle"
+
+    @property
+    def unique_reads(self) -> int:
+        """Distinct skill names read (never categories: two misleading skills are two reads)."""
+        return len(set(self.read_names))
 
 
 def _rate(num: int, den: int) -> float | None:
@@ -101,8 +119,8 @@ def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dic
     out["misleading_exposure"] = sum("misleading" in t.reads for t in trials) / n
     out["read_share_by_category"] = {c: _rate(all_reads.count(c), len(all_reads)) for c in READ_CATEGORIES}
     out["p_oracle_given_any_read"] = _rate(sum("oracle" in t.reads for t in trials), sum(read))
-    out["clean_oracle_rate"] = sum(t.reads == ("oracle",) for t in trials) / n
-    out["unique_reads_per_trial"] = sum(len(set(t.read_names or t.reads)) for t in trials) / n
+    out["clean_oracle_rate"] = sum(t.clean_oracle for t in trials) / n
+    out["unique_reads_per_trial"] = sum(t.unique_reads for t in trials) / n
     first = Counter(t.reads[0] for t in trials if t.reads)
     out["first_read_category"] = {c: _rate(first[c], sum(read)) for c in READ_CATEGORIES}
     return out

@@ -48,6 +48,7 @@ __all__ = [
     "load_export",
     "safetensors_keys",
     "validate_export_dir",
+    "weights_problems",
 ]
 
 CONFIG_FILE = "config.json"
@@ -109,6 +110,11 @@ def validate_export_dir(path: Path, export_id: str) -> list[str]:
         except ValueError as exc:
             problems.append(f"{LINEAGE_FILE} unreadable: {exc}")
     return problems
+
+
+def weights_problems(path: Path) -> list[str]:
+    """Every problem with the safetensors weights of an HF model folder (empty list: complete and readable)."""
+    return _validate_weights(Path(path))
 
 
 def _validate_weights(path: Path) -> list[str]:

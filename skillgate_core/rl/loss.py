@@ -10,7 +10,13 @@ it before the first micro-batch.
   rho = exp(logp - logp_old)
   l(rho, A) = max(-rho A, -clip(rho, 1 - clip_low, 1 + clip_high) A)     (asymmetric, no dual clip)
   L = (1/N) [sum w_task l(rho, A_task) + lambda sum w_sel l(rho, A_sel)] + beta (1/N) sum m KL
-  KL = exp(-d) - 1 + d,  d = clamp(logp - logp_ref, -10, 10)            (low-variance "k3" form)
+  KL = clamp(exp(-d) - 1 + d, -10, 10),  d = logp - logp_ref            (low-variance "k3" form)
+
+The KL VALUE is clamped (not d), so a token whose KL exceeds 10 gets no KL gradient. All of this is
+float32 arithmetic whatever dtype the model's logits are in: every input is cast to float32 first
+(bf16 ratios are off by up to 3%, enough to clip tokens that did not move). The two-stream loss
+re-checks that no token carries both weights; the token-weight builder guarantees it, the loss
+refuses to train on a batch where that guarantee was lost.
 
 Sign convention: L is minimised. At rho = 1 (and logp = logp_ref), dL/dlogp_t = -w_t A_t / N for
 the task stream and -lambda w_t A_t / N for the selector stream, so a gradient-descent step raises
@@ -45,7 +51,13 @@ SEED_CLIP_HIGH = 0.28
 SEED_BETA = 3e-5
 """KL coefficient (seed)."""
 KL_CLAMP = 10.0
-"""|logp - logp_ref| is clamped to this before the KL so one wild token cannot dominate."""
+"""The per-token KL value is clamped to [-KL_CLAMP, KL_CLAMP] so one wild token cannot dominate."""
+_D_SAFE = 30.0
+"""d is bounded to +-this before exp() only so exp(-d) cannot overflow to inf (whose zero gradient
+times inf would be NaN). It changes neither value nor gradient: the KL reaches KL_CLAMP at d ~ -2.6
+and d ~ 11, well inside, and beyond that both are clamped anyway."""
+LOSS_DTYPE = torch.float32
+"""Every loss computation runs in this dtype."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +89,15 @@ def global_token_normaliser(masks: Iterable[ArrayLike | torch.Tensor]) -> float:
     return total
 
 
+def _float32(logp: torch.Tensor) -> torch.Tensor:
+    """The model's log-probs in the loss dtype; the cast is differentiable, so gradients still reach
+    a bf16 model. float64 inputs are kept (tests use them for exact vectors)."""
+    return logp if logp.dtype == torch.float64 else logp.to(LOSS_DTYPE)
+
+
 def _like(value: ArrayLike | torch.Tensor, reference: torch.Tensor, name: str) -> torch.Tensor:
-    tensor = torch.as_tensor(value, dtype=reference.dtype, device=reference.device)
+    tensor = torch.as_tensor(value, device=reference.device)
+    tensor = tensor.to(reference.dtype)
     if tensor.shape != reference.shape:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logp has {tuple(reference.shape)}")
     return tensor.detach()
@@ -109,9 +128,9 @@ def clipped_policy_term(
 
 
 def low_variance_kl(logp: torch.Tensor, logp_ref: torch.Tensor, *, clamp: float = KL_CLAMP) -> torch.Tensor:
-    """Per-token KL estimate exp(-d) - 1 + d with d = clamp(logp - logp_ref, -clamp, clamp); >= 0."""
-    d = torch.clamp(logp - logp_ref.detach(), -clamp, clamp)
-    return torch.exp(-d) - 1.0 + d
+    """Per-token KL estimate clamp(exp(-d) - 1 + d, -clamp, clamp) with d = logp - logp_ref; >= 0."""
+    d = torch.clamp(logp - logp_ref.detach(), -_D_SAFE, _D_SAFE)
+    return torch.clamp(torch.exp(-d) - 1.0 + d, -clamp, clamp)
 
 
 def _kl_sum(
@@ -121,6 +140,7 @@ def _kl_sum(
         return logp.new_zeros(())
     if logp_ref is None:
         raise ValueError("beta > 0 needs logp_ref")
+    logp_ref = torch.as_tensor(logp_ref)
     return (mask * low_variance_kl(logp, _like(logp_ref, logp, "logp_ref"))).sum()
 
 
@@ -156,10 +176,17 @@ def selector_grpo_loss(
     still removes read calls from the task stream through w_task).
     """
     _check_normaliser(normaliser)
+    logp = _float32(logp)
     old = _like(logp_old, logp, "logp_old")
     a_task_t, a_sel_t = _like(a_task, logp, "a_task"), _like(a_sel, logp, "a_sel")
     w_task_t, w_sel_t = _like(w_task, logp, "w_task"), _like(w_sel, logp, "w_sel")
     mask_t = _like(mask, logp, "mask")
+    both = (w_task_t > 0) & (w_sel_t > 0)
+    if bool(both.any()):
+        raise ValueError(
+            f"a token with both weights > 0 at {both.nonzero().flatten().tolist()[:10]}: the task and "
+            "selector streams must be disjoint (METHOD.md 6); refusing to train on this batch"
+        )
     task_sum = (
         w_task_t * clipped_policy_term(logp, old, a_task_t, clip_low=clip_low, clip_high=clip_high)
     ).sum()
@@ -194,6 +221,7 @@ def grpo_clipped_loss(
     Equal to `selector_grpo_loss` with w_task = m and no selector stream.
     """
     _check_normaliser(normaliser)
+    logp = _float32(logp)
     old = _like(logp_old, logp, "logp_old")
     adv = _like(advantages, logp, "advantages")
     mask_t = _like(mask, logp, "mask")

@@ -79,9 +79,11 @@ class Profile:
         return self.loss == "two_stream" or self.behaviour != "none"
 
     @property
-    def dynamic_filter(self) -> bool:
-        """True for the selector profiles: keep only scored, credited groups with varying scores."""
-        return self.loss == "two_stream"
+    def forces_acceptance(self) -> bool:
+        """True for the plain-GRPO profiles (no_skill, mixed_task_reward): after 64 rejected groups or
+        300 rejected samples in one rollout step, zero-variance groups are accepted anyway (METHOD.md 5).
+        Every profile applies the dynamic filter; only these two ever waive it."""
+        return self.loss == "plain_clipped" and self.behaviour == "none"
 
 
 _ALL = (

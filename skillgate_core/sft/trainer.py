@@ -18,7 +18,7 @@ from pathlib import Path
 
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["SFTStageConfig", "sft_rows", "train_sft"]
+__all__ = ["SFTStageConfig", "save_policy_export", "sft_rows", "train_lora_sft", "train_sft"]
 
 
 @dataclass(frozen=True)
@@ -76,17 +76,42 @@ def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[d
     return rows
 
 
-def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
-    """Train LoRA adapters with TRL's SFTTrainer, merge them, save out_dir/model."""
+def save_policy_export(model, tokenizer, target: Path) -> Path:
+    """Save a plain HF policy dir (config, safetensors, tokenizer with its chat template) and check it
+    loads the way every later stage loads a policy; ValueError lists what is wrong."""
+    from skillgate_core.ownership.exports import weights_problems
+
+    model.save_pretrained(target, safe_serialization=True)
+    tokenizer.save_pretrained(target)
+    problems = weights_problems(target)
+    try:
+        config = json.loads((target / "config.json").read_text())
+        if not isinstance(config, dict) or "model_type" not in config:
+            problems.append("config.json has no model_type")
+    except (OSError, ValueError) as exc:
+        problems.append(f"config.json unreadable: {exc}")
+    from transformers import AutoTokenizer
+
+    if not getattr(AutoTokenizer.from_pretrained(target), "chat_template", None):
+        problems.append("the saved tokenizer has no chat template")
+    if problems:
+        raise ValueError(f"{target}: invalid policy export: " + "; ".join(problems))
+    return target
+
+
+def train_lora_sft(config, model_dir: Path, rows: list[dict[str, list[int]]], out_dir: Path) -> tuple[Path, dict]:
+    """TRL SFTTrainer + LoRA on pre-tokenized rows {input_ids, assistant_masks} from the policy at
+    `model_dir`; merge, save out_dir/model. `config` carries the SFTStageConfig training fields
+    (max_steps, learning_rate, per_device_batch_size, max_length, lora_*, gradient_checkpointing, seed).
+    Returns (model dir, summary)."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length)
-    tokenizer = AutoTokenizer.from_pretrained(inputs["base_model"])
-    model = AutoModelForCausalLM.from_pretrained(inputs["base_model"], dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = SFTConfig(
         output_dir=str(out_dir / "_trainer"),
         max_steps=config.max_steps,
@@ -109,10 +134,7 @@ def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path)
                          processing_class=tokenizer, peft_config=peft_config)
     result = trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    merged = trainer.model.merge_and_unload()
-    target = out_dir / "model"
-    merged.save_pretrained(target, safe_serialization=True)
-    tokenizer.save_pretrained(target)
+    target = save_policy_export(trainer.model.merge_and_unload(), tokenizer, out_dir / "model")
     summary = {
         "rows": len(rows),
         "trained_tokens": sum(sum(r["assistant_masks"]) for r in rows),
@@ -121,5 +143,12 @@ def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path)
         "last_loss": losses[-1] if losses else None,
         "train_seconds": round(result.metrics.get("train_runtime", 0.0), 2),
     }
+    return target, summary
+
+
+def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
+    """Train LoRA adapters with TRL's SFTTrainer, merge them, save out_dir/model."""
+    rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length)
+    target, summary = train_lora_sft(config, Path(inputs["base_model"]), rows, out_dir)
     (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return StageOutput(outputs={"sft_model": target}, metrics=summary)

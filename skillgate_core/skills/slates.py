@@ -9,22 +9,31 @@ top-5 BM25 neighbours of the instruction, oracle and misleading excluded) and 5 
 drawn (seeded) from outside that same ranking's top-50. Order: `random.Random(seed).shuffle` of
 [oracle, misleading x5, relevant x5, irrelevant x5] with seed = `slate_seed(bench, task_id, split)`.
 The order is part of the data row: read it back from skills.json, never recompute it.
+
+The skills.json format itself (Slate, SlateEntry, their parser) lives in skillgate_core.slate_manifest,
+below both skills and envs, so task packages and slates share one parser; it is re-exported here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
 
 from skillgate_core.digests import atomic_write_json
 from skillgate_core.skills.retrieval import SkillRetriever
 from skillgate_core.skills.slate_shape import SLATE_SHAPE, slate_shape_problem
+from skillgate_core.slate_manifest import (
+    Slate,
+    SlateCategory,
+    SlateEntry,
+    SlateError,
+    Split,
+    load_slate_manifest,
+    skill_location,
+)
 
 __all__ = [
     "IRRELEVANT_OUTSIDE_TOP",
@@ -43,29 +52,12 @@ __all__ = [
     "write_slate",
 ]
 
-SlateCategory = Literal["oracle", "misleading", "relevant", "irrelevant"]
-"""Why a skill is on the slate."""
-Split = Literal["train", "eval"]
-"""Which shuffle tag a slate's seed uses."""
-
 SHUFFLE_TAGS: dict[str, str] = {"train": "slate-train-shuffle", "eval": "slate-shuffle"}
 """Seed tag per split (METHOD.md 2): training and evaluation slates of one task order differently."""
 IRRELEVANT_TAG = "slate-irrelevant"
 """Seed tag of the irrelevant draw; split-free, so a task's members are the same in both splits."""
 IRRELEVANT_OUTSIDE_TOP = 50
 """Irrelevant skills are drawn from outside this many best-ranked skills."""
-
-_MANIFEST_KEYS = ("task_id", "bench", "split", "seed", "entries")
-_ENTRY_KEYS = ("name", "category", "description", "location")
-
-
-class SlateError(ValueError):
-    """A slate cannot be built, or a skills.json manifest is malformed; the message says why."""
-
-
-def skill_location(name: str) -> str:
-    """Where the agent reads a skill: `/skills/NAME/SKILL.md`."""
-    return f"/skills/{name}/SKILL.md"
 
 
 def _tag_seed(tag: str, bench: str, task_id: str) -> int:
@@ -77,114 +69,6 @@ def slate_seed(bench: str, task_id: str, split: Split) -> int:
     if split not in SHUFFLE_TAGS:
         raise SlateError(f"split: expected one of {sorted(SHUFFLE_TAGS)}, got {split!r}")
     return _tag_seed(SHUFFLE_TAGS[split], bench, task_id)
-
-
-@dataclass(frozen=True)
-class SlateEntry:
-    """One advertised skill."""
-
-    name: str
-    """The skill name."""
-    category: SlateCategory
-    """oracle / misleading / relevant / irrelevant."""
-    description: str
-    """The full description (the prompt renderer cuts it to 300 characters)."""
-    location: str = ""
-    """Where the agent reads it; always `/skills/NAME/SKILL.md` (filled in when left empty)."""
-
-    def __post_init__(self) -> None:
-        if self.category not in get_args(SlateCategory):
-            raise SlateError(f"{self.name}: category: expected one of {get_args(SlateCategory)}, got {self.category!r}")
-        expected = skill_location(self.name)
-        if not self.location:
-            object.__setattr__(self, "location", expected)
-        elif self.location != expected:
-            # Span detection finds reads by this exact path: any other location would go unseen.
-            raise SlateError(f"{self.name}: location: expected {expected!r}, got {self.location!r}")
-
-
-@dataclass(frozen=True)
-class Slate:
-    """The ordered skills one task's prompt advertises, and where the order came from."""
-
-    task_id: str
-    """The benchmark task id."""
-    bench: str
-    """The benchmark (family) name."""
-    split: Split
-    """`train` or `eval`: which shuffle tag the seed uses."""
-    seed: int
-    """The shuffle seed (`slate_seed(bench, task_id, split)` for slates built here)."""
-    entries: tuple[SlateEntry, ...]
-    """The skills in prompt order."""
-
-    def __post_init__(self) -> None:
-        if self.split not in SHUFFLE_TAGS:
-            raise SlateError(f"split: expected one of {sorted(SHUFFLE_TAGS)}, got {self.split!r}")
-        object.__setattr__(self, "entries", tuple(self.entries))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(e.name for e in self.entries)
-
-    @property
-    def oracle(self) -> str | None:
-        """The name of the (first) oracle entry; None on a slate without one."""
-        return next((e.name for e in self.entries if e.category == "oracle"), None)
-
-    def category_of(self, name: str) -> str:
-        """The slate category of `name`, or `unadvertised` for a skill not on the slate."""
-        return next((e.category for e in self.entries if e.name == name), "unadvertised")
-
-    def to_manifest(self) -> dict[str, Any]:
-        """The skills.json form: task_id, bench, split, seed and the ordered entries."""
-        return {
-            "task_id": self.task_id,
-            "bench": self.bench,
-            "split": self.split,
-            "seed": self.seed,
-            "entries": [{k: getattr(e, k) for k in _ENTRY_KEYS} for e in self.entries],
-        }
-
-    @classmethod
-    def from_manifest(cls, data: Mapping[str, Any], source: str = "skills.json") -> Slate:
-        """Parse a skills.json manifest (keys and types checked; the shape is `slate_problem`'s job)."""
-        if not isinstance(data, Mapping):
-            raise SlateError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        _check_keys(data, _MANIFEST_KEYS, source)
-        for key in ("task_id", "bench", "split"):
-            if not isinstance(data[key], str):
-                raise SlateError(f"{source}: {key}: expected a string, got {data[key]!r}")
-        if not isinstance(data["seed"], int) or isinstance(data["seed"], bool):
-            raise SlateError(f"{source}: seed: expected an integer, got {data['seed']!r}")
-        if not isinstance(data["entries"], list):
-            raise SlateError(f"{source}: entries: expected a list, got {type(data['entries']).__name__}")
-        entries = []
-        for i, item in enumerate(data["entries"]):
-            where = f"{source}: entries[{i}]"
-            if not isinstance(item, Mapping):
-                raise SlateError(f"{where}: expected an object, got {type(item).__name__}")
-            _check_keys(item, _ENTRY_KEYS, where)
-            bad = [k for k in _ENTRY_KEYS if not isinstance(item[k], str)]
-            if bad:
-                raise SlateError(f"{where}: {bad[0]}: expected a string, got {item[bad[0]]!r}")
-            try:
-                entries.append(SlateEntry(**{k: item[k] for k in _ENTRY_KEYS}))
-            except SlateError as exc:
-                raise SlateError(f"{where}: {exc}") from exc
-        try:
-            return cls(data["task_id"], data["bench"], data["split"], data["seed"], tuple(entries))
-        except SlateError as exc:
-            raise SlateError(f"{source}: {exc}") from exc
-
-
-def _check_keys(data: Mapping[str, Any], keys: Sequence[str], where: str) -> None:
-    missing = [k for k in keys if k not in data]
-    unknown = sorted(set(data) - set(keys))
-    if missing:
-        raise SlateError(f"{where}: missing key {missing[0]!r} (expected keys {', '.join(keys)})")
-    if unknown:
-        raise SlateError(f"{where}: unknown key {unknown[0]!r} (expected keys {', '.join(keys)})")
 
 
 def slate_problem(slate: Slate | Iterable[SlateEntry]) -> str | None:
@@ -257,16 +141,12 @@ def write_slate(slate: Slate, path: str | Path) -> Path:
 
 
 def read_slate(path: str | Path) -> Slate:
-    """Read a skills.json manifest; raises SlateError naming the file when it is malformed."""
-    source = Path(path)
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SlateError(f"{source}: expected JSON: {exc}") from exc
-    slate = Slate.from_manifest(data, str(source))
+    """Read a skills.json manifest and check the 16-skill shape; SlateError names the file when it is
+    malformed (missing, not JSON, a bad key or entry, not exactly one oracle, not 1 + 5/5/5)."""
+    slate = load_slate_manifest(path)
     problem = slate_problem(slate)
     if problem is not None:
-        raise SlateError(f"{source}: {problem}")
+        raise SlateError(f"{path}: {problem}")
     return slate
 
 

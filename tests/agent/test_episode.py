@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-from skillgate_core.skills import Slate, slate_skills_dir
+from skillgate_core.skills import read_slate, slate_skills_dir
 
 SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
 
@@ -40,7 +39,7 @@ def specs(bench, tmp_path_factory):
     skills_root = tmp_path_factory.mktemp("skills")
     out = []
     for row in load_bench_rows(bench, "train")[::4][:4]:  # one task per family
-        slate = Slate.from_manifest(json.loads((bench / row["path"] / "slate.json").read_text()))
+        slate = read_slate(bench / row["path"] / "skills.json")
         out.append(EpisodeSpec(load_task_package(bench / row["path"]), slate,
                                slate_skills_dir(bench / "skills", slate.names, skills_root / row["task_id"]), bench=row["family"]))
     return out

@@ -20,6 +20,7 @@ from skillgate_core.benchgen.skillgym import (
     static_problems,
 )
 from skillgate_core.envs.sandbox import available_backends
+from skillgate_core.envs.task_package import load_task_package
 
 SKILL = "house-wordcount-report"
 SKILL_MD = """---
@@ -173,7 +174,9 @@ def test_fit_check_skip_and_a_successful_build(tmp_path: Path, skill_dir: Path, 
     assert accepted.verdict == "accepted" and accepted.rounds == 1 and accepted.reason == ""
     assert Path(accepted.path) == out / "accepted" / f"{SKILL}-procedural"
     assert (Path(accepted.path) / "tests" / "test.sh").is_file()
-    assert json.loads((Path(accepted.path) / "skills.json").read_text()) == {"oracle": SKILL}
+    slate = load_task_package(Path(accepted.path)).slate  # a one-entry slate: its oracle, in the one format
+    assert slate is not None and slate.names == (SKILL,) and slate.oracle == SKILL
+    assert slate.task_id == f"{SKILL}-procedural" and slate.entries[0].description
     assert [c.role for c in accepted.calls] == ["fit-check", "builder", "reviewer"]
     assert accepted.prompt_tokens > 0 and accepted.completion_tokens > 0
     assert accepted.cost_usd == pytest.approx((accepted.prompt_tokens * 0.5 + accepted.completion_tokens * 2.0) / 1e6)

@@ -73,11 +73,11 @@ def test_every_package_loads_and_its_slates_are_well_formed(small_suite: Path):
         folder = small_suite / row["path"]
         task = load_task_package(folder)
         assert task.task_id == row["task_id"] and task.bwrap_compatible and task.workdir == "/app"
-        assert task.slate is not None and task.slate.oracle == row["oracle"]
-        assert list(task.slate.misleading) == row["misleading"]
-        slate = read_slate(folder / "slate.json")
-        assert set(slate.names) == set(task.slate.names) and len(slate.names) == 16
-        assert slate.oracle == row["oracle"]
+        # One slate file: skills.json is the ordered slate; the roles are its entries' categories.
+        assert not (folder / "slate.json").exists()
+        slate = read_slate(folder / "skills.json")
+        assert task.slate == slate and len(slate.names) == 16 and slate.task_id == row["task_id"]
+        assert slate.oracle == row["oracle"] and set(slate.members("misleading")) == set(row["misleading"])
         kind = "train" if row["split"] == "train" else "eval"
         assert slate.split == kind and slate.seed == slate_seed(slate.bench, row["task_id"], kind)
         for name in slate.names:

@@ -54,19 +54,40 @@ def test_mixed_separated_scale_uses_span_when_deviation_is_large():
     assert mixed_separated_term([[O], [O], [M]], [0, 0, 1]) == [0.0, 0.0, 0.0]
 
 
-def test_mixed_separated_shrinks_to_half_the_success_failure_gap():
+def _gap(advantages, scores):
+    return min(a for a, s in zip(advantages, scores, strict=True) if s >= 1) - max(
+        a for a, s in zip(advantages, scores, strict=True) if s < 1
+    )
+
+
+def test_mixed_separated_shrinks_only_harm_beyond_half_the_gap():
     reads = [[O], [M], [O], [], [M], [O], [], [R]]
     scores = [1, 0.98, 0, 0, 1, 0, 0.98, 0]
     advantages = task_advantages(scores)
-    gap = min(a for a, s in zip(advantages, scores, strict=True) if s >= 1) - max(
-        a for a, s in zip(advantages, scores, strict=True) if s < 1
-    )
+    gap = _gap(advantages, scores)
     unshrunk = mixed_separated_term(reads, scores, gap_share=1e9)
+    harm = max(t for t, x in zip(unshrunk, scores, strict=True) if x < 1) - min(
+        t for t, x in zip(unshrunk, scores, strict=True) if x >= 1
+    )
+    assert harm > gap / 2  # the shrink binds in this group
     term = mixed_separated_term(reads, scores)
-    assert max(abs(t) for t in unshrunk) > gap / 2  # the shrink binds in this group
-    assert max(abs(t) for t in term) == pytest.approx(gap / 2)
-    factor = term[0] / unshrunk[0]
+    factor = (gap / 2) / harm
     assert term == pytest.approx([u * factor for u in unshrunk])
+    # at least half of the task gap survives the behaviour term
+    assert _gap([a + t for a, t in zip(advantages, term, strict=True)], scores) >= gap / 2 - 1e-12
+
+
+def test_mixed_separated_leaves_a_term_with_little_harm_alone():
+    # One success reads the oracle and one failure a misleading skill, the rest read nothing: the
+    # term is large (0.328) but barely closes the gap (harm 0.075 < gap/2 = 0.218), so it is kept
+    # whole; a magnitude-based shrink would have cut it.
+    reads = [[O]] + [[]] * 7 + [[M]] + [[]] * 7
+    scores = [1] * 8 + [0.8] * 3 + [0] * 5
+    gap = _gap(task_advantages(scores), scores)
+    unshrunk = mixed_separated_term(reads, scores, gap_share=1e9)
+    harm = max(unshrunk[8:]) - min(unshrunk[:8])
+    assert harm == pytest.approx(0.075) and harm < gap / 2 < max(abs(t) for t in unshrunk)
+    assert mixed_separated_term(reads, scores) == unshrunk
 
 
 @settings(max_examples=60, deadline=None)
@@ -99,11 +120,12 @@ def test_hybrid_slate_hand_computed():
     reads = [[O], [O], [M], [M], [], [], [R], [O]]
     slate_scores = [1, 1, 0, 0, 1, 0, 0, 1]
     no_skill_scores = [0, 0, 1, 0, 0, 0, 0, 0]
-    # mu_E = .5; shrunk - mu_E: oracle (3*1+.5)/4-.5 = .375, misleading .5/3-.5 = -1/3,
-    # no_read (1+.5)/3-.5 = 0, other .5/2-.5 = -.25; count-weighted mean = (1.125-2/3-.25)/8
-    centre = (1.125 - 2 / 3 - 0.25) / 8
-    oracle, mis, none, other = 0.375 - centre, -1 / 3 - centre, -centre, -0.25 - centre
-    strata = [oracle, oracle, mis, mis, none, none, other, oracle]
+    # Pool E = every episode but the "other" one (index 6): mu_E = 4/7.
+    # shrunk - mu_E: oracle (3 + 4/7)/4 - 4/7 = 9/28, misleading (4/7)/3 - 4/7 = -8/21,
+    # no_read (1 + 4/7)/3 - 4/7 = -1/21; count-weighted mean over E = (27/28 - 16/21 - 2/21)/7 = 3/196
+    centre = 3 / 196
+    oracle, mis, none = 9 / 28 - centre, -8 / 21 - centre, -1 / 21 - centre
+    strata = [oracle, oracle, mis, mis, none, none, 0.0, oracle]
     assert hybrid_strata_term(reads, slate_scores) == pytest.approx(strata)
     shift = 0.5 * (0.5 - 0.125)
     slate, no_skill = hybrid_slate_advantages(reads, slate_scores, no_skill_scores)
@@ -111,6 +133,14 @@ def test_hybrid_slate_hand_computed():
         [a + shift + s for a, s in zip(task_advantages(slate_scores), strata, strict=True)]
     )
     assert no_skill == pytest.approx(task_advantages(no_skill_scores))
+
+
+def test_hybrid_other_episodes_do_not_move_the_term():
+    # Changing the score of an "other" episode changes nothing for the pool.
+    reads = [[O], [M], [], [R], [I]]
+    a = hybrid_strata_term(reads, [1, 0, 0, 1, 1])
+    b = hybrid_strata_term(reads, [1, 0, 0, 0, 0])
+    assert a == b and a[3:] == [0.0, 0.0]
 
 
 def test_hybrid_strata_scaled_to_half_and_gated_on_two_read_strata():

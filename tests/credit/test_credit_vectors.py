@@ -1,4 +1,4 @@
-"""METHOD.md 11: every test vector, to 1e-6."""
+"""METHOD.md 11: every test vector (1-12), to 1e-6."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import torch
 from skillgate_core.credit import (
     EpisodeEvidence,
     RejectReason,
+    hybrid_strata_term,
+    mixed_separated_term,
     selector_advantages,
     task_advantages,
     token_weights,
@@ -137,7 +139,7 @@ def test_vector5():
 def test_vector6_equal_scores_reject_the_group(reads, score):
     del reads  # whatever the reads: the verdict looks at scores only
     episodes = [EpisodeEvidence(score=score) for _ in range(8)]
-    verdict = validate_group(episodes, group_size=8, slate=None, check_spans=True, apply_dynamic_filter=True)
+    verdict = validate_group(episodes, group_size=8, slate=None, check_spans=True)
     assert not verdict.accepted
     assert verdict.reason is RejectReason.ZERO_VARIANCE
 
@@ -175,3 +177,28 @@ def test_vector9_pass_at_k_counts_errors_as_unresolved():
     assert pass_at_k(n, c, 1) == pytest.approx(1 / 4)  # trial success
     assert pass_at_k(n, c, 4) == 1.0
     assert np.isclose(sum(o == "resolved" for o in outcomes) / n, 0.25)
+
+
+def test_vector10_mixed_separated_harm_shrink():
+    reads, scores = [[O], [M], [M], [O]], [1, 1, 0, 0.5]
+    approx(task_advantages(scores), [0.783348, 0.783348, -1.30558, -0.261116])
+    term = mixed_separated_term(reads, scores)
+    approx(term, [0.261116, -0.261116, -0.261116, 0.261116])
+    total = [a + t for a, t in zip(task_advantages(scores), term, strict=True)]
+    # exactly half of the gap 1.044464 survives: worst success - best failure
+    assert min(total[:2]) - max(total[2:]) == pytest.approx(1.044464 / 2, abs=TOL)
+
+
+def test_vector11_mixed_separated_term():
+    reads = [[O], [M], [], [], [M], [O], [], []]
+    scores = [1, 1, 0.95, 0.95, 0, 0, 0, 0]
+    approx(
+        mixed_separated_term(reads, scores),
+        [0.022125, -0.022125, -0.001844, -0.001844, -0.018438, 0.025813, -0.001844, -0.001844],
+    )
+
+
+def test_vector12_hybrid_strata_term_leaves_other_episodes_out():
+    reads = [[O], [O], [M], [M], [], [R], [I], [R]]
+    scores = [1, 1, 0, 0, 0, 1, 1, 1]
+    approx(hybrid_strata_term(reads, scores), [0.386667, 0.386667, -0.28, -0.28, -0.213333, 0, 0, 0])

@@ -34,12 +34,23 @@ def test_selection_metrics():
     assert m["read_rate"] == 0.75
     assert m["p_resolved_given_read"] == pytest.approx(2 / 3) and m["p_resolved_given_no_read"] == 0.0
     assert m["oracle_exposure"] == 0.75 and m["misleading_exposure"] == 0.25
-    assert m["clean_oracle_rate"] == 0.25 and m["p_oracle_given_any_read"] == 1.0
+    # clean-oracle by the set of names read: [O] and [O, O] count, [M, O] does not
+    assert m["clean_oracle_rate"] == 0.5 and m["p_oracle_given_any_read"] == 1.0
     assert m["read_share_by_category"]["oracle"] == 0.8
     assert m["unique_reads_per_trial"] == (1 + 2 + 0 + 1) / 4
     assert m["first_read_category"]["misleading"] == pytest.approx(1 / 3)
     assert m["trial_success_by_benchmark"] == {"x": 0.5, "y": 0.5}
     assert m["skill_reasoning_rate"] == 0.25 and m["pass@2"] == 1.0
+
+
+def test_unique_reads_count_names_not_categories():
+    two_misleading = Trial("a", "x", 0, "fail", ("misleading", "misleading"), ("m1", "m2"))
+    same_twice = Trial("a", "x", 1, "fail", ("misleading", "misleading"), ("m1", "m1"))
+    assert (two_misleading.unique_reads, same_twice.unique_reads) == (2, 1)
+    assert summarize_trials([two_misleading, same_twice], ks=(1,))["unique_reads_per_trial"] == 1.5
+    assert not two_misleading.clean_oracle and Trial("a", "x", 2, "fail", ("oracle",) * 3, ("o",) * 3).clean_oracle
+    with pytest.raises(ValueError, match="aligned"):
+        Trial("a", "x", 3, "fail", ("oracle",), ())
 
 
 def protocol(**changes) -> EvalProtocol:

@@ -63,12 +63,14 @@ def test_loss_parts_add_up():
     b = random_batch(1)
     w_sel = torch.zeros(40, dtype=D)
     w_sel[3] = 5.0
+    w_task = b["mask"] * 1.5
+    w_task[3] = 0.0  # the streams are disjoint
     out = selector_grpo_loss(
         b["logp"],
         b["logp_old"],
         b["adv"],
         b["adv"] * 2,
-        b["mask"] * 1.5,
+        w_task,
         w_sel,
         b["mask"],
         9.0,
@@ -94,13 +96,49 @@ def test_kl_gradient_is_beta_m_one_minus_exp_minus_d_over_n():
     assert torch.allclose(g, beta * b["mask"] * (1 - torch.exp(-d)) / n)
 
 
-def test_kl_is_clamped_and_nonnegative():
-    logp = torch.tensor([0.0, -30.0, -1.0, 2.0], dtype=D)
-    ref = torch.tensor([-30.0, 0.0, -1.0, 1.0], dtype=D)
+def test_kl_value_is_clamped_not_d():
+    logp = torch.tensor([0.0, -30.0, -1.0, 2.0, -5.0, -400.0], dtype=D)
+    ref = torch.tensor([-30.0, 0.0, -1.0, 1.0, 0.0, 0.0], dtype=D)
     kl = low_variance_kl(logp, ref)
-    assert kl[0].item() == pytest.approx(np.exp(-10) - 1 + 10)
-    assert kl[1].item() == pytest.approx(np.exp(10) - 1 - 10)
+    assert kl[0].item() == 10.0 and kl[1].item() == 10.0  # 29 and e^30 - 31, clamped as values
     assert kl[2].item() == 0.0 and torch.all(kl >= 0)
+    assert kl[3].item() == pytest.approx(np.exp(-1) - 1 + 1)
+    # d = -5: KL = e^5 - 6 = 142.4 > 10. Clamping d at +-10 (the old reading) would have kept 142.4
+    # and its gradient; clamping the value gives 10 and no gradient.
+    assert kl[4].item() == 10.0
+    x = logp.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(low_variance_kl(x, ref).sum(), x)
+    assert g[4].item() == 0.0 and g[0].item() == 0.0
+    assert g[5].item() == 0.0 and torch.isfinite(g).all()  # d = -400 overflows nothing
+    assert g[3].item() == pytest.approx(1 - np.exp(-1))
+
+
+def test_loss_arithmetic_is_float32_for_a_bf16_model():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(24, 50, generator=g).to(torch.bfloat16)
+    ids = torch.randint(0, 50, (24,), generator=g)
+    # What the sampler recorded (old) and what the trainer recomputes at the first step: the same
+    # bf16 logits, made float32 before log_softmax. The ratio must be exactly 1.
+    old = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, None]).squeeze(-1)
+    new = torch.log_softmax(logits.float().requires_grad_(True), -1).gather(-1, ids[:, None]).squeeze(-1)
+    adv = torch.randn(24, generator=g)
+    mask = torch.ones(24)
+    out = grpo_clipped_loss(new.to(torch.bfloat16), old.to(torch.bfloat16), adv, mask, 24.0, beta=0.0)
+    assert out.loss.dtype == torch.float32 and out.clip_fraction.item() == 0.0
+    assert out.policy_task.item() == pytest.approx(-(adv.sum() / 24).item(), abs=1e-6)
+    exact = grpo_clipped_loss(new, old, adv, mask, 24.0, beta=0.0)
+    assert torch.exp(new - old).eq(1.0).all() and exact.clip_fraction.item() == 0.0
+
+
+def test_two_stream_loss_refuses_a_token_with_both_weights():
+    b = random_batch(4)
+    w_task = b["mask"].clone()
+    w_sel = torch.zeros(40, dtype=D)
+    hit = int(torch.nonzero(b["mask"])[0])
+    w_sel[hit] = 2.0
+    with pytest.raises(ValueError, match="both weights"):
+        selector_grpo_loss(b["logp"], b["logp_old"], b["adv"], b["adv"], w_task, w_sel, b["mask"], 5.0,
+                           selector_coef=0.2, beta=0.0)
 
 
 def test_input_checks():

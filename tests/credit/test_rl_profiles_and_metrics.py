@@ -33,7 +33,7 @@ def test_the_seven_profiles():
             coef,
             loss,
         )
-        assert p.dynamic_filter == (loss == "two_stream")
+        assert p.forces_acceptance == (name in ("no_skill", "mixed_task_reward"))
         assert p.uses_reads == (loss == "two_stream" or behaviour != "none")
 
 

@@ -115,7 +115,8 @@ def test_spans_feed_selector_advantages_and_token_weights(tok):
     """Two episodes (clean oracle read vs misleading read) through advantages and weights."""
     episodes = []
     for skill in ("oracle-x", "misl-a"):
-        text = call("read", path=f"/skills/{skill}/SKILL.md")
+        # Some text before the call: a read that ends the turn takes the whole rest (call + terminator).
+        text = "one applies\n" + call("read", path=f"/skills/{skill}/SKILL.md")
         t = turn(tok, text, [("read", {"path": f"/skills/{skill}/SKILL.md"})])
         episodes.append((t, detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)))
     reads = [r.reads() for _, r in episodes]
@@ -131,3 +132,47 @@ def test_spans_feed_selector_advantages_and_token_weights(tok):
         (a,) = r.actions
         assert all(w_task[i] == 0 for i in a.call_token_indices)
         assert all(w_sel[i] > 0 for i in a.identity_token_indices)
+
+
+def test_tool_names_are_normalised_before_the_read_test(tok):
+    # METHOD.md 4.2: `functions.Read` reads like `read`; `Tools.EXEC` running cat reads like `exec`.
+    text = call("functions.Read", path="/skills/oracle-x/SKILL.md")
+    t = turn(tok, text, [("functions.Read", {"path": "/skills/oracle-x/SKILL.md"})])
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)
+    assert report.clean and report.reads() == ["oracle"]
+    assert report.actions[0].tool_name == "read"
+    cmd = "cat /skills/misl-a/SKILL.md"
+    t2 = turn(tok, call("Tools.EXEC", command=cmd), [("Tools.EXEC", {"command": cmd})])
+    assert detect_selection_spans([t2], tok, gold_name="oracle-x", slate=SLATE).reads() == ["misleading"]
+    # A name that only ends in "read" after no dot is not a read.
+    t3 = turn(tok, call("unread", path="/skills/oracle-x/SKILL.md"), [("unread", {"path": "/skills/oracle-x/SKILL.md"})])
+    assert detect_selection_spans([t3], tok, gold_name="oracle-x", slate=SLATE).reads() == []
+
+
+def test_a_read_that_ends_the_turn_owns_its_terminator(tok):
+    path = "/skills/oracle-x/SKILL.md"
+    text = "checking\n" + call("read", path=path) + "\n"
+    t = turn(tok, text, [("read", {"path": path})], offset=7)
+    (a,) = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE).actions
+    end_id = tok.convert_tokens_to_ids("<|im_end|>")
+    last = 7 + len(t.token_ids) - 1
+    assert t.token_ids[-1] == end_id and last in a.call_token_indices
+    # ...and so the terminator leaves the task stream with the rest of the call.
+    mask = np.zeros(7 + len(t.token_ids))
+    mask[7:] = 1
+    w = token_weights([mask], [[a]], [[0.5]])
+    assert w.w_task[0][last] == 0.0
+
+
+def test_a_read_followed_by_more_text_does_not_take_the_terminator(tok):
+    path = "/skills/oracle-x/SKILL.md"
+    text = call("read", path=path) + "\nthen I will act"
+    t = turn(tok, text, [("read", {"path": path})])
+    (a,) = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE).actions
+    assert len(t.token_ids) - 1 not in a.call_token_indices
+    # Two calls in a turn: only the last one (the one that ends the text) owns the terminator.
+    text2 = call("read", path=path) + call("read", path="/skills/misl-a/SKILL.md")
+    t2 = turn(tok, text2, [("read", {"path": path}), ("read", {"path": "/skills/misl-a/SKILL.md"})])
+    first, second = detect_selection_spans([t2], tok, gold_name="oracle-x", slate=SLATE).actions
+    assert len(t2.token_ids) - 1 in second.call_token_indices
+    assert len(t2.token_ids) - 1 not in first.call_token_indices

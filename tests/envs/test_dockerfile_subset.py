@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from skillgate_core.envs.dockerfile_subset import DockerfileError, materialize, parse_dockerfile
-from skillgate_core.envs.slate_manifest import parse_slate_manifest
 
 
 def test_env_arg_workdir():
@@ -111,9 +110,3 @@ def test_materialize_refuses_needs_docker(tmp_path: Path):
     with pytest.raises(DockerfileError, match="needs Docker"):
         materialize(spec, tmp_path, tmp_path / "root")
 
-
-def test_slate_manifest_roles():
-    slate = parse_slate_manifest({"oracle": "a", "misleading": ["b"], "relevant": ["c"], "irrelevant": ["d"]}, "s")
-    assert slate.names == ("a", "b", "c", "d")
-    assert [slate.role_of(n) for n in ("a", "b", "c", "d", "zz")] == ["oracle", "misleading", "relevant",
-                                                                      "irrelevant", None]

@@ -21,6 +21,7 @@ def test_hand_written_tasks_load():
     assert csv.config.environment.memory_mb == 512 and csv.config.environment.storage_mb == 128
     assert csv.config.verifier.env == {"EXPECTED_COLUMN": "price"}
     assert csv.slate is not None and csv.slate.oracle == "csv-column-sum" and len(csv.slate.names) == 16
+    assert len(csv.slate.members("misleading")) == 5 and csv.slate.category_of("git-rebase") == "irrelevant"
     assert csv.bwrap_compatible and csv.has_solution
     hello = load_task_package(GOOD / "hello-file")
     assert hello.config.agent.timeout_sec == 60 and hello.config.metadata["difficulty"] == "easy"
@@ -71,6 +72,14 @@ def _both(*fs: Callable[[Path], None]) -> Callable[[Path], None]:
     return mutate
 
 
+def _manifest(*members: tuple[str, str]) -> str:
+    """A skills.json (the ordered slate) with these (name, category) entries; one oracle by default."""
+    members = members or (("a", "oracle"),)
+    entries = [{"name": n, "category": c, "description": f"{n} skill", "location": f"/skills/{n}/SKILL.md"}
+               for n, c in members]
+    return json.dumps({"task_id": "hello-file", "bench": "b", "split": "eval", "seed": 1, "entries": entries})
+
+
 MALFORMED = {
     "no task.toml": (_delete("task.toml"), ["task.toml", "missing"]),
     "toml syntax": (_write("task.toml", "[agent\ntimeout_sec = 1\n"), ["task.toml", "invalid TOML"]),
@@ -94,12 +103,22 @@ MALFORMED = {
     "no test.sh": (_delete("tests/test.sh"), ["tests/test.sh", "missing", "reward.txt"]),
     "solution without solve.sh": (_both(_delete("solution/solve.sh"), _write("solution/notes.md", "x")), ["solution/solve.sh"]),
     "skills.json not JSON": (_write("skills.json", "{oracle: x}"), ["skills.json", "invalid JSON", "line 1"]),
-    "skills.json no oracle": (_write("skills.json", '{"relevant": []}'), ["skills.json", "'oracle'"]),
-    "skills.json bad name": (_write("skills.json", '{"oracle": "Bad_Name"}'), ["skills.json", "oracle", "'Bad_Name'"]),
-    "skills.json list type": (_write("skills.json", '{"oracle": "a", "relevant": "b"}'), ["skills.json", "relevant", "list"]),
-    "skills.json duplicate": (_write("skills.json", json.dumps({"oracle": "a", "misleading": ["b"], "irrelevant": ["b"]})),
-                              ["skills.json", "irrelevant[0]", "'b'", "misleading"]),
-    "skills.json unknown key": (_write("skills.json", '{"oracle": "a", "gold": "b"}'), ["skills.json", "'gold'"]),
+    "skills.json old role form": (_write("skills.json", '{"oracle": "a", "relevant": []}'),
+                                  ["skills.json", "missing key 'task_id'"]),
+    "skills.json no oracle": (_write("skills.json", _manifest(("a", "relevant"))),
+                              ["skills.json", "exactly one entry with category 'oracle'", "found 0"]),
+    "skills.json two oracles": (_write("skills.json", _manifest(("a", "oracle"), ("b", "oracle"))),
+                                ["skills.json", "found 2: a, b"]),
+    "skills.json bad name": (_write("skills.json", _manifest(("Bad_Name", "oracle"))),
+                             ["skills.json", "entries[0]: name", "'Bad_Name'"]),
+    "skills.json entries type": (_write("skills.json", json.dumps({**json.loads(_manifest()), "entries": "a"})),
+                                 ["skills.json", "entries", "list"]),
+    "skills.json duplicate": (_write("skills.json", _manifest(("a", "oracle"), ("b", "misleading"), ("b", "irrelevant"))),
+                              ["skills.json", "entries[2]", "'b'", "entries[1]"]),
+    "skills.json unknown key": (_write("skills.json", json.dumps({**json.loads(_manifest()), "gold": "b"})),
+                                ["skills.json", "'gold'"]),
+    "skills.json bad category": (_write("skills.json", _manifest(("a", "oracle"), ("b", "gold"))),
+                                 ["skills.json", "entries[1]", "category"]),
 }
 
 

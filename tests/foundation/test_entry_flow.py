@@ -44,9 +44,12 @@ def test_entry_flow_reports_unbuilt_stages_without_output(skillgate_home: Path):
     result = skillgate(recipe="demo", overrides=SMALL + DEMO_SMALL, trigger="test")
     stages = result["stages"]
     assert stages["init-model"]["status"] in {"completed", "reused"}
-    for built in ("bench-build", "collect", "sft"):
+    for built in ("bench-build", "collect", "sft", "rl-data-prep"):
         assert stages[built]["status"] == "completed", (built, stages[built])
     assert stages["collect"]["metrics"]["episodes"] == 2
+    # rl-data-prep renders its prompts with the SFT model the sft stage just wrote (lineage by role).
+    assert stages["rl-data-prep"]["inputs"]["sft_model"] == stages["sft"]["outputs"]["sft_model"]
+    assert stages["rl-data-prep"]["metrics"]["tasks"] == 16
     unbuilt = [s for s, r in stages.items() if r["status"] == "not-built"]
     assert "paper-tables" in unbuilt
     for stage in unbuilt:

@@ -167,9 +167,32 @@ def test_manifest_errors(retriever, tmp_path: Path) -> None:
         read_slate(short)
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    with pytest.raises(SlateError, match="broken.json: expected JSON"):
+    with pytest.raises(SlateError, match="broken.json: invalid JSON"):
         read_slate(broken)
     malformed = replace(make(retriever), entries=make(retriever).entries[:15])
     with pytest.raises(SlateError, match="refusing"):
         write_slate(malformed, tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_one_format_roles_come_from_categories(retriever, tmp_path: Path) -> None:
+    """skills.json is the ordered slate; the role lists are derived from the entries' categories."""
+    from skillgate_core.slate_manifest import load_slate_manifest
+
+    slate = make(retriever)
+    path = write_slate(slate, tmp_path / "skills.json")
+    loaded = load_slate_manifest(path)
+    assert loaded == slate and loaded.oracle == ORACLE
+    assert set(loaded.members("misleading")) == set(MISLEADING)
+    assert loaded.members("relevant") == tuple(e.name for e in slate.entries if e.category == "relevant")
+    data = slate.to_manifest()
+    two = [{**e, "category": "oracle"} if e["category"] == "misleading" else e for e in data["entries"]][:16]
+    with pytest.raises(SlateError, match="exactly one entry with category 'oracle'.*found 6"):
+        Slate.from_manifest({**data, "entries": two})
+    dup = [*data["entries"][:15], data["entries"][0]]
+    with pytest.raises(SlateError, match=r"entries\[15\]: skill .* already listed at entries\[0\]"):
+        Slate.from_manifest({**data, "entries": dup})
+    with pytest.raises(SlateError, match="missing key 'task_id'"):
+        Slate.from_manifest({"oracle": ORACLE, "misleading": MISLEADING})  # the retired role-list form
+    with pytest.raises(SlateError, match="missing"):
+        load_slate_manifest(tmp_path / "nowhere.json")

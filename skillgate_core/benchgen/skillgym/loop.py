@@ -77,7 +77,20 @@ def validity_gate(backend: str, repeats: int) -> GateFn:
     return gate
 
 
-def _write(folder: Path, files: dict[str, str], skill: str) -> None:
+def oracle_only_slate(task_id: str, skill: str, description: str) -> dict:
+    """The skills.json of a generated task: a one-entry slate holding its oracle skill.
+
+    A SkillGym task is built around one skill; composing its 16-skill slate (misleading, relevant,
+    irrelevant) is a later step (skills.build_slate). Until then the manifest is well-formed but not
+    a training slate, and rl-data-prep refuses it by name."""
+    from skillgate_core.skills import Slate, SlateEntry, slate_seed
+
+    slate = Slate(task_id=task_id, bench="skillgym", split="train", seed=slate_seed("skillgym", task_id, "train"),
+                  entries=(SlateEntry(skill, "oracle", description),))
+    return slate.to_manifest()
+
+
+def _write(folder: Path, files: dict[str, str], skill: str, description: str) -> None:
     if folder.exists():
         shutil.rmtree(folder)
     for rel, text in sorted(files.items()):
@@ -87,7 +100,8 @@ def _write(folder: Path, files: dict[str, str], skill: str) -> None:
         if rel.endswith(".sh"):
             path.chmod(0o755)
     if "skills.json" not in files:
-        (folder / "skills.json").write_text(json.dumps({"oracle": skill}, indent=2) + "\n", encoding="utf-8")
+        manifest = oracle_only_slate(folder.name, skill, description)
+        (folder / "skills.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _cost(calls: Sequence[CallRecord], config: SkillGymConfig) -> float:
@@ -117,7 +131,7 @@ def generate_from_skill(skill_dir: Path, client: ChatClient, out: Path, config: 
     skill_md = skill.skill_md.read_text(encoding="utf-8")
     out.mkdir(parents=True, exist_ok=True)
     _copy_skill(skill.folder, out)
-    records = [_one_structure(skill.name, skill_md, structure, client, out, config, run_gate)
+    records = [_one_structure(skill.name, skill.description, skill_md, structure, client, out, config, run_gate)
                for structure in config.structures]
     with (out / "records.jsonl").open("a", encoding="utf-8") as fh:
         for record in records:
@@ -125,7 +139,7 @@ def generate_from_skill(skill_dir: Path, client: ChatClient, out: Path, config: 
     return records
 
 
-def _one_structure(name: str, skill_md: str, structure: str, client: ChatClient, out: Path,
+def _one_structure(name: str, description: str, skill_md: str, structure: str, client: ChatClient, out: Path,
                    config: SkillGymConfig, gate: GateFn) -> BuildRecord:
     task_id = f"{name}-{structure}"
     calls: list[CallRecord] = []
@@ -162,7 +176,7 @@ def _one_structure(name: str, skill_md: str, structure: str, client: ChatClient,
             return record("unresolved", f"builder call failed: {exc}", rounds, "", history)
         feedback = static_problems(files, name)
         if not feedback:
-            _write(work, files, name)
+            _write(work, files, name, description)
             valid, why = gate(work)
             feedback = [] if valid else [why]
         if not feedback:
@@ -181,7 +195,7 @@ def _one_structure(name: str, skill_md: str, structure: str, client: ChatClient,
         history.append(f"round {rounds}: " + " | ".join(feedback))
     target = out / "unresolved" / task_id
     if files is not None:
-        _write(target, files, name)
+        _write(target, files, name, description)
         reason = history[-1] if history else "no package"
         (target / "reason.json").write_text(json.dumps({"reason": reason, "history": history}, indent=2) + "\n",
                                             encoding="utf-8")

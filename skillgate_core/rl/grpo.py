@@ -1,0 +1,287 @@
+"""GRPO with the SkillGate selector credit: the per-worker training loop, top to bottom.
+
+Each Ray Train worker (or the single process of a debugging run) runs `grpo_worker(job)`:
+
+    for step in steps:
+        1. rollouts   the replica (or the noisy teacher) plays G episodes per drawn prompt in real
+                      sandboxes; every group is span-checked and filtered, rejects are refilled
+        2. credit     advantages per profile, token weights per conversion chunk (METHOD.md 5-7)
+        3. N          the loss normaliser, summed over every episode of every rank (METHOD.md 6)
+        4. pack       samples -> micro-batches under a token budget; every rank runs the same count
+        5. old/ref    log-probs recomputed by the engine (and the frozen reference), no grad
+        6. update     loss + backward per micro-batch, ONE optimizer step
+        7. sync       the replica takes the gathered ZeRO-3 weights
+        8. record     metrics (rank 0 writes metrics.jsonl), checkpoint every K steps
+
+Helpers live in their own modules: rollouts (step 1), samples (2), packing/logprobs (4-5), engine
+(5-7), loss (6), step_metrics (8). Nothing here touches Prefect or the warehouse: the stage
+(grpo_stage) records what rank 0 returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
+from skillgate_core.credit import RolloutStepFilter
+from skillgate_core.ownership import build_export, save_checkpoint
+from skillgate_core.policy.local_sampler import SamplingConfig
+from skillgate_core.rl import collectives
+from skillgate_core.rl.engine import (
+    EngineConfig,
+    backward,
+    build_engine,
+    build_reference,
+    gathered_state_dict,
+    load_replica,
+    optimizer_step,
+    refresh_replica,
+)
+from skillgate_core.rl.grpo_config import GRPOConfig
+from skillgate_core.rl.logprobs import token_logprobs
+from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
+from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
+from skillgate_core.rl.profiles import get_profile
+from skillgate_core.rl.prompt_stream import PromptStream
+from skillgate_core.rl.rl_tasks import load_rl_tasks
+from skillgate_core.rl.rollouts import rollout_step
+from skillgate_core.rl.samples import CreditedSample, build_samples
+from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
+
+__all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
+
+TRAINER_STATE_FILE = "trainer_state.json"
+"""Inside every checkpoint: the step and each rank's prompt-stream cursor."""
+ENGINE_DIR, ENGINE_TAG = "engine", "state"
+"""Inside every checkpoint: DeepSpeed's own sharded save (model, optimizer), one file set per rank."""
+FIELDS = ("mask", "a_task", "a_sel", "w_task", "w_sel")
+
+
+@dataclass(frozen=True)
+class GRPOJob:
+    """Everything a worker needs, as plain paths and values (it crosses the Ray boundary)."""
+
+    config: GRPOConfig
+    """The stage config."""
+    model_dir: str
+    """The initial policy (HF model dir): the SFT model."""
+    rl_data: str
+    """The rl-data-prep output folder."""
+    bench: str
+    """The bench folder (task packages, skill library)."""
+    experiments_root: str
+    """SKILLGATE_HOME/experiments: checkpoints are published into the owning experiment (METHOD.md 10)."""
+    experiment_id: str
+    """The experiment this run belongs to."""
+    run_name: str
+    """This segment (process lifetime)."""
+    segment_dir: str
+    """This segment's folder: metrics.jsonl lives there."""
+    resume_checkpoint: str = ""
+    """A checked checkpoint to resume from ('' for a fresh start)."""
+    start_step: int = 0
+    """Steps already done by earlier segments (0 for a fresh start)."""
+    scratch_dir: str = ""
+    """A folder for per-rank scratch (slate skill folders)."""
+
+
+@dataclass
+class _State:
+    step: int = 0
+    cursors: list[int] = field(default_factory=list)
+
+
+def _sampling_seed(seed: int, step: int, rank: int) -> int:
+    # A function of (seed, step, rank) only, so a resumed run samples exactly as an uninterrupted one.
+    return int(hashlib.sha256(f"grpo-sampling::{seed}::{step}::{rank}".encode()).hexdigest()[:8], 16)
+
+
+def _policy(job: GRPOJob, replica: Any, tokenizer: Any, step: int, rank: int) -> Any:
+    cfg = job.config
+    if cfg.rollout_source == "teacher":
+        noise = TeacherConfig(cfg.teacher_misleading_rate, cfg.teacher_no_read_rate,
+                              seed=_sampling_seed(cfg.seed, step, rank))
+        return TeacherPolicy(tokenizer, noise, name="teacher")
+    sampling = SamplingConfig(temperature=cfg.temperature, top_p=1.0, max_new_tokens=cfg.max_new_tokens,
+                              seed=_sampling_seed(cfg.seed, step, rank))
+    return LocalPolicy(replica, tokenizer, sampling, name="policy")
+
+
+def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: Any,
+          normaliser: float, cfg: GRPOConfig) -> Any:
+    f = mb.fields
+    common = {"logp_ref": ref, "beta": cfg.beta, "clip_low": cfg.clip_low, "clip_high": cfg.clip_high}
+    if profile_loss == "two_stream":
+        return selector_grpo_loss(logp, old, f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"], normaliser,
+                                  selector_coef=cfg.lambda_, **common)
+    return grpo_clipped_loss(logp, old, f["a_task"], f["mask"], normaliser, **common)
+
+
+def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
+                  *, pad_token_id: int, device: torch.device) -> tuple[float, list[Any]]:
+    """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts).
+
+    N sums every episode of every rank (METHOD.md 6). Every rank runs the same number of micro-batches
+    (ZeRO-3 gathers parameters collectively on each forward), padding with empty ones. The old and
+    reference log-probs are recomputed here, before any update, by the same code that computes the
+    new ones, so at this step rho = 1 exactly. A step with no loss token anywhere (every group
+    rejected) takes no optimizer step.
+    """
+    # 3. the global normaliser N
+    normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
+    if normaliser <= 0:
+        return 0.0, []
+    # 4. pack, and agree on the micro-batch count
+    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples],
+                          PackingConfig(max_tokens=cfg.micro_batch_tokens, pad_token_id=pad_token_id))
+    count = collectives.all_reduce_max(len(packed))
+    micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
+    # 5. old and reference log-probs, before any update
+    with torch.no_grad():
+        old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
+        ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
+               for mb in micro_batches]
+    # 6. loss and backward per micro-batch, then ONE optimizer step
+    losses = []
+    for k, mb in enumerate(micro_batches):
+        logp = token_logprobs(engine, mb, cfg.temperature)
+        out = _loss(loss_kind, logp, old[k], ref[k], mb, normaliser, cfg)
+        backward(engine, out.loss)
+        if mb.num_response_tokens:
+            losses.append(out)
+    optimizer_step(engine)
+    return normaliser, losses
+
+
+def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
+    """Train (collective: every rank runs it); returns this rank's summary (rank 0's is the run's)."""
+    from transformers import AutoTokenizer
+
+    cfg, profile = job.config, get_profile(job.config.profile)
+    rank, world = collectives.rank(), collectives.world_size()
+    device = torch.device(f"cuda:{torch.cuda.current_device()}") if cfg.use_gpu else torch.device("cpu")
+    tokenizer = AutoTokenizer.from_pretrained(job.model_dir)
+    engine_config = EngineConfig(
+        lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2),
+        grad_clip=cfg.grad_clip, zero_stage=cfg.zero_stage, dtype="bf16" if cfg.bf16 else "fp32",
+    )
+    engine = build_engine(job.model_dir, engine_config)
+    reference = build_reference(job.model_dir, engine_config, beta=cfg.beta)
+    replica = load_replica(job.model_dir, engine_config) if cfg.rollout_source == "policy" else None
+
+    state = _State(step=job.start_step, cursors=[0] * world)
+    if job.resume_checkpoint:
+        engine.load_checkpoint(str(Path(job.resume_checkpoint) / ENGINE_DIR), tag=ENGINE_TAG)
+        saved = json.loads((Path(job.resume_checkpoint) / TRAINER_STATE_FILE).read_text())
+        if saved["world_size"] != world:
+            raise ValueError(f"checkpoint {job.resume_checkpoint} was written by {saved['world_size']} workers, "
+                             f"this run has {world}: the prompt order would change; resume with the same num_workers")
+        state = _State(step=int(saved["step"]), cursors=list(saved["cursors"]))
+        if replica is not None:
+            refresh_replica(replica, engine)
+
+    scratch = Path(job.scratch_dir or job.segment_dir) / f"rank{rank}"
+    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch)
+    stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
+    per_worker = cfg.prompts_per_step // world
+    metrics_path = Path(job.segment_dir) / "metrics.jsonl"
+    summary: dict[str, Any] = {"steps": [], "checkpoints": []}
+
+    for step in range(state.step, cfg.steps):
+        timer = StepTimer()
+        # 1. rollouts: this worker's share of groups, filtered and refilled
+        step_filter = RolloutStepFilter(group_size=cfg.group_size, check_spans=profile.uses_reads,
+                                        forces=profile.forces_acceptance, force_after_groups=cfg.force_after_groups,
+                                        force_after_samples=cfg.force_after_samples)
+        with timer.phase("rollout"):
+            groups, rollout = rollout_step(tasks, stream, _policy(job, replica, tokenizer, step, rank), tokenizer,
+                                           profile, cfg, step_filter, target_groups=per_worker)
+        # 2. credit
+        samples, facts = build_samples(groups, profile, chunk_groups=cfg.chunk_groups)
+        # 3-6. normaliser, packing, old/ref log-probs, one optimizer step
+        with timer.phase("train"):
+            normaliser, losses = update_policy(engine, reference, samples, profile.loss, cfg,
+                                               pad_token_id=tokenizer.pad_token_id or 0, device=device)
+        # 7. the replica takes the new weights (every rank enters the gather)
+        with timer.phase("sync"):
+            if replica is not None and normaliser > 0:
+                refresh_replica(replica, engine)
+        # 8. metrics and checkpoints
+        mine = rank_summary(groups=groups, rollout=rollout, facts=facts, filter_counts=step_filter.counts(),
+                            losses=losses, timer=timer.seconds)
+        row = step_metrics(step=step, summaries=collectives.all_gather_objects(mine), normaliser=normaliser,
+                           profile=profile)
+        if rank == 0:
+            with metrics_path.open("a") as fh:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+            summary["steps"].append(row)
+        done = step + 1
+        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            cursors = collectives.all_gather_objects(stream.cursor)
+            path = _checkpoint(engine, job, done, cursors)
+            summary["checkpoints"].append({"step": done, "path": path})
+    summary["last_step"] = cfg.steps
+    summary["export"] = _export(engine, job, cfg.steps, tokenizer)
+    return summary
+
+
+def export_id_for(step: int) -> str:
+    """The id of the export taken at `step` (unique within an experiment)."""
+    return f"step-{step:08d}"
+
+
+def _export(engine: Any, job: GRPOJob, step: int, tokenizer: Any) -> dict[str, Any]:
+    """The trained policy as a plain HF model dir, published through the atomic export (rank 0)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    state = gathered_state_dict(engine)  # collective: every rank enters the gather
+    record: dict[str, Any] = {}
+    if collectives.rank() == 0:
+        def write(tmp: Path) -> None:
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(job.model_dir))
+            model.to(next(iter(state.values())).dtype)
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            model.tie_weights()  # a tied lm_head is not a separate parameter: the gather omits it
+            tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+            if unexpected or set(missing) - tied:
+                raise RuntimeError(f"export: gathered weights do not fit {job.model_dir}: missing "
+                                   f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+
+        lineage = {"init_model": job.model_dir, "rl_data": job.rl_data, "bench": job.bench,
+                   "profile": job.config.profile, "config": asdict(job.config)}
+        rec = build_export(Path(job.experiments_root), job.experiment_id, export_id_for(step), run_name=job.run_name,
+                           step=step, write=write, lineage=lineage)
+        record = {"export_id": rec.export_id, "path": rec.path, "weights_sha256": rec.weights_sha256, "step": step}
+    collectives.barrier()
+    return record
+
+
+def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int]) -> str:
+    """Publish checkpoint `step` of this segment atomically: rank 0 opens a temp folder in the
+    experiment (ownership.save_checkpoint), every rank writes its shard into it, rank 0 adds the
+    trainer state; the folder is renamed into place only once all of that is on disk."""
+    if collectives.rank() != 0:
+        (folder,) = [p for p in collectives.all_gather_objects(None) if p is not None]
+        engine.save_checkpoint(str(Path(folder) / ENGINE_DIR), tag=ENGINE_TAG)
+        collectives.barrier()
+        return str(folder)
+
+    def write(tmp: Path) -> None:
+        collectives.all_gather_objects(str(tmp))
+        engine.save_checkpoint(str(tmp / ENGINE_DIR), tag=ENGINE_TAG)
+        collectives.barrier()
+        state = {"step": step, "cursors": cursors, "world_size": collectives.world_size(),
+                 "config": asdict(job.config), "written_at": time.time()}
+        (tmp / TRAINER_STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+    ref = save_checkpoint(Path(job.experiments_root), job.experiment_id, job.run_name, step, write)
+    return ref.path

@@ -1,0 +1,161 @@
+"""Stage `grpo`: a GRPO run owned by an experiment (METHOD.md 10), trained on Ray Train workers.
+
+    train_grpo(GRPOConfig(profile="selector_clean_oracle_action_credit"),
+               {"sft_model": model, "rl_data": rl_data, "bench": bench}, out_dir)
+
+1. The experiment: a fresh run creates (or, after a crash before any checkpoint, reopens)
+   experiment `grpo-PROFILE-HASH` (or `config.experiment_id`); `resume_experiment` continues an
+   existing one from its latest checkpoint. Either way this process lifetime is a new segment.
+2. Training: `grpo.grpo_worker` on `num_workers` Ray Train workers (or in this process), which
+   publishes checkpoints into the segment every `checkpoint_every` steps and the final export.
+3. The stage's output `policy_export/` is that export (hard-linked, so no copy of the weights) plus
+   export.json naming the experiment, segment and step; metrics.jsonl and curves.png sit beside it.
+
+Nothing here writes the warehouse: the Prefect task records what `metrics` returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.config import canonical_json, config_digest
+from skillgate_core.ownership import (
+    create_experiment,
+    experiment_dir,
+    experiments_root,
+    finish_segment,
+    latest_checkpoint,
+    list_segments,
+    open_experiment,
+    start_segment,
+)
+from skillgate_core.ownership.errors import UnknownExperiment
+from skillgate_core.paths import state_layout
+from skillgate_core.rl.grpo import GRPOJob, grpo_worker
+from skillgate_core.rl.grpo_config import GRPOConfig
+from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
+from skillgate_core.rl.training_curves import plot_training_curves
+from skillgate_core.stage_output import StageOutput
+
+__all__ = ["default_experiment_id", "train_grpo"]
+
+
+def default_experiment_id(config: GRPOConfig, inputs: Mapping[str, Path]) -> str:
+    """grpo-PROFILE-HASH: the same config (resume fields aside) on the same inputs is the same experiment."""
+    fresh = {**json.loads(canonical_json(config.__dict__)), "resume_experiment": "", "experiment_id": ""}
+    key = canonical_json([config_digest(type(config)(**fresh)), {r: str(p) for r, p in sorted(inputs.items())}])
+    return f"grpo-{config.profile.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def _open_or_create(root: Path, experiment_id: str, config: GRPOConfig, inputs: Mapping[str, Path]) -> None:
+    try:
+        open_experiment(root, experiment_id)  # a crash before any checkpoint: the same experiment goes on
+    except UnknownExperiment:
+        create_experiment(root, experiment_id, algorithm=f"grpo:{config.profile}", data=str(inputs["rl_data"]),
+                          init=str(inputs["sft_model"]),
+                          hypothesis=f"GRPO with profile {config.profile} (METHOD.md 7)")
+
+
+def _experiment_metrics(root: Path, experiment_id: str) -> list[dict[str, Any]]:
+    """Every step row of the experiment, over all its segments in start order (a resumed run's
+    curves continue the interrupted one's)."""
+    exp = experiment_dir(root, experiment_id)
+    rows: list[dict[str, Any]] = []
+    for segment in sorted(list_segments(exp), key=lambda r: r.ordinal):
+        path = exp.segment(segment.run_name) / "metrics.jsonl"
+        if path.is_file():
+            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    latest: dict[int, dict[str, Any]] = {}
+    for row in rows:  # a step repeated after a resume: the resumed segment's row wins
+        latest[int(row["step"])] = row
+    return [latest[k] for k in sorted(latest)]
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Hard-link every file of `source` under `target` (copy across filesystems)."""
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
+
+
+def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
+    """Run (or resume) a GRPO experiment; returns the export and the run's facts."""
+    root = experiments_root(state_layout())
+    root.mkdir(parents=True, exist_ok=True)
+    resume_from, start_step = None, 0
+    if config.resume_experiment:
+        experiment_id = config.resume_experiment
+        exp = experiment_dir(root, experiment_id)
+        latest = latest_checkpoint(exp)
+        if latest is None:
+            raise ValueError(f"grpo.resume_experiment = {experiment_id!r}: the experiment has no complete "
+                             "checkpoint to resume from; start it fresh instead")
+        resume_from, start_step = Path(latest.path), latest.step
+    else:
+        experiment_id = config.experiment_id or default_experiment_id(config, inputs)
+        _open_or_create(root, experiment_id, config, inputs)
+    run_name = f"seg-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    segment = start_segment(root, run_name, experiment_id=experiment_id, resume_from=resume_from,
+                            expected_step=start_step if resume_from else None, host=socket.gethostname(),
+                            pid=os.getpid())
+    segment_dir = experiment_dir(root, experiment_id).segment(run_name)
+    job = GRPOJob(
+        config=config, model_dir=str(inputs["sft_model"]), rl_data=str(inputs["rl_data"]), bench=str(inputs["bench"]),
+        experiments_root=str(root), experiment_id=experiment_id, run_name=run_name, segment_dir=str(segment_dir),
+        resume_checkpoint=str(resume_from) if resume_from else "", start_step=start_step,
+        scratch_dir=str(out_dir / "scratch"),
+    )
+    try:
+        if config.launcher == "process":
+            results = run_in_process(grpo_worker, job).results
+        else:
+            launch = LaunchConfig(num_workers=config.num_workers, use_gpu=config.use_gpu,
+                                  max_failures=config.max_failures, storage_path=str(out_dir / "ray"),
+                                  name=f"{experiment_id}-{run_name}")
+            results = launch_ray(grpo_worker, job, launch).results
+    except BaseException:
+        finish_segment(root, experiment_id, run_name, "failed")
+        raise
+    finish_segment(root, experiment_id, run_name, "completed")
+    summary = results[0]
+    export = summary["export"]
+    target = out_dir / "policy_export"
+    _link_tree(Path(export["path"]), target)
+    (target / "export.json").write_text(json.dumps(
+        {"experiment_id": experiment_id, "run_name": run_name, **export}, indent=2, sort_keys=True) + "\n")
+    report = out_dir / "training"
+    report.mkdir()
+    rows = _experiment_metrics(root, experiment_id)
+    (report / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    plot_training_curves(rows, report / "curves.png", title=f"{experiment_id} ({config.profile})")
+    shutil.rmtree(out_dir / "scratch", ignore_errors=True)
+    last = rows[-1] if rows else {}
+    metrics: dict[str, Any] = {
+        "experiment_id": experiment_id,
+        "run_name": run_name,
+        "segment_ordinal": segment.ordinal,
+        "resumed_from_step": start_step,
+        "steps": config.steps,
+        "export_id": export["export_id"],
+        "export_path": export["path"],
+        "checkpoints": [c["step"] for c in summary["checkpoints"]],
+        "metrics_file": str(report / "metrics.jsonl"),
+        "curves": str(report / "curves.png"),
+        **{f"last_{k}": v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+    }
+    return StageOutput(outputs={"policy_export": target}, metrics=metrics)

@@ -1,0 +1,56 @@
+"""The training prompts of a GRPO run, loaded from rl-data-prep's table (never recomputed).
+
+    tasks = load_rl_tasks(rl_data_dir, bench_dir, scratch)   # list[RLTask], in table order
+
+Each row's frozen slate order is checked against the task package's skills.json, and the prompt ids
+are taken as rendered: a table built from another bench (or an edited package) is refused with the
+task named, rather than silently training on prompts that no longer match the task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.rl.data_prep import OUTPUT_FILE
+from skillgate_core.rl.rollouts import RLTask
+from skillgate_core.skills import read_slate, slate_skills_dir
+
+__all__ = ["RLTasksError", "load_rl_tasks"]
+
+
+class RLTasksError(ValueError):
+    """The RL table does not match the bench; the message names the task and the mismatch."""
+
+
+def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path) -> list[RLTask]:
+    """Every row of `rl_data/rl_train.parquet` as an RLTask; slate skill folders go under `scratch`."""
+    import polars as pl
+
+    table = rl_data / OUTPUT_FILE if rl_data.is_dir() else rl_data
+    if not table.is_file():
+        raise RLTasksError(f"{table}: missing; expected the output of the rl-data-prep stage")
+    tasks = []
+    for row in pl.read_parquet(table).iter_rows(named=True):
+        where = f"{table} task {row['task_id']}"
+        package = bench / row["task_path"]
+        slate = read_slate(package / "skills.json")
+        frozen = [(e["name"], e["category"]) for e in row["slate"]]
+        if [(e.name, e.category) for e in slate.entries] != frozen:
+            raise RLTasksError(f"{where}: the slate order in {package / 'skills.json'} differs from the frozen one")
+        if row["gold_name"] != slate.oracle:
+            raise RLTasksError(f"{where}: gold skill {row['gold_name']!r} but the slate's oracle is {slate.oracle!r}")
+        prompt = tuple(row["prompt_ids"]) if row.get("prompt_ids") is not None else ()
+        no_skill = row.get("no_skill_prompt_ids")
+        tasks.append(RLTask(
+            task_id=row["task_id"],
+            family=row["family"],
+            task=load_task_package(package),
+            slate=slate,
+            skills_dir=slate_skills_dir(bench / "skills", slate.names, scratch / row["task_id"]),
+            prompt_ids=prompt,
+            no_skill_prompt_ids=tuple(no_skill) if no_skill is not None else None,
+        ))
+    if not tasks:
+        raise RLTasksError(f"{table}: no training rows")
+    return tasks

@@ -1,0 +1,199 @@
+"""One worker's rollout step: draw prompts, play G episodes each, judge every group, refill rejects.
+
+A group is one prompt's G episodes (for hybrid_slate a *pair*: G without skills and G with the
+slate, judged together). Each round draws as many prompts as groups are still missing, plays all
+their episodes in one lockstep batch (so the policy generates for every live episode at once), then
+judges each group in draw order with the step's `RolloutStepFilter` (METHOD.md 4-5). Rejected
+groups are replaced by new draws in the next round, until the worker has its share of accepted
+groups or has spent its rejection budget (then it trains on what it has and says so in metrics).
+
+    groups, stats = rollout_step(tasks, stream, policy, tokenizer, profile, config, skills_root)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.agent.collect import trajectory_span_report
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, Trajectory, run_episodes
+from skillgate_core.credit import EpisodeEvidence, GroupVerdict, RolloutStepFilter, SpanReport
+from skillgate_core.envs.task_package import TaskPackage
+from skillgate_core.rl.grpo_config import GRPOConfig
+from skillgate_core.rl.profiles import Profile
+from skillgate_core.rl.prompt_stream import PromptStream
+from skillgate_core.skills import Slate
+
+__all__ = ["Episode", "Group", "RLTask", "RolloutStats", "rollout_step"]
+
+
+@dataclass(frozen=True)
+class RLTask:
+    """One training prompt, as rl-data-prep froze it."""
+
+    task_id: str
+    """The task."""
+    family: str
+    """Its benchmark family."""
+    task: TaskPackage
+    """The loaded task package (sandbox image, verifier)."""
+    slate: Slate
+    """The frozen ordered slate (16 skills)."""
+    skills_dir: Path
+    """A folder holding exactly the slate's skills, mounted read-only at /skills."""
+    prompt_ids: tuple[int, ...]
+    """Prompt token ids with the slate, rendered once by rl-data-prep."""
+    no_skill_prompt_ids: tuple[int, ...] | None = None
+    """Prompt ids without skills (no_skill and hybrid_slate profiles)."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One graded episode with what credit needs."""
+
+    trajectory: Trajectory
+    """The exact token stream and grade."""
+    spans: SpanReport
+    """Selection actions and mismatch counters (METHOD.md 4)."""
+    with_slate: bool
+    """False for the no-skill episodes of no_skill / hybrid_slate."""
+
+    @property
+    def score(self) -> float | None:
+        """raw_score for the task advantage (METHOD.md 5); None when the episode has no reward."""
+        t = self.trajectory
+        return None if t.missing_reward or t.raw_score is None else float(t.raw_score)
+
+    def evidence(self) -> EpisodeEvidence:
+        return EpisodeEvidence(
+            score=self.score,
+            aborted=self.trajectory.status == "ABORTED",
+            parse_dispatch_mismatch=self.spans.parse_dispatch_mismatch,
+            span_mismatch=self.spans.span_mismatch,
+            alignment_mismatch=self.spans.alignment_mismatch,
+        )
+
+
+@dataclass(frozen=True)
+class Group:
+    """An accepted group: one prompt's episodes (hybrid: the slate group plus its no-skill partner)."""
+
+    task: RLTask
+    """The prompt."""
+    episodes: tuple[Episode, ...]
+    """The slate episodes (or the no-skill ones for the no_skill profile)."""
+    partner: tuple[Episode, ...] = ()
+    """hybrid_slate only: the same task's no-skill episodes."""
+    verdict: GroupVerdict = field(default_factory=lambda: GroupVerdict(accepted=True))
+    """How the filter judged it (forced or not)."""
+
+
+@dataclass
+class RolloutStats:
+    """What one worker's rollout step cost and saw."""
+
+    drawn: list[str] = field(default_factory=list)
+    """Task ids drawn, in order (accepted and rejected)."""
+    episodes: int = 0
+    """Episodes played."""
+    generated_tokens: int = 0
+    """Sampled (loss-mask 1) tokens."""
+    generate_s: float = 0.0
+    """Seconds inside the policy's generate calls."""
+    env_s: float = 0.0
+    """Seconds in sandboxes: starts, tool calls, verification."""
+    gave_up: bool = False
+    """True when the rejection budget ran out before the worker had its share of groups."""
+
+
+class _TimedPolicy:
+    """Wraps a policy to time its generate calls (the rest of a rollout is sandbox work)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.name, self.seconds = policy, policy.name, 0.0
+
+    def act(self, views: Sequence[Any]) -> list[Any]:
+        start = time.perf_counter()
+        try:
+            return self.policy.act(views)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _specs(task: RLTask, profile: Profile, group_size: int) -> list[tuple[EpisodeSpec, bool]]:
+    plain = [(EpisodeSpec(task.task, None, None, bench=task.family, repeat=r,
+                          prompt_ids=task.no_skill_prompt_ids), False) for r in range(group_size)]
+    slated = [(EpisodeSpec(task.task, task.slate, task.skills_dir, bench=task.family, repeat=r,
+                           prompt_ids=task.prompt_ids), True) for r in range(group_size)]
+    if profile.slate == "none":
+        return plain
+    if profile.slate == "paired":
+        return plain + slated
+    return slated
+
+
+def _slate_pairs(slate: Slate) -> list[tuple[str, str]]:
+    return [(e.name, e.category) for e in slate.entries]
+
+
+def rollout_step(
+    tasks: Sequence[RLTask],
+    stream: PromptStream,
+    policy: Policy,
+    tokenizer: Any,
+    profile: Profile,
+    config: GRPOConfig,
+    step_filter: RolloutStepFilter,
+    *,
+    target_groups: int,
+) -> tuple[list[Group], RolloutStats]:
+    """Play groups until `target_groups` are accepted or the rejection budget is spent."""
+    timed = _TimedPolicy(policy)
+    stats = RolloutStats()
+    episode_config = EpisodeConfig(
+        max_turns=config.max_turns, max_context_tokens=config.max_context_tokens,
+        max_new_tokens=config.max_new_tokens, wall_clock_s=config.episode_wall_clock_s,
+        backend=config.backend, workers=config.sandbox_workers,
+    )
+    accepted: list[Group] = []
+    while len(accepted) < target_groups:
+        if step_filter.rejected_groups >= config.max_rejected_groups:
+            stats.gave_up = True
+            break
+        drawn = [tasks[stream.next()] for _ in range(target_groups - len(accepted))]
+        stats.drawn += [t.task_id for t in drawn]
+        plan = [_specs(t, profile, config.group_size) for t in drawn]
+        flat = [spec for specs in plan for spec, _ in specs]
+        started = time.perf_counter()
+        generate_before = timed.seconds
+        trajectories = run_episodes(flat, timed, tokenizer, episode_config)
+        stats.env_s += time.perf_counter() - started - (timed.seconds - generate_before)
+        stats.episodes += len(trajectories)
+        stats.generated_tokens += sum(sum(t.loss_mask) for t in trajectories)
+        position = 0
+        for task, specs in zip(drawn, plan, strict=True):
+            episodes = []
+            for (_, with_slate), traj in zip(specs, trajectories[position: position + len(specs)], strict=True):
+                episodes.append(Episode(traj, trajectory_span_report(traj, tokenizer), with_slate))
+            position += len(specs)
+            group = _judge(task, episodes, profile, step_filter)
+            if group is not None:
+                accepted.append(group)
+    stats.generate_s = timed.seconds
+    return accepted, stats
+
+
+def _judge(task: RLTask, episodes: list[Episode], profile: Profile, step_filter: RolloutStepFilter) -> Group | None:
+    gold = task.slate.oracle
+    if profile.slate == "paired":
+        plain = [e for e in episodes if not e.with_slate]
+        slated = [e for e in episodes if e.with_slate]
+        verdict = step_filter.judge_pair([e.evidence() for e in plain], [e.evidence() for e in slated],
+                                         slate=_slate_pairs(task.slate), gold_name=gold)
+        return Group(task, tuple(slated), tuple(plain), verdict) if verdict.accepted else None
+    slate = _slate_pairs(task.slate) if profile.slate == "mixed" else None
+    verdict = step_filter.judge([e.evidence() for e in episodes], slate=slate, gold_name=gold if slate else None)
+    return Group(task, tuple(episodes), (), verdict) if verdict.accepted else None

@@ -1,0 +1,169 @@
+"""Accepted groups -> training samples: advantages per profile, token weights per conversion chunk.
+
+Per group (METHOD.md 5, 7): the task advantage on raw scores, plus the profile's episode-level
+behaviour term (mixed_separated, hybrid_slate) or its selector advantages per read action (the
+two-stream profiles). Per conversion chunk (`chunk_groups` groups converted together, seed 4):
+token weights (METHOD.md 6), so each stream carries the chunk's mass B. A chunk whose weights break
+a rule (`TokenWeightError`) is dropped whole and counted as credit_failed: fail closed.
+
+Every per-token array is aligned with the episode's response ids (prompt excluded), float64 here;
+the loss casts to float32.
+
+    samples, facts = build_samples(groups, profile, chunk_groups=4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from skillgate_core.credit import (
+    TokenWeightError,
+    hybrid_slate_advantages,
+    mixed_separated_advantages,
+    per_token_advantages,
+    selector_advantages,
+    task_advantages,
+    token_weights,
+)
+from skillgate_core.credit.actions import SelectionAction
+from skillgate_core.rl.profiles import Profile
+from skillgate_core.rl.rollouts import Episode, Group
+
+__all__ = ["ChunkFacts", "CreditedSample", "build_samples"]
+
+
+@dataclass(frozen=True)
+class CreditedSample:
+    """One episode ready for the loss."""
+
+    task_id: str
+    """The task it came from."""
+    prompt_ids: tuple[int, ...]
+    """Prompt token ids (no loss)."""
+    response_ids: tuple[int, ...]
+    """Response token ids as sampled, observations included (mask 0 there)."""
+    mask: NDArray[np.float64]
+    """Loss mask m over the response ids."""
+    a_task: NDArray[np.float64]
+    """Task advantage on every response token (the weights decide which count)."""
+    a_sel: NDArray[np.float64]
+    """Selector advantage on identity tokens, 0 elsewhere."""
+    w_task: NDArray[np.float64]
+    """Task-stream weights (= mask for the plain profiles)."""
+    w_sel: NDArray[np.float64]
+    """Selector-stream weights (0 for the plain profiles)."""
+
+    def fields(self) -> dict[str, NDArray[np.float64]]:
+        """The per-response-token arrays by name (what the packer carries into micro-batches)."""
+        return {"mask": self.mask, "a_task": self.a_task, "a_sel": self.a_sel, "w_task": self.w_task,
+                "w_sel": self.w_sel}
+
+
+@dataclass
+class ChunkFacts:
+    """What conversion saw, for the step's metrics."""
+
+    total_mask: float = 0.0
+    """Sum of B over chunks: loss-masked tokens."""
+    task_mass: float = 0.0
+    """Sum of w_task."""
+    selector_mass: float = 0.0
+    """Sum of w_sel (B per chunk with an active selector, else 0)."""
+    identity_tokens: int = 0
+    """Tokens carrying selector credit (identity tokens of actions with A_sel != 0)."""
+    read_call_tokens: int = 0
+    """Tokens of attributed read calls (taken out of the task stream)."""
+    groups: int = 0
+    """Groups converted."""
+    selector_active_groups: int = 0
+    """Groups with at least one nonzero selector advantage."""
+    credit_failed_groups: int = 0
+    """Groups dropped because their chunk's token weights broke a rule."""
+    oracle_negative_actions: int = 0
+    """Oracle read actions with a negative selector advantage (credit-starvation figure)."""
+    oracle_actions: int = 0
+    """Oracle read actions."""
+    errors: list[str] = field(default_factory=list)
+    """Messages of the TokenWeightErrors that dropped chunks."""
+
+
+def _reads(episodes: Sequence[Episode]) -> list[list[str]]:
+    return [e.spans.reads() for e in episodes]
+
+
+def _scores(episodes: Sequence[Episode]) -> list[float]:
+    # Groups reaching conversion passed the filter: every episode has a reward.
+    return [float(e.score) for e in episodes]  # type: ignore[arg-type]
+
+
+def _group_credit(group: Group, profile: Profile) -> list[tuple[Episode, float, list[float]]]:
+    """(episode, episode advantage, selector advantage per action) for every trained episode."""
+    episodes = list(group.episodes)
+    scores = _scores(episodes)
+    zero_sel = [[0.0] * len(e.spans.actions) for e in episodes]
+    if profile.behaviour == "hybrid_slate":
+        partner = list(group.partner)
+        slate_adv, plain_adv = hybrid_slate_advantages(_reads(episodes), scores, _scores(partner))
+        return [(e, a, s) for e, a, s in zip(episodes, slate_adv, zero_sel, strict=True)] + [
+            (e, a, [0.0] * len(e.spans.actions)) for e, a in zip(partner, plain_adv, strict=True)
+        ]
+    if profile.behaviour == "mixed_separated":
+        advantages = mixed_separated_advantages(_reads(episodes), scores)
+    else:
+        advantages = task_advantages(scores)
+    selector = selector_advantages(_reads(episodes), profile.utility) if profile.utility else zero_sel
+    return list(zip(episodes, advantages, selector, strict=True))
+
+
+def _chunk_samples(
+    rows: list[tuple[Episode, float, list[float]]], profile: Profile, facts: ChunkFacts
+) -> list[CreditedSample]:
+    masks = [np.asarray(e.trajectory.loss_mask, dtype=np.float64) for e, _, _ in rows]
+    two_stream = profile.loss == "two_stream"
+    # The plain profiles train on every masked token: their read calls keep outcome credit.
+    actions: list[Sequence[SelectionAction]] = [e.spans.actions if two_stream else () for e, _, _ in rows]
+    sel = [s if two_stream else [] for _, _, s in rows]
+    weights = token_weights(masks, actions, sel) if two_stream else None
+    a_task, a_sel = per_token_advantages([len(m) for m in masks], [a for _, a, _ in rows], actions, sel)
+    out = []
+    for k, (episode, _, _) in enumerate(rows):
+        t = episode.trajectory
+        w_task = weights.w_task[k] if weights else masks[k]
+        w_sel = weights.w_sel[k] if weights else np.zeros_like(masks[k])
+        out.append(CreditedSample(t.task_id, t.prompt_ids, t.response_ids, masks[k], a_task[k], a_sel[k], w_task, w_sel))
+        for action, value in zip(actions[k], sel[k], strict=True):
+            facts.read_call_tokens += len(action.call_token_indices)
+            if value != 0.0:
+                facts.identity_tokens += len(action.identity_token_indices)
+            if action.category == "oracle":
+                facts.oracle_actions += 1
+                facts.oracle_negative_actions += value < 0
+    facts.total_mask += float(sum(m.sum() for m in masks))
+    facts.task_mass += float(sum(s.w_task.sum() for s in out))
+    facts.selector_mass += float(sum(s.w_sel.sum() for s in out))
+    return out
+
+
+def build_samples(
+    groups: Sequence[Group], profile: Profile, *, chunk_groups: int
+) -> tuple[list[CreditedSample], ChunkFacts]:
+    """Training samples of every accepted group, in group order, and the facts for metrics."""
+    facts = ChunkFacts()
+    samples: list[CreditedSample] = []
+    for start in range(0, len(groups), chunk_groups):
+        chunk = groups[start : start + chunk_groups]
+        per_group = [_group_credit(g, profile) for g in chunk]
+        rows = [row for group_rows in per_group for row in group_rows]
+        try:
+            samples += _chunk_samples(rows, profile, facts)
+        except TokenWeightError as exc:
+            facts.credit_failed_groups += len(chunk)
+            facts.errors.append(f"chunk of {[g.task.task_id for g in chunk]}: {exc}")
+            continue
+        facts.groups += len(chunk)
+        facts.selector_active_groups += sum(any(any(v != 0 for v in s) for _, _, s in g) for g in per_group)
+    return samples, facts

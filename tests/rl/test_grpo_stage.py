@@ -1,0 +1,87 @@
+"""The grpo stage end to end: Ray Train workers, DeepSpeed ZeRO-3, real sandboxes, ownership, export.
+
+Rollouts come from the noisy teacher (`rollout_source = "teacher"`): a tiny random model solves no
+task, so every group it plays has zero variance and the dynamic filter rejects it; the teacher's
+selection noise gives groups that vary, which is what these tests need to see the update. The
+replica path (`rollout_source = "policy"`) has its own test below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from skillgate_core.ownership import experiment_dir, experiments_root, list_checkpoints, list_segments
+from skillgate_core.paths import state_layout
+from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
+from skillgate_core.rl.grpo_config import GRPOConfig
+from skillgate_core.rl.grpo_stage import train_grpo
+from skillgate_core.rl.profiles import profile_names
+
+TINY = dict(steps=2, prompts_per_step=2, group_size=4, num_workers=2, rollout_source="teacher", max_turns=4,
+            teacher_misleading_rate=0.5, teacher_no_read_rate=0.0, learning_rate=1e-3, max_rejected_groups=8,
+            force_after_groups=2, force_after_samples=8, backend="bwrap", sandbox_workers=2)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory, bench, policy) -> dict[str, Path]:
+    return {"sft_model": policy, "bench": bench, "root": tmp_path_factory.mktemp("grpo")}
+
+
+def _rl_data(pipeline, profile: str) -> Path:
+    out = pipeline["root"] / f"rl-{profile}"
+    if not out.exists():
+        prepare_rl_data(RLDataPrepConfig(profile=profile, max_tasks=8), {"bench": pipeline["bench"],
+                                                                         "sft_model": pipeline["sft_model"]}, out)
+    return out
+
+
+def _run(pipeline, profile: str, tmp_path: Path, **changes):
+    config = GRPOConfig(profile=profile, **{**TINY, **changes})
+    inputs = {"sft_model": pipeline["sft_model"], "rl_data": _rl_data(pipeline, profile), "bench": pipeline["bench"]}
+    out = tmp_path / f"out-{profile}"
+    out.mkdir()
+    return config, train_grpo(config, inputs, out)
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(next(path.glob("*.safetensors"))))
+
+
+def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    config, result = _run(pipeline, profile, tmp_path)
+    rows = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    trained = [r for r in rows if r["trained"]]
+    assert trained, rows
+    for r in trained:
+        assert all(torch.isfinite(torch.tensor(r[k])) for k in ("loss", "policy_task", "kl"))
+    export = result.outputs["policy_export"]
+    model = AutoModelForCausalLM.from_pretrained(export)
+    assert model.num_parameters() > 0
+    before, after = _weights(Path(pipeline["sft_model"])), _weights(export)
+    assert any(not torch.equal(before[k], after[k]) for k in before if k in after), "no parameter changed"
+    # ownership: one experiment, one completed segment, a checkpoint per step, the export
+    exp = experiment_dir(experiments_root(state_layout()), result.metrics["experiment_id"])
+    (segment,) = list_segments(exp)
+    assert segment.exit_reason == "completed"
+    assert [c.step for c in list_checkpoints(exp)] == [1, 2]
+    assert json.loads((export / "export.json").read_text())["step"] == 2
+    assert Path(result.metrics["curves"]).stat().st_size > 0
+
+
+def test_skillgate_two_workers(pipeline, tmp_path, skillgate_home):
+    _check_run(pipeline, "selector_clean_oracle_action_credit", tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", [p for p in profile_names() if p != "selector_clean_oracle_action_credit"])
+def test_every_profile_two_workers(pipeline, tmp_path, skillgate_home, profile):
+    _check_run(pipeline, profile, tmp_path)

@@ -1,0 +1,112 @@
+"""A worker's rollout step and the conversion to training samples, on real tasks and sandboxes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skillgate_core.agent.collect import load_bench_rows
+from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+from skillgate_core.credit import RolloutStepFilter
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.rl.grpo_config import GRPOConfig
+from skillgate_core.rl.profiles import get_profile
+from skillgate_core.rl.prompt_stream import PromptStream
+from skillgate_core.rl.rollouts import RLTask, rollout_step
+from skillgate_core.rl.samples import build_samples
+from skillgate_core.skills import Slate, read_slate, slate_skills_dir
+
+
+@pytest.fixture(scope="module")
+def tokenizer(policy):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(policy)
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory, bench, tokenizer) -> list[RLTask]:
+    skills_root = tmp_path_factory.mktemp("skills")
+    out = []
+    for row in load_bench_rows(bench, "train")[::4][:4]:
+        slate = read_slate(bench / row["path"] / "skills.json")
+        task = load_task_package(bench / row["path"])
+
+        def ids(s: Slate | None, _task=task) -> tuple[int, ...]:
+            return tuple(render_prompt_ids(tokenizer, build_messages(DEFAULT_PROFILE, _task.instruction, s)))
+
+        out.append(RLTask(row["task_id"], row["family"], task, slate,
+                          slate_skills_dir(bench / "skills", slate.names, skills_root / row["task_id"]),
+                          ids(slate), ids(None)))
+    return out
+
+
+def _run(tasks, tokenizer, profile_name: str, *, target: int = 2, seed: int = 0, misleading: float = 0.5):
+    config = GRPOConfig(profile=profile_name, group_size=4, prompts_per_step=target, num_workers=1, max_turns=4,
+                        backend="bwrap", max_rejected_groups=6)
+    profile = get_profile(profile_name)
+    teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading, no_read_rate=0.0, seed=seed))
+    step_filter = RolloutStepFilter(group_size=4, check_spans=profile.uses_reads, forces=profile.forces_acceptance)
+    stream = PromptStream(len(tasks), seed=seed)
+    groups, stats = rollout_step(tasks, stream, teacher, tokenizer, profile, config, step_filter, target_groups=target)
+    return groups, stats, step_filter, stream
+
+
+def test_skillgate_groups_carry_selector_credit_on_identity_tokens_only(tasks, tokenizer):
+    groups, stats, step_filter, stream = _run(tasks, tokenizer, "selector_clean_oracle_action_credit")
+    assert stats.episodes == 4 * len(stats.drawn) and stats.generated_tokens > 0
+    assert stream.cursor == len(stats.drawn)
+    assert len(groups) + step_filter.rejected_groups == len(stats.drawn)
+    for group in groups:
+        scores = [e.score for e in group.episodes]
+        assert max(scores) > min(scores)  # the dynamic filter kept only informative groups
+    samples, facts = build_samples(groups, get_profile("selector_clean_oracle_action_credit"), chunk_groups=4)
+    assert len(samples) == 4 * len(groups)
+    b = sum(s.mask.sum() for s in samples)
+    assert facts.total_mask == b and sum(s.w_task.sum() for s in samples) == pytest.approx(b)
+    assert sum(s.w_sel.sum() for s in samples) == pytest.approx(b if facts.selector_active_groups else 0.0)
+    for s, e in zip(samples, [e for g in groups for e in g.episodes], strict=True):
+        assert not np.any((s.w_task > 0) & (s.w_sel > 0))
+        for a in e.spans.actions:
+            assert all(s.w_task[i] == 0 for i in a.call_token_indices)
+            name = tokenizer.decode([s.response_ids[i] for i in a.identity_token_indices])
+            assert a.skill_name.startswith(name.strip()) or name.strip() in a.skill_name
+        off_identity = np.ones_like(s.w_sel, dtype=bool)
+        for a in e.spans.actions:
+            off_identity[list(a.identity_token_indices)] = False
+        assert not s.w_sel[off_identity].any()
+
+
+def test_plain_profile_trains_every_masked_token_with_the_episode_advantage(tasks, tokenizer):
+    groups, _, _, _ = _run(tasks, tokenizer, "mixed_task_reward")
+    samples, facts = build_samples(groups, get_profile("mixed_task_reward"), chunk_groups=4)
+    for s in samples:
+        assert np.array_equal(s.w_task, s.mask) and not s.w_sel.any() and not s.a_sel.any()
+        assert len(set(s.a_task.tolist())) == 1
+    assert facts.selector_mass == 0.0
+
+
+def test_hybrid_pairs_hold_both_groups(tasks, tokenizer):
+    groups, stats, _, _ = _run(tasks, tokenizer, "hybrid_slate", target=1)
+    assert stats.episodes == 8 * len(stats.drawn)
+    (group,) = groups  # the teacher without skills always fails: the pair still varies, so it is kept
+    assert len(group.episodes) == len(group.partner) == 4
+    assert all(e.with_slate for e in group.episodes) and not any(e.with_slate for e in group.partner)
+    assert all(e.trajectory.slate_names == () for e in group.partner)
+    samples, _ = build_samples(groups, get_profile("hybrid_slate"), chunk_groups=4)
+    assert len(samples) == 8 and all(np.array_equal(s.w_task, s.mask) for s in samples)
+
+
+def test_the_draw_sequence_is_a_function_of_the_seed(tasks, tokenizer):
+    _, first, _, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", seed=3)
+    _, second, _, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", seed=3)
+    assert first.drawn == second.drawn
+
+
+def test_a_step_that_cannot_fill_gives_up_after_its_budget(tasks, tokenizer):
+    # No noise: the teacher always reads the oracle and always succeeds -> every group has zero
+    # variance; a two-stream profile never forces, so the worker gives up after its budget.
+    groups, stats, step_filter, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", misleading=0.0)
+    assert groups == [] and stats.gave_up
+    assert step_filter.counts()["zero_variance"] == 6
