@@ -145,6 +145,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     limit = max(full_bytes.values()) // 2  # forces several buckets and one oversized parameter alone
     buckets = [[name for name, _ in bucket] for bucket in iter_gathered_parameters(engine, limit)]
     gathered = gathered_state_dict(engine)
+    elsewhere = gathered_state_dict(engine, only_rank=ctx.world_size)  # a rank that does not exist keeps nothing
     on_disk = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=compute_dtype(config)).named_parameters())
 
     samples = hand_made_samples(StepCase(model_dir=model_dir, num_samples=4), engine.module.config.vocab_size)
@@ -162,6 +163,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
         "param_names": list(full_bytes),
         "gathered_equals_checkpoint": sorted(gathered) == sorted(on_disk)
         and all(torch.equal(gathered[n].cpu(), p.detach().cpu()) for n, p in on_disk.items()),
+        "only_rank_elsewhere_is_empty": elsewhere == {},
         "ratio_exactly_one": bool(torch.equal(torch.exp(new - old), torch.ones_like(new))),
         "new_requires_grad": new.requires_grad,
         "reference_equals_policy": bool(torch.equal(ref, old)),
