@@ -59,6 +59,9 @@ __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "upd
 
 TRAINER_STATE_FILE = "trainer_state.json"
 """Inside every checkpoint: the step and each rank's prompt-stream cursor."""
+CREDIT_EPISODES_FILE = "credit_episodes.jsonl"
+"""In the segment: one row per trained episode (token counts of each credit stream), for the paper's
+credit-starvation figure."""
 ENGINE_DIR, ENGINE_TAG = "engine", "state"
 """Inside every checkpoint: DeepSpeed's own sharded save (model, optimizer), one file set per rank."""
 FIELDS = ("mask", "a_task", "a_sel", "w_task", "w_sel")
@@ -218,11 +221,15 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
         # 8. metrics and checkpoints
         mine = rank_summary(groups=groups, rollout=rollout, facts=facts, filter_counts=step_filter.counts(),
                             losses=losses, timer=timer.seconds)
-        row = step_metrics(step=step, summaries=collectives.all_gather_objects(mine), normaliser=normaliser,
-                           profile=profile)
+        summaries = collectives.all_gather_objects(mine)
+        row = step_metrics(step=step, summaries=summaries, normaliser=normaliser, profile=profile)
         if rank == 0:
             with metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
+            with (Path(job.segment_dir) / CREDIT_EPISODES_FILE).open("a") as fh:
+                for s in summaries:
+                    for record in s["credit_episodes"]:
+                        fh.write(json.dumps({"step": step, "profile": profile.name, **record}, sort_keys=True) + "\n")
             summary["steps"].append(row)
         done = step + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
