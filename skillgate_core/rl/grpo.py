@@ -193,7 +193,7 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
             refresh_replica(replica, engine)
 
     scratch = Path(job.scratch_dir or job.segment_dir) / f"rank{rank}"
-    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch)
+    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch, policy_dir=Path(job.model_dir))
     stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
     per_worker = cfg.prompts_per_step // world
     metrics_path = Path(job.segment_dir) / "metrics.jsonl"
