@@ -1,0 +1,62 @@
+"""The paper build's frozen config (stage `paper-tables`, `skillgate paper build`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
+
+__all__ = ["ABLATION_DESIGNS", "PaperConfig"]
+
+ABLATION_DESIGNS: dict[str, str] = {
+    "mixed_task_reward": "outcome reward only (no selection credit)",
+    "selector_clean_oracle_masked_task_only": "task-only: read call masked, no selector credit",
+    "hybrid_slate": "regret: paired no-skill group, regret shift",
+    "mixed_separated": "behaviour bonus: outcome-stratified read utility",
+    "selector_action_credit": "non-clean: first-oracle selector credit",
+    "selector_clean_oracle_action_credit": "SkillGate: clean-oracle selector credit",
+}
+"""What each credit design changes, for the ablation table (METHOD.md 7)."""
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    """Which methods the paper compares and how its statistics are computed."""
+
+    method: str = "selector_clean_oracle_action_credit"
+    """The `method` label of SkillGate: the method side of the paired bootstrap."""
+    baseline: str = "mixed_task_reward"
+    """The `method` label the bootstrap compares against (skipped when either is absent)."""
+    ablation_methods: tuple[str, ...] = (
+        "selector_clean_oracle_masked_task_only",
+        "hybrid_slate",
+        "mixed_separated",
+        "selector_action_credit",
+        "selector_clean_oracle_action_credit",
+    )
+    """Rows of the credit-design ablation, in order (methods without rows are listed as absent)."""
+    k: PositiveInt = 4
+    """pass@k reported in the tables and the bootstrap."""
+    bootstrap_resamples: Annotated[int, Range(ge=10_000)] = 10_000
+    """Task-cluster resamples of the paired bootstrap."""
+    bootstrap_seed: NonNegativeInt = 0
+    """Seed of the bootstrap's resampling."""
+    confidence: Annotated[float, Range(gt=0, lt=1)] = 0.95
+    """Coverage of the percentile interval."""
+    max_strata: PositiveInt = 10
+    """Read sequences shown in the strata table (most frequent first); the rest are pooled as 'other'."""
+    length_bin_edges: tuple[int, ...] = (0, 1024, 2048, 4096, 8192)
+    """Lower edges of the response-length bins of the credit-starvation table (tokens; last bin open)."""
+    training_window: PositiveInt = 10
+    """Last optimizer steps averaged in the training summary table."""
+    dpi: Annotated[int, Range(ge=50, le=400)] = 110
+    """Resolution of the PNG figures."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+        edges = self.length_bin_edges
+        if not edges or edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            raise ValueError(f"length_bin_edges must start at 0 and increase strictly, got {list(edges)}")
+        if self.method == self.baseline:
+            raise ValueError(f"method and baseline are both {self.method!r}")
