@@ -188,7 +188,7 @@ def training_selection_figure(runs: Sequence[tuple[str, str, Sequence[Mapping[st
     axes[1].set_ylabel("identity tokens (% of loss tokens)")
     axes[1].set_title("Selection tokens in the loss")
     for ax in axes:
-        ax.set_xlabel("optimizer step")
+        ax.set_xlabel("optimizer step (count)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="upper left")
     return _save(fig, path, "GRPO training: selection over steps", dpi)

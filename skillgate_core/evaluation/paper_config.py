@@ -46,8 +46,10 @@ class PaperConfig:
     """Coverage of the percentile interval."""
     max_strata: PositiveInt = 10
     """Read sequences shown in the strata table (most frequent first); the rest are pooled as 'other'."""
-    length_bin_edges: tuple[int, ...] = (0, 1024, 2048, 4096, 8192)
-    """Lower edges of the response-length bins of the credit-starvation table (tokens; last bin open)."""
+    first_length_bin: PositiveInt = 1024
+    """Response tokens of the first credit-starvation bin [0, first); each next bin doubles its upper edge."""
+    length_bins: Annotated[int, Range(ge=2)] = 5
+    """Response-length bins, the last one open: 1024 and 5 give 0-1023, -2047, -4095, -8191, >= 8192."""
     training_window: PositiveInt = 10
     """Last optimizer steps averaged in the training summary table."""
     dpi: Annotated[int, Range(ge=50, le=400)] = 110
@@ -55,8 +57,10 @@ class PaperConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        edges = self.length_bin_edges
-        if not edges or edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
-            raise ValueError(f"length_bin_edges must start at 0 and increase strictly, got {list(edges)}")
         if self.method == self.baseline:
             raise ValueError(f"method and baseline are both {self.method!r}")
+
+    @property
+    def length_bin_edges(self) -> tuple[int, ...]:
+        """Lower edges of the response-length bins (tokens): 0, first, 2 first, 4 first, ..."""
+        return (0, *(self.first_length_bin * 2**i for i in range(self.length_bins - 1)))
