@@ -58,7 +58,8 @@ def main_results_figure(data: Sequence[Mapping[str, Any]], k: int, path: Path, d
     for ax, key, label in ((axes[0], "trial_success", "trial success (% of trials)"),
                            (axes[1], f"pass@{k}", f"pass@{k} (% of tasks)")):
         for i, d in enumerate(data):
-            values = [100 * (d["by_benchmark"].get(s, {}).get(key) or 0.0) for s in scopes]
+            values = [100 * v if (v := d["by_benchmark"].get(s, {}).get(key)) is not None else float("nan")
+                      for s in scopes]  # nan: no bar (pass@k undefined with fewer than k trials)
             ax.bar(x + (i - (len(data) - 1) / 2) * width, values, width, label=d["method"])
         ax.set_xticks(x, scopes, rotation=15, ha="right")
         ax.set_ylim(0, 100)

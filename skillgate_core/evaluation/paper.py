@@ -91,16 +91,16 @@ class TrainingData:
     """{source, kind, sha256, rows} per file read."""
 
 
-def _jsonl(path: Path, required: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
+def _jsonl(path: Path, required: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The file's rows; None when no row has any of `required` (a file of that name with other content,
+    e.g. an evaluation's own metrics.jsonl: it is listed as ignored); a row missing some of them raises."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not any(k in row for row in rows for k in required):
+        return None
+    for i, row in enumerate(rows, 1):
         missing = [k for k in required if k not in row]
         if missing:
-            raise ValueError(f"{path} line {i}: missing key(s) {', '.join(missing)}")
-        rows.append(row)
+            raise ValueError(f"{path} row {i}: missing key(s) {', '.join(missing)}")
     return rows
 
 
@@ -121,14 +121,17 @@ def read_training(dirs: Sequence[Path]) -> TrainingData:
     episodes: list[dict[str, Any]] = []
     files = []
     for name, source, path in sorted(found, key=lambda f: (f[0], f[1])):
+        rows = _jsonl(path, ("step", "profile") if name == METRICS_FILE else CREDIT_EPISODE_KEYS)
+        if rows is None:
+            files.append({"source": source, "kind": name, "sha256": file_sha256(path), "rows": 0,
+                          "ignored": "no training rows (no step/profile keys)"})
+            continue
         if name == METRICS_FILE:
-            rows = _jsonl(path, ("step", "profile"))
             by_profile: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for r in rows:
                 by_profile[str(r["profile"])].append(r)
             runs += [(p, source, sorted(rs, key=lambda r: int(r["step"]))) for p, rs in sorted(by_profile.items())]
         else:
-            rows = _jsonl(path, CREDIT_EPISODE_KEYS)
             episodes += rows
         files.append({"source": source, "kind": name, "sha256": file_sha256(path), "rows": len(rows)})
     return TrainingData(runs=sorted(runs, key=lambda r: (r[0], r[1])), episodes=episodes, files=files)
@@ -217,7 +220,9 @@ def _training_section(training: TrainingData, config: PaperConfig) -> _Section |
     if not training.runs and not training.episodes:
         return None
     section = _Section(name=TRAINING_SECTION, heading="Training",
-                       intro=["Training files: " + ", ".join(f"`{f['source']}`" for f in training.files) + "."])
+                       intro=["Training files: " + ", ".join(f"`{f['source']}`" + (" (ignored: not training rows)"
+                                                                               if f.get("ignored") else "")
+                                                            for f in training.files) + "."])
     if training.runs:
         section.tables.append(training_summary_table(training.runs, config.training_window))
         section.figures["training_selection"] = lambda p: figures.training_selection_figure(training.runs, p,

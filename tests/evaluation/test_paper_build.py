@@ -282,3 +282,15 @@ def test_bad_rows_are_refused_with_the_file_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no eval_trials.parquet"):
         read_eval_rows(tmp_path / "empty-dir-that-is-not-there")
     assert Trial.from_row({**base, "outcome": "fail"}).first_read == "oracle"
+
+
+def test_training_files_other_than_training_rows_are_listed_as_ignored(tmp_path):
+    rows = _tiny_rows(tmp_path)
+    (rows / "metrics.jsonl").write_text('{"trial_success": 0.5}\n')  # an evaluation's own summary, not training
+    build_paper(rows, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "paper.json").read_text())
+    assert doc["training"] is None
+    assert doc["inputs"]["training"][0]["source"] == "metrics.jsonl" and doc["inputs"]["training"][0]["ignored"]
+    (rows / "metrics.jsonl").write_text('{"step": 0, "profile": "p"}\n{"step": 1}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl row 2: missing key\(s\) profile"):
+        build_paper(rows, tmp_path / "out")
