@@ -30,11 +30,12 @@ docs/advanced_features/sglang_for_rl.md; python/sglang/srt/managers/io_struct.py
 
 Sampling: every knob that shapes the distribution is sent explicitly (top_k -1, min_p 0, no
 penalties), so a model's generation_config.json defaults, which SGLang applies by default
-(`--sampling-defaults model`), never leak into rollouts. SGLang's log-prob is that of the
-distribution it sampled from (logits / temperature; renormalised over the nucleus when top-p < 1);
-at top-p 1.0, as in training, that is the trainer's log_softmax(logits / T). A server started with
-SGLANG_RETURN_ORIGINAL_LOGPROB=1 returns pre-temperature values instead: leave it unset. Server
-sampling is not seeded per request, so a resumed run does not redraw the same tokens.
+(`--sampling-defaults model`), never leak into rollouts. SGLang's log-prob of a sampled token is
+log softmax(logits / temperature), taken before top-p / top-k filtering (layers/sampler.py), the
+same quantity the local sampler records and the trainer recomputes. A server started with
+SGLANG_RETURN_ORIGINAL_LOGPROB=1 returns pre-temperature values instead (the same only at
+temperature 1.0): leave it unset. Server sampling is not seeded per request, so a resumed run does
+not redraw the same tokens.
 
 Errors name the server URL. Only connection failures (the request never reached the server) are
 retried; a timeout or an error answer is raised at once, since the server may have acted on it.

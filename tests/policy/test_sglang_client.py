@@ -129,6 +129,13 @@ def test_unreachable_server_is_retried_then_named(tok):
     assert f"SGLang server {url} is unreachable (GET /health, 3 attempts)" in str(err.value)
 
 
+def test_waiting_for_health_gives_up_naming_the_url(tok):
+    url = f"http://127.0.0.1:{_free_port()}"
+    with SGLangClient(url, tok, connect_retries=0) as client:
+        with pytest.raises(SGLangError, match=f"SGLang server {url} is unreachable"):
+            client.wait_until_healthy(timeout_s=0.3, poll_s=0.1)
+
+
 def test_connection_errors_are_retried_until_the_server_is_up(tok):
     port = _free_port()
     server = RecordedSGLang(port=port)
