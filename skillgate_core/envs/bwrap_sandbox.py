@@ -45,6 +45,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from skillgate_core.envs import image_root
 from skillgate_core.envs.cgroups import SandboxCgroup, create_cgroup, open_cgroup
 from skillgate_core.envs.dockerfile_subset import materialize
 from skillgate_core.envs.sandbox import TIMEOUT_EXIT_CODE, OutputBuffer, RawResult, Sandbox, SandboxError
@@ -136,9 +137,9 @@ class BwrapSandbox(Sandbox):
         materialize(self.task.dockerfile, self.task.environment_dir, root)
         for path, mode in ((self.workdir, 0o755), ("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/root", 0o700),
                            ("/logs/agent", 0o755), ("/solution", 0o755)):
-            p = root / path.lstrip("/")
-            p.mkdir(parents=True, exist_ok=True)
-            p.chmod(mode)
+            # Never through a link the task's COPY left (image_root): we are root on the host here.
+            image_root.make_dirs(root, path)
+            image_root.chmod(root, path, lambda _mode, _is_dir, mode=mode: mode)
         if self.as_root:
             _chown_tree(root, self.uid, self.gid)
         if skills_dir is not None:
@@ -165,6 +166,8 @@ class BwrapSandbox(Sandbox):
                 "--tmpfs", "/", *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                 "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
         for top in sorted(p.name for p in root.iterdir()):
+            if (root / top).is_symlink():  # a bind follows links on the host (materialize refuses them)
+                raise SandboxError(f"{self.session_id}: /{top} is a symbolic link; refusing to bind it")
             args += ["--bind", str(root / top), f"/{top}"]
         if with_skills:
             args += ["--ro-bind", str(self.dir / "skills"), "/skills"]

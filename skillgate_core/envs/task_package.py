@@ -17,6 +17,7 @@ field and what was expected. Harbor's `memory = "2G"` / `storage = "10G"` spelli
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -234,6 +235,7 @@ def load_task_package(path: str | Path) -> TaskPackage:
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise TaskPackageError(f"{root}: not a directory (a task package is a folder with task.toml)")
+    _check_links(root)
     toml_path = root / "task.toml"
     config = parse_task_toml(_read_text(toml_path, "task.toml", "[task] id, [agent], [verifier], [environment]"),
                              str(toml_path))
@@ -278,6 +280,21 @@ def load_task_package(path: str | Path) -> TaskPackage:
 
     return TaskPackage(root=root, task_id=task_id, config=config, instruction=instruction,
                        dockerfile=dockerfile, slate=slate, digest=path_sha256(root))
+
+
+def _check_links(root: Path) -> None:
+    """Refuse a symbolic link that leaves the package: everything reads the package as root on the
+    host (the loader, the bubblewrap build, the copy of tests/ into the sandbox), so such a link would
+    hand a host file to the task. Links between the package's own files stay allowed."""
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            resolved = Path(os.path.realpath(path))
+            if resolved != root and root not in resolved.parents:
+                raise TaskPackageError(f"{path}: symbolic link to {os.readlink(path)} leaves the task package "
+                                       f"(expected links to stay inside {root}; a package never reaches host files)")
 
 
 def _read_text(path: Path, name: str, expected: str) -> str:
