@@ -7,8 +7,9 @@
     check_tasks(["tests/envs/tasks/good"])                 # the validity gate (nop = 0, oracle = 1)
 
 Modules: task_package (Harbor layout loader), slate_manifest (skills.json), dockerfile_subset
-(the Dockerfile subset bubblewrap honours), image_root (building it without following links), harbor_import, sandbox (the interface), sandbox_config,
-bwrap_sandbox, docker_sandbox, docker_images, cgroups, verifier, scripted_episode, validity_gate.
+(the Dockerfile subset bubblewrap honours), image_root (building it without following links),
+harbor_import, sandbox (the interface), sandbox_config, bwrap_sandbox, docker_sandbox, docker_images,
+cgroups, verifier, scripted_episode, validity_gate.
 """
 
 from skillgate_core.envs.harbor_import import ImportReport, import_harbor
