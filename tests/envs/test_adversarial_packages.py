@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from deployments.cli import app
 from skillgate_core.envs.dockerfile_subset import DockerfileError, materialize, parse_dockerfile
+from skillgate_core.envs.harbor_import import import_harbor
 from skillgate_core.envs.sandbox import SandboxError, start_sandbox
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
 from skillgate_core.envs.validity_gate import check_task
@@ -146,3 +147,93 @@ def test_sandbox_start_never_follows_a_link_out_of_its_root(backend: str, tmp_pa
         except SandboxError as exc:
             assert backend == "docker" or "symbolic link" in str(exc), exc
         assert _snapshot(host_dir) == before, name
+
+
+# ---------------------------------------------------------------- skillgate task import (item 2)
+
+
+def _harbor(root: Path, task_id: str | None, extra_toml: str = "") -> Path:
+    src = _package(root, "FROM python:3.13-slim\nWORKDIR /app\n", {})
+    (src / "task.toml").write_text((f"[task]\nid = {task_id!r}\n" if task_id is not None else "") + extra_toml)
+    return src
+
+
+def _tree(d: Path) -> list[str]:
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*")) if d.exists() else []
+
+
+@pytest.mark.parametrize("bad_id", ["{victim}", "../victim", "a/../../victim", "..", ".", "", "x" * 200,
+                                    "sub/dir", "-flag"])
+def test_import_validates_the_id_before_touching_the_disk(tmp_path: Path, bad_id: str):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    task_id = bad_id.format(victim=victim)
+    src = _harbor(tmp_path / "harbor", task_id)
+    for overwrite in (False, True):
+        [report] = import_harbor(src, dest, overwrite=overwrite)
+        if task_id == "":  # an empty id means "use the folder name": imported under DEST as usual
+            assert report.ok and Path(report.dest).parent == dest.resolve(), report
+            continue
+        assert not report.ok and report.dest == "", report
+        assert f"{src / 'task.toml'}: task.id" in report.error and "nothing was written" in report.error, report
+    assert (victim / "precious.txt").read_text() == "keep me\n" and _tree(victim) == ["precious.txt"]
+    assert _tree(dest) in ([], ["harbor", *[f"harbor/{p}" for p in _tree(dest / "harbor")]])
+    assert not list(tmp_path.glob("*/.import-*")) and not (tmp_path / "harbor" / "x").exists()
+
+
+def test_failed_import_leaves_nothing_and_keeps_the_old_package(tmp_path: Path, host_dir: Path):
+    dest = tmp_path / "dest"
+    good = _harbor(tmp_path / "v1" / "t", "t")
+    assert import_harbor(good, dest)[0].ok
+    before = {p: (dest / p).read_bytes() for p in _tree(dest) if (dest / p).is_file()}
+    broken = _harbor(tmp_path / "v2" / "t", "t", "[verifier]\ntimeout_sec = -1\n")
+    linked = _harbor(tmp_path / "v3" / "t", "t")
+    os.symlink(host_dir / "secret", linked / "tests" / "expected.txt")
+    missing = _harbor(tmp_path / "v4" / "t", "t")
+    (missing / "tests" / "test.sh").unlink()
+    for src, why in ((broken, "timeout_sec"), (linked, "leaves the task package"), (missing, "test.sh: missing")):
+        [report] = import_harbor(src, dest, overwrite=True)
+        assert not report.ok and why in report.error and report.dest == "", report
+        assert str(src) in report.error and ".import-" not in report.error, report.error
+        assert {p: (dest / p).read_bytes() for p in _tree(dest) if (dest / p).is_file()} == before
+    fresh = tmp_path / "fresh"
+    assert not import_harbor(broken, fresh)[0].ok and _tree(fresh) == []
+
+
+def test_import_never_deletes_through_a_link_or_into_its_source(tmp_path: Path, host_dir: Path):
+    before = _snapshot(host_dir)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.symlink(host_dir, dest / "t")  # DEST/<id> is a link to a folder elsewhere
+    [report] = import_harbor(_harbor(tmp_path / "h" / "t", "t"), dest, overwrite=True)
+    assert not report.ok and "not a package folder" in report.error, report
+    assert _snapshot(host_dir) == before and (dest / "t").is_symlink()
+    # DEST inside the task folder itself: refused instead of copying the copy into itself.
+    src = _harbor(tmp_path / "self" / "t2", "t2")
+    [report] = import_harbor(src, src / "imported")
+    assert not report.ok and "inside the task folder" in report.error and not (src / "imported").exists()
+
+
+def test_import_refuses_a_repeated_id_in_one_run(tmp_path: Path):
+    _harbor(tmp_path / "ds" / "a", "same")
+    _harbor(tmp_path / "ds" / "b", "same")
+    (tmp_path / "ds" / "b" / "instruction.md").write_text("The second one.\n")
+    reports = import_harbor(tmp_path / "ds", tmp_path / "dest", overwrite=True)
+    assert [r.ok for r in reports] == [True, False] and "already imported" in reports[1].error
+    assert (tmp_path / "dest" / "same" / "instruction.md").read_text() == "Do the thing.\n"
+
+
+def test_cli_import_reports_a_bad_id(tmp_path: Path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me\n")
+    src = _harbor(tmp_path / "h", str(victim))
+    result = runner.invoke(app, ["task", "import", str(src), str(tmp_path / "dest"), "--overwrite"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "task.id" in result.output, result.output
+    assert (victim / "precious.txt").read_text() == "keep me\n"
+    result = runner.invoke(app, ["task", "import", str(tmp_path / "nope"), str(tmp_path / "dest")])
+    assert result.exit_code == 1 and "not a directory" in result.output and not result.exception, result.output
