@@ -75,7 +75,11 @@ def register(app: typer.Typer) -> None:
         """Import Harbor / Terminal-Bench tasks as SkillGate task packages."""
         from skillgate_core.envs.harbor_import import import_harbor
 
-        reports = import_harbor(harbor_dir, dest, overwrite=overwrite)
+        try:
+            reports = import_harbor(harbor_dir, dest, overwrite=overwrite)
+        except FileNotFoundError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from exc
         table = Table(title=f"import {harbor_dir} -> {dest}")
         for col in ("task", "status", "backends", "notes"):
             table.add_column(col)

@@ -31,6 +31,7 @@ from skillgate_core.envs.slate_manifest import SlateManifest, SlateManifestError
 
 __all__ = [
     "DEFAULT_WORKDIR",
+    "TASK_ID",
     "AgentSection",
     "EnvironmentSection",
     "SolutionSection",
@@ -45,7 +46,8 @@ __all__ = [
 
 DEFAULT_WORKDIR = "/app"
 """The agent's working directory when the Dockerfile sets none (Terminal-Bench's convention)."""
-_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""What a task id may be: it names a folder (DEST/<id>) and an image tag, so never a path."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 
 
@@ -240,7 +242,7 @@ def load_task_package(path: str | Path) -> TaskPackage:
     config = parse_task_toml(_read_text(toml_path, "task.toml", "[task] id, [agent], [verifier], [environment]"),
                              str(toml_path))
     task_id = config.task.id or root.name
-    if not _TASK_ID.match(task_id):
+    if not TASK_ID.match(task_id):
         where = f"{toml_path}: task.id" if config.task.id else f"{root}: folder name (no [task] id)"
         raise TaskPackageError(f"{where}: '{task_id}' is not a task id (letters, digits, '.', '_', '-'; <= 128)")
     if config.environment.gpus:

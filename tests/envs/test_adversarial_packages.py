@@ -236,4 +236,5 @@ def test_cli_import_reports_a_bad_id(tmp_path: Path):
     assert result.exit_code == 1 and "task.id" in result.output, result.output
     assert (victim / "precious.txt").read_text() == "keep me\n"
     result = runner.invoke(app, ["task", "import", str(tmp_path / "nope"), str(tmp_path / "dest")])
-    assert result.exit_code == 1 and "not a directory" in result.output and not result.exception, result.output
+    assert result.exit_code == 1 and "not a directory" in result.output, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not a traceback
