@@ -238,3 +238,30 @@ def test_cli_import_reports_a_bad_id(tmp_path: Path):
     result = runner.invoke(app, ["task", "import", str(tmp_path / "nope"), str(tmp_path / "dest")])
     assert result.exit_code == 1 and "not a directory" in result.output, result.output
     assert isinstance(result.exception, SystemExit)  # a clean exit, not a traceback
+
+
+# ---------------------------------------------------------------- timeouts (item 7)
+
+
+@pytest.mark.parametrize("field,value", [("verifier.timeout_sec", "inf"), ("verifier.timeout_sec", "nan"),
+                                         ("verifier.timeout_sec", "-inf"), ("verifier.timeout_sec", "1e300"),
+                                         ("verifier.timeout_sec", "-5"), ("verifier.timeout_sec", "0"),
+                                         ("agent.timeout_sec", "inf"), ("environment.build_timeout_sec", "inf"),
+                                         ("environment.build_timeout_sec", "1e30")])
+def test_absurd_timeouts_are_refused_naming_file_and_field(tmp_path: Path, field: str, value: str):
+    section, key = field.split(".")
+    root = _package(tmp_path / "t", "FROM ubuntu:24.04\nWORKDIR /app\n", {})
+    (root / "task.toml").write_text(f'[task]\nid = "t"\n\n[{section}]\n{key} = {value}\n')
+    with pytest.raises(TaskPackageError) as err:
+        load_task_package(root)
+    msg = str(err.value)
+    assert f"{root / 'task.toml'}: {section}: {key}: expected" in msg and "seconds" in msg, msg
+    assert "at most 86400" in msg, msg
+
+
+def test_task_check_with_an_infinite_verifier_timeout_ends_at_once(backend: str, tmp_path: Path):
+    root = _package(tmp_path / "t", "FROM ubuntu:24.04\nWORKDIR /app\n", {})
+    (root / "task.toml").write_text('[task]\nid = "t"\n\n[verifier]\ntimeout_sec = inf\n')
+    (root / "tests" / "test.sh").write_text("#!/bin/bash\nsleep infinity\n")
+    report = check_task(root, backend=backend, repeats=1)  # type: ignore[arg-type]
+    assert not report.valid and "verifier: timeout_sec" in report.error and not report.trials, report
