@@ -31,6 +31,7 @@ from skillgate_core.envs.slate_manifest import SlateManifest, SlateManifestError
 
 __all__ = [
     "DEFAULT_WORKDIR",
+    "MAX_TIMEOUT_SEC",
     "TASK_ID",
     "AgentSection",
     "EnvironmentSection",
@@ -48,11 +49,21 @@ DEFAULT_WORKDIR = "/app"
 """The agent's working directory when the Dockerfile sets none (Terminal-Bench's convention)."""
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """What a task id may be: it names a folder (DEST/<id>) and an image tag, so never a path."""
+MAX_TIMEOUT_SEC = 24 * 3600.0
+"""Longest agent, verifier or build timeout a task may ask for: a larger (or infinite) one is a typo
+or an attack on the runner (a check that never ends), and no benchmark task needs a day."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 
 
 class TaskPackageError(ConfigError):
     """A task package is malformed; the message names the file, the field and what was expected."""
+
+
+def _check_timeout(name: str, value: float) -> None:
+    # `not 0 < value <= MAX` is also true for NaN (every comparison with NaN is false).
+    if not 0 < value <= MAX_TIMEOUT_SEC:
+        raise ValueError(f"{name}: expected a positive number of seconds, at most {MAX_TIMEOUT_SEC:.0f} (24 h), "
+                         f"got {value}")
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,7 @@ class AgentSection:
     """Wall-clock budget of the agent's episode (seconds)."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_sec > 0:
-            raise ValueError(f"timeout_sec: expected a positive number of seconds, got {self.timeout_sec}")
+        _check_timeout("timeout_sec", self.timeout_sec)
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,7 @@ class VerifierSection:
     """Extra environment variables for tests/test.sh."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_sec > 0:
-            raise ValueError(f"timeout_sec: expected a positive number of seconds, got {self.timeout_sec}")
+        _check_timeout("timeout_sec", self.timeout_sec)
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ class EnvironmentSection:
     """Harbor's skills folder inside the image; informational (our skills are mounted at /skills)."""
 
     def __post_init__(self) -> None:
+        _check_timeout("build_timeout_sec", self.build_timeout_sec)
         if not self.cpus > 0:
             raise ValueError(f"cpus: expected a positive number, got {self.cpus}")
         if self.memory_mb < 16:
