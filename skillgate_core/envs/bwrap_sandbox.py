@@ -143,7 +143,8 @@ class BwrapSandbox(Sandbox):
         if self.as_root:
             _chown_tree(root, self.uid, self.gid)
         if skills_dir is not None:
-            shutil.copytree(skills_dir, self.dir / "skills", symlinks=False)
+            # start_sandbox refused links; still, never copy one's target (we are root here).
+            shutil.copytree(skills_dir, self.dir / "skills", symlinks=True, ignore=_links_and_special_files)
             for p in [self.dir / "skills", *(self.dir / "skills").rglob("*")]:
                 p.chmod((p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & 0o7555)
         self._base_args = self._bwrap_args(root, skills_dir is not None)
@@ -374,7 +375,13 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 def _tree_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _links_and_special_files(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore hook: leave out links, FIFOs, sockets and devices."""
+    return [n for n in names if os.path.islink(os.path.join(folder, n))
+            or not (os.path.isdir(os.path.join(folder, n)) or os.path.isfile(os.path.join(folder, n)))]
 
 
 def _remove(path: Path) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import io
+import os
 import tarfile
 import time
 from collections.abc import Mapping
@@ -276,6 +277,8 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
     skills = Path(skills_dir).resolve() if skills_dir is not None else None
     if skills is not None and not skills.is_dir():
         raise SandboxError(f"skills_dir {skills}: not a directory")
+    if skills is not None:
+        _refuse_skill_links(skills)
     start = time.perf_counter()
     if chosen == "docker":
         from skillgate_core.envs.docker_sandbox import DockerSandbox
@@ -287,6 +290,20 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
         box = BwrapSandbox(task, skills, cfg)
     box.start_seconds = time.perf_counter() - start
     return box
+
+
+def _refuse_skill_links(skills: Path) -> None:
+    """A skills folder holds regular files and folders only, the same on both backends: bubblewrap
+    copies it as root (a link would bring its target, any host file, along) and Docker binds it
+    (links would resolve inside the container). `skillgate skills check` names such links too."""
+    for folder, dirs, files in os.walk(skills):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise SandboxError(f"skills_dir {path}: symbolic link to {os.readlink(path)}; a skills folder "
+                                   "holds regular files and folders only")
+            if not (path.is_dir() or path.is_file()):
+                raise SandboxError(f"skills_dir {path}: not a regular file or folder")
 
 
 def cleanup_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
