@@ -20,8 +20,8 @@ from skillgate_core.agent.tools import ToolBox
 from skillgate_core.envs.sandbox import start_sandbox
 from skillgate_core.tool_calls import parse_tool_calls
 
-MAX_BRACE_EXPANSIONS = getattr(tools_module, "MAX_BRACE_EXPANSIONS", 256)
-MAX_GLOB_CHARS = getattr(tools_module, "MAX_GLOB_CHARS", 1024)
+MAX_BRACE_EXPANSIONS = tools_module.MAX_BRACE_EXPANSIONS
+MAX_GLOB_CHARS = tools_module.MAX_GLOB_CHARS
 
 
 def _peak_rss_mb() -> float:
