@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
-from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
+from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, reap_orphans, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
@@ -302,7 +302,9 @@ def run_episodes(
     profile: PromptProfile = DEFAULT_PROFILE,
     sandbox_config: SandboxConfig | None = None,
 ) -> list[Trajectory]:
-    """Play every spec to the end in lockstep turns and grade it; results in spec order."""
+    """Play every spec to the end in lockstep turns and grade it; results in spec order. Sandboxes a
+    killed earlier run left behind (owner process gone) are reaped first."""
+    reap_orphans(sandbox_config)
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
         lives = list(pool.map(lambda s: _start(s, tokenizer, profile, config, sandbox_config), specs))
         while True:

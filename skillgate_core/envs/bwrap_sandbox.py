@@ -2,7 +2,7 @@
 
 Layout of one session (as root; SESSIONS = /var/tmp/skillgate-sandboxes):
 
-    SESSIONS/<id>.json      owner pid + start time (orphan cleanup), cgroup, mount
+    SESSIONS/<id>.json      owner pid + start time, host, pid namespace (orphan cleanup), cgroup, mount
     SESSIONS/<id>/          a tmpfs of workspace_limit_mb (ENOSPC when the agent fills it)
       root/app, root/tmp, root/root, root/logs, root/var/tmp, root/solution, ...
                             bound rw at /app, /tmp, ... (/solution stays empty but for the oracle)
@@ -48,7 +48,14 @@ from pathlib import Path
 from skillgate_core.envs import image_root
 from skillgate_core.envs.cgroups import SandboxCgroup, create_cgroup, open_cgroup
 from skillgate_core.envs.dockerfile_subset import materialize
-from skillgate_core.envs.sandbox import TIMEOUT_EXIT_CODE, OutputBuffer, RawResult, Sandbox, SandboxError
+from skillgate_core.envs.sandbox import (
+    TIMEOUT_EXIT_CODE,
+    OutputBuffer,
+    RawResult,
+    Sandbox,
+    SandboxError,
+    owner_pid_namespace,
+)
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
 
@@ -151,7 +158,8 @@ class BwrapSandbox(Sandbox):
 
     def _write_meta(self) -> None:
         meta = {"session_id": self.session_id, "task_id": self.task.task_id, "owner_pid": os.getpid(),
-                "owner_start": _process_start(os.getpid()), "created": time.time(), "dir": str(self.dir),
+                "owner_start": _process_start(os.getpid()), "owner_host": os.uname().nodename,
+                "owner_pidns": owner_pid_namespace(), "created": time.time(), "dir": str(self.dir),
                 "mounted": self.mounted, "cgroup": self.cgroup.name if self.cgroup else ""}
         tmp = self.meta_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta))
@@ -439,19 +447,28 @@ def _destroy_session(directory: Path, meta_file: Path, cgroup: SandboxCgroup | N
 
 
 def cleanup_orphans(config: SandboxConfig | None = None) -> int:
-    """Destroy sessions whose owner process is gone; returns how many."""
+    """Destroy sessions whose owner process is gone; returns how many. A session recorded by another
+    host or PID namespace is skipped (its owner pid means nothing here); what is destroyed is always
+    SESSIONS/<id> and cgroup <id> for the meta file's own id, whatever else the file says."""
     sessions = (config or SandboxConfig()).sessions_path()
     if not sessions.is_dir():
         return 0
+    host, pidns = os.uname().nodename, owner_pid_namespace()
     removed = 0
     for meta_file in sorted(sessions.glob("*.json")):
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, json.JSONDecodeError):
             continue
+        if meta.get("owner_host", host) != host or meta.get("owner_pidns", pidns) != pidns:
+            continue  # (files written before these keys existed are judged here, as they always were)
         if meta.get("owner_start") and _process_start(int(meta["owner_pid"])) == meta["owner_start"]:
             continue  # owner still running
-        cgroup = open_cgroup(meta["cgroup"]) if meta.get("cgroup") else None
-        _destroy_session(Path(meta["dir"]), meta_file, cgroup, bool(meta.get("mounted")))
+        session_id = meta_file.stem
+        cgroup = open_cgroup(session_id) if meta.get("cgroup") == session_id else None
+        try:
+            _destroy_session(sessions / session_id, meta_file, cgroup, bool(meta.get("mounted")))
+        except OSError:
+            continue  # (another process reaping the same orphan at the same moment)
         removed += 1
     return removed

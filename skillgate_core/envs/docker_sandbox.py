@@ -1,6 +1,6 @@
 """The Docker backend: one container per episode, commands through `docker exec`.
 
-The container (labels org.skillgate.sandbox=1, .session, .owner for orphan cleanup):
+The container (labels org.skillgate.sandbox=1, .session, .owner and .owner_pidns for orphan cleanup):
 - image: the task's Dockerfile built on local images (docker_images.py), never pulled;
 - --network none (unless the task allows internet and the config allows network at all);
 - memory (no extra swap), CPUs, pids limits; RLIMIT_FSIZE; no-new-privileges; a few capabilities
@@ -42,6 +42,7 @@ from skillgate_core.envs.sandbox import (
     RawResult,
     Sandbox,
     SandboxError,
+    owner_pid_namespace,
     tar_bytes,
 )
 from skillgate_core.envs.sandbox_config import SandboxConfig
@@ -49,6 +50,8 @@ from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = ["DockerSandbox", "cleanup_orphans", "unavailable_reason"]
 
+OWNER_PIDNS_LABEL = "org.skillgate.owner_pidns"
+"""The owner's PID namespace (a label of its own: older readers split org.skillgate.owner on ':')."""
 _INIT = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE; while :; do sleep 86400 & wait $!; done'
 _GRACE_S = 3.0
 _DROP_CAPS = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT"]
@@ -103,7 +106,8 @@ class DockerSandbox(Sandbox):
         memory_mb = min(env_cfg.memory_mb, config.memory_limit_mb)
         workspace_mb = min(env_cfg.storage_mb, config.workspace_limit_mb)
         labels = {LABEL: "1", "org.skillgate.session": self.session_id, "org.skillgate.task": task.task_id,
-                  "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}"}
+                  "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}",
+                  OWNER_PIDNS_LABEL: owner_pid_namespace()}
         try:
             self.api.create_volume(self.volume, driver="local", labels=labels,
                                    driver_opts={"type": "tmpfs", "device": "tmpfs",
@@ -345,10 +349,17 @@ def _process_start(pid: int) -> str:
         return ""
 
 
-def _owner_alive(labels: Mapping[str, str] | None) -> bool:
-    node, _, rest = (labels or {}).get("org.skillgate.owner", "").partition(":")
+def _orphaned(labels: Mapping[str, str] | None) -> bool:
+    """Whether the owner recorded in the labels is a process of this host and PID namespace that is
+    gone. Anything else (alive, another host or namespace, no owner label) is not ours to remove."""
+    labels = labels or {}
+    node, _, rest = labels.get("org.skillgate.owner", "").partition(":")
     pid, _, started = rest.partition(":")
-    return node == os.uname().nodename and pid.isdigit() and bool(started) and _process_start(int(pid)) == started
+    if node != os.uname().nodename or not pid.isdigit() or not started:
+        return False
+    if labels.get(OWNER_PIDNS_LABEL, owner_pid_namespace()) != owner_pid_namespace():
+        return False
+    return _process_start(int(pid)) != started
 
 
 def cleanup_orphans() -> int:
@@ -356,13 +367,13 @@ def cleanup_orphans() -> int:
     api = docker_client().api
     removed = 0
     for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        if _owner_alive(c.get("Labels")):
+        if not _orphaned(c.get("Labels")):
             continue
         with contextlib.suppress(Exception):
             api.remove_container(c["Id"], force=True, v=True)
             removed += 1
     for v in (api.volumes(filters={"label": f"{LABEL}=1"}) or {}).get("Volumes") or []:
-        if not _owner_alive(v.get("Labels")):
+        if _orphaned(v.get("Labels")):
             with contextlib.suppress(Exception):
                 api.remove_volume(v["Name"], force=True)
     return removed

@@ -26,6 +26,7 @@ import io
 import os
 import tarfile
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ __all__ = [
     "SandboxError",
     "available_backends",
     "cleanup_orphans",
+    "owner_pid_namespace",
+    "reap_orphans",
     "resolve_backend",
     "start_sandbox",
 ]
@@ -306,8 +309,29 @@ def _refuse_skill_links(skills: Path) -> None:
                 raise SandboxError(f"skills_dir {path}: not a regular file or folder")
 
 
+def owner_pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]"): an owner's pid means something only there,
+    so orphan cleanup never judges a sandbox recorded from another namespace (or host)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def reap_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
+    """What every run entry point (episodes, task check, collect) calls first: cleanup_orphans, so a
+    SIGKILLed run's sandboxes go at the next run instead of waiting for `skillgate task gc`. It only
+    removes sandboxes whose owner process is gone, and never fails the run (a warning instead)."""
+    try:
+        return cleanup_orphans(config)
+    except Exception as exc:  # a busy daemon or a vanished folder must not stop the run itself
+        warnings.warn(f"reaping orphaned sandboxes failed: {type(exc).__name__}: {exc}", stacklevel=2)
+        return {}
+
+
 def cleanup_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
-    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}."""
+    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}.
+    Sandboxes recorded by another host or PID namespace are left alone (their owner cannot be seen)."""
     from skillgate_core.envs import bwrap_sandbox, docker_sandbox
 
     cfg = config or SandboxConfig()
