@@ -9,6 +9,7 @@ Layout of one session (as root; SESSIONS = /var/tmp/skillgate-sandboxes):
       skills/               a copy of the skills folder, bound read-only at /skills
       verify/               created by begin_verification(): its own small tmpfs holding
         tests/, logs_verifier/   bound at /tests and /logs/verifier for the verifier's commands
+        fresh-tmp/, fresh-var-tmp/, fresh-root/   bound over /tmp, /var/tmp, /root (HOME) for them
 
 Each command runs as
 
@@ -67,6 +68,8 @@ _LAUNCH = ('ulimit -c 0 && ulimit -n 4096 && ulimit -f "$1" || exit 125; '
            'if [ "$2" != - ]; then ulimit -p "$2" && ulimit -v "$3" || exit 125; fi; shift 3; '
            'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"')
 _KILL_GRACE_S = 5.0
+_FRESH_FOR_VERIFIER = (("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/root", 0o700))
+"""Folders the verifier gets empty (with these modes) instead of the agent's."""
 
 
 @functools.cache
@@ -246,6 +249,11 @@ class BwrapSandbox(Sandbox):
     def alive(self) -> bool:
         return not self._stopped and self.dir.is_dir() and (not self.mounted or os.path.ismount(self.dir))
 
+    def agent_writable_dirs(self) -> tuple[str, ...]:
+        # Every top-level folder of the session is bound read-write (/app, /data, /var, ...).
+        tops = tuple(f"/{p.name}" for p in (self.dir / "root").iterdir()) if (self.dir / "root").is_dir() else ()
+        return (*super().agent_writable_dirs(), *tops)
+
     def kill_processes(self) -> None:
         # Each command's PID namespace already died with it; the cgroup sweep is the second line.
         if self.cgroup is not None and not self.cgroup.kill_all():
@@ -267,18 +275,29 @@ class BwrapSandbox(Sandbox):
             _remove(verify)
             verify.mkdir()
             if self.as_root:
-                # Its own small tmpfs: an agent that filled the workspace cannot starve the grader.
-                size = _tree_bytes(tests_dir) + 64 * 2**20
+                # Its own tmpfs: an agent that filled the workspace cannot starve the grader (whose
+                # fresh /tmp lives here too; pages count only when written).
+                size = _tree_bytes(tests_dir) + (self.workspace_mb + 64) * 2**20
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev",
                                 "skillgate-verify", str(verify)], check=True, capture_output=True)
             shutil.copytree(tests_dir, verify / "tests")
             (verify / "logs_verifier").mkdir()
+            fresh: list[str] = []
+            for path, mode in _FRESH_FOR_VERIFIER:
+                if self.workdir == path or self.workdir.startswith(path + "/"):
+                    continue  # the graded workspace itself lives there: it stays
+                d = verify / ("fresh" + path.replace("/", "-"))
+                d.mkdir()
+                d.chmod(mode)
+                fresh += ["--bind", str(d), path]
             if self.as_root:
                 for p in (logs, logs / "verifier"):
                     os.chown(p, self.uid, self.gid)
                 _chown_tree(verify, self.uid, self.gid)
+            # Bound over the session's own /tmp, /var/tmp, /root: the verifier never sees what the
+            # agent left there (a .pth in ~/.local, rc files, planted temp files).
             self._verify_args = ["--bind", str(verify / "tests"), "/tests",
-                                 "--bind", str(verify / "logs_verifier"), "/logs/verifier"]
+                                 "--bind", str(verify / "logs_verifier"), "/logs/verifier", *fresh]
             self.verifying = True
 
     def stop(self) -> None:

@@ -37,7 +37,9 @@ from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = [
     "ExecResult",
+    "HELPER_ENV",
     "OutputBuffer",
+    "SYSTEM_PATH",
     "Sandbox",
     "SandboxError",
     "available_backends",
@@ -51,6 +53,13 @@ __all__ = [
 Backend = Literal["auto", "docker", "bwrap"]
 TIMEOUT_EXIT_CODE = 124
 """exit_code reported for a command killed at its timeout (as coreutils `timeout` does)."""
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The system's own binaries: read-only on both backends (bubblewrap binds the host's /usr read-only,
+Docker's image filesystem is read-only), so nothing the agent wrote can be found on it."""
+HELPER_ENV = {"PATH": SYSTEM_PATH, "LD_PRELOAD": "", "LD_AUDIT": "", "BASH_ENV": "", "ENV": ""}
+"""Layered over the image's environment for our own helper commands (read_file, write_file, the
+verifier's setup): an image PATH may name folders the agent writes (`ENV PATH=/app/bin:$PATH`), and a
+fake `head` there would otherwise decide what the reward file says."""
 
 
 class SandboxError(RuntimeError):
@@ -128,8 +137,7 @@ class Sandbox(abc.ABC):
         self.config = config
         self.workdir = task.workdir
         """Default cwd of exec()."""
-        self.env = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "LANG": "C.UTF-8", **task.env}
+        self.env = {"HOME": "/root", "PATH": SYSTEM_PATH, "LANG": "C.UTF-8", **task.env}
         """Default environment of exec() (the image's ENV)."""
         self.verifying = False
         """True after begin_verification(): /tests is present and /logs/verifier is fresh."""
@@ -151,7 +159,7 @@ class Sandbox(abc.ABC):
         limit = max_bytes or self.config.output_limit_bytes
         raw = self._run(["/bin/sh", "-c", 'if [ -d "$1" ]; then echo "is a directory" >&2; exit 21; fi; '
                          'exec head -c "$2" -- "$1"', "sh", path, str(limit)],
-                        timeout=60, cwd=self.workdir, env=self.env, stdin=None)
+                        timeout=60, cwd=self.workdir, env={**self.env, **HELPER_ENV}, stdin=None)
         if raw.exit_code == 21:
             raise IsADirectoryError(f"{self.session_id}:{path}: is a directory")
         if raw.exit_code != 0:
@@ -166,7 +174,7 @@ class Sandbox(abc.ABC):
         payload = data.encode() if isinstance(data, str) else data
         raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"',
                          "sh", path, format(mode, "o")],
-                        timeout=60, cwd=self.workdir, env=self.env, stdin=payload)
+                        timeout=60, cwd=self.workdir, env={**self.env, **HELPER_ENV}, stdin=payload)
         if raw.exit_code != 0:
             raise OSError(f"{self.session_id}:{path}: write failed: "
                           f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
@@ -174,14 +182,26 @@ class Sandbox(abc.ABC):
     def upload_dir(self, local_dir: Path, dest: str) -> None:
         """Copy a host folder into the sandbox at `dest` (a tar stream through a command inside)."""
         raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -xf - -C "$1"', "sh", dest],
-                        timeout=120, cwd="/", env=self.env, stdin=tar_bytes(local_dir))
+                        timeout=120, cwd="/", env={**self.env, **HELPER_ENV}, stdin=tar_bytes(local_dir))
         if raw.exit_code != 0:
             raise OSError(f"{self.session_id}:{dest}: upload failed: "
                           f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
 
     def exists(self, path: str) -> bool:
-        return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/", env=self.env,
-                         stdin=None).exit_code == 0
+        return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/",
+                         env={**self.env, **HELPER_ENV}, stdin=None).exit_code == 0
+
+    def image_env(self) -> dict[str, str]:
+        """The environment the image defines (its ENV lines): what the verifier's own is built from."""
+        return dict(self.env)
+
+    def agent_writable_dirs(self) -> tuple[str, ...]:
+        """Folders the agent could have written (the verifier takes no binary from them)."""
+        return (self.workdir, "/tmp", "/var/tmp", "/root", "/logs", "/solution", "/tests", "/dev/shm", "/run")
+
+    def verifier_home(self) -> str:
+        """HOME for the verifier: a folder begin_verification() made fresh."""
+        return "/root"
 
     def __enter__(self) -> Sandbox:
         return self
@@ -210,7 +230,9 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def begin_verification(self, tests_dir: Path) -> None:
         """Kill the agent's processes, install a fresh copy of tests_dir at /tests and an empty
-        /logs/verifier (whatever the agent left there is gone). Later exec() calls see both."""
+        /logs/verifier (whatever the agent left there is gone), and give later exec() calls fresh
+        /tmp, /var/tmp, /root and /dev/shm: of what the agent wrote, only the workspace (WORKDIR and
+        the task's own folders) is left for the verifier to grade."""
 
     @abc.abstractmethod
     def stop(self) -> None:

@@ -35,10 +35,10 @@ STYLES = {
     # The bundled tasks' verifier, verbatim.
     "bundled": TEST_SH.format(workdir="/app"),
     # `python3 -m` from the workspace: the workspace is sys.path[0] unless the verifier isolates it.
-    "module": 'mkdir -p /logs/verifier; cd /app && if python3 -m checker /app; then echo 1; else echo 0; fi '
+    "module": 'mkdir -p /logs/verifier; cd /app && if python3 -m checker /app >&2; then echo 1; else echo 0; fi '
               "> /logs/verifier/reward.txt\n",
     # A login shell reads ~/.bash_profile, ~/.profile.
-    "login": "mkdir -p /logs/verifier; if bash -lc 'python3 /tests/check.py /app'; then echo 1; else echo 0; fi "
+    "login": "mkdir -p /logs/verifier; if bash -lc 'python3 /tests/check.py /app' >&2; then echo 1; else echo 0; fi "
              "> /logs/verifier/reward.txt\n",
 }
 
@@ -143,7 +143,7 @@ def test_honest_agents_still_score_with_every_verifier_style(backend: str, task_
 def test_pytest_verifier_ignores_the_workspaces_conftest_and_shadows(docker_ready, task_of):
     """Docker only: the base image has pytest (the host's python, which bubblewrap uses, may not)."""
     pytest_sh = ("mkdir -p /logs/verifier; cd /app && if python3 -m pytest -q -p no:cacheprovider "
-                 "/tests/test_greeting.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+                 "/tests/test_greeting.py >&2; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
     task = task_of("pytest", test_sh=pytest_sh)
     (task.tests_dir / "test_greeting.py").write_text(
         "def test_greeting():\n    assert open('/app/greeting.txt').read() == 'hello, world\\n'\n")
