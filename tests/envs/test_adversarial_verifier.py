@@ -30,7 +30,8 @@ EXIT_0 = "import os, atexit; atexit.register(lambda: os._exit(0))"
 FAKE = "#!/bin/sh\\nexit 0\\n"
 DOCKERFILE = ("FROM ubuntu:24.04\nWORKDIR /app\n"
               # Image PATHs like these are common (uv installs to ~/.local/bin; project scripts in bin/).
-              "ENV PATH=/app/bin:/root/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n")
+              "ENV PATH=/app/bin:/root/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+              "ENV PYTHONPATH=/app/lib LD_LIBRARY_PATH=/app/lib\n")
 STYLES = {
     # The bundled tasks' verifier, verbatim.
     "bundled": TEST_SH.format(workdir="/app"),
@@ -46,8 +47,9 @@ STYLES = {
 @pytest.fixture
 def task_of(make_task):
     def make(style: str, test_sh: str | None = None):
-        return make_task(test_sh=test_sh or STYLES[style], dockerfile=DOCKERFILE, solve_sh=SOLVE + "\n",
-                         toml='\n[verifier]\nenv = { PYTHONPATH = "/tests" }\n',
+        # Only `-m checker` needs /tests on PYTHONPATH; the others keep the image's (/app/lib).
+        toml = '\n[verifier]\nenv = { PYTHONPATH = "/tests" }\n' if style in ("module", "all") else ""
+        return make_task(test_sh=test_sh or STYLES[style], dockerfile=DOCKERFILE, solve_sh=SOLVE + "\n", toml=toml,
                          files={"tests/check.py": CHECK_PY, "tests/checker.py": CHECK_PY}, task_id=f"v-{style}")
     return make
 
@@ -85,9 +87,11 @@ def test_user_site_and_system_site_hooks_do_not_reach_the_verifier(backend: str,
 
 
 def test_path_shadowing_and_the_agents_shell_env_do_not_reach_the_verifier(backend: str, task_of):
-    """Fake python3/bash on the image's PATH (/app/bin, ~/.local/bin) and in the workspace; and the
-    persistent shell's PATH, PYTHONPATH, PYTHONSTARTUP, BASH_ENV, ENV, LD_PRELOAD, exported functions."""
+    """Fake python3/bash/head on the image's PATH (/app/bin, ~/.local/bin) and in the workspace; modules
+    on the image's PYTHONPATH (/app/lib: sitecustomize.py, or even encodings/, runs at interpreter start);
+    and the persistent shell's PATH, PYTHONPATH, PYTHONSTARTUP, BASH_ENV, ENV, LD_PRELOAD, functions."""
     outcome, _ = _play(backend, task_of("bundled"), [
+        f"mkdir -p /app/lib && printf '%s\\n' '{EXIT_0}' > /app/lib/sitecustomize.py",
         f"mkdir -p /app/bin ~/.local/bin /app/evil && for f in python3 python bash sh mkdir echo head cat tar chmod; do "
         f"printf '{FAKE}' > /app/bin/$f; printf '{FAKE}' > ~/.local/bin/$f; printf '{FAKE}' > /app/$f; done; "
         "chmod +x /app/bin/* ~/.local/bin/* /app/python3 /app/bash",
