@@ -38,6 +38,7 @@ from skillgate_core.envs.task_package import (
     VerifierSection,
     load_task_package,
 )
+from skillgate_core.envs.verifier import SEARCH_PATHS
 
 __all__ = ["ImportReport", "find_harbor_tasks", "import_harbor", "import_harbor_task", "to_toml"]
 
@@ -144,6 +145,13 @@ def import_harbor_task(src: Path, dest_root: Path, overwrite: bool = False,
             if script.is_file():
                 script.chmod(script.stat().st_mode | 0o111)
         _content_notes(work, notes)
+        for name in SEARCH_PATHS:
+            inside = [p for p in package.env.get(name, "").split(":")
+                      if p == package.workdir or p.startswith(package.workdir.rstrip("/") + "/")]
+            if inside and name not in package.config.verifier.env:
+                notes.append(f"environment/Dockerfile puts the workspace on {name} ({', '.join(inside)}): the "
+                             f"verifier drops it (planted code would run in the grader); set [verifier] env "
+                             f"{name} if the tests must import the graded code")
         if dest.exists():  # the old package goes only once the new one is in place
             old = staging / ".replaced"
             dest.rename(old)

@@ -10,7 +10,8 @@ Order (METHOD.md 2-3; Harbor's convention):
 3. `/bin/bash /tests/test.sh` runs as a fresh process tree (on Docker in a fresh container sharing
    only the workspace volume; on bubblewrap with fresh /tmp, /var/tmp and /root bound in), cwd =
    WORKDIR, under [verifier] timeout_sec, with the environment `verifier_env` sets: the image's ENV,
-   but a PATH without any folder the agent could write, HOME = the fresh /root, no BASH_ENV / ENV /
+   but PATH, PYTHONPATH and LD_LIBRARY_PATH without any folder the agent could write (PATH gets the
+   system folders), HOME = the fresh /root, no BASH_ENV / ENV /
    LD_PRELOAD / LD_AUDIT / PYTHONSTARTUP / PYTHONHOME / PYTHONUSERBASE, and Python isolated from the
    agent (PYTHONNOUSERSITE: no user site-packages, so no planted .pth or usercustomize;
    PYTHONSAFEPATH: `python3 -m x` / `-c` from the workspace do not put the workspace first on
@@ -45,6 +46,10 @@ NOT_INHERITED = ("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "
                  "PYTHONINSPECT")
 """Image variables that make a shell, the loader or Python run code from a file at start: blanked for
 the verifier ([verifier] env may set them)."""
+SEARCH_PATHS = ("PYTHONPATH", "LD_LIBRARY_PATH")
+"""Image search paths the verifier keeps only the agent-proof entries of, like PATH: a workspace folder
+on them runs planted code at start (sitecustomize.py, even encodings/, or a libc.so.6). A task whose
+tests import the graded code through one sets it in [verifier] env, knowingly."""
 REWARD_TXT = "/logs/verifier/reward.txt"
 REWARD_JSON = "/logs/verifier/reward.json"
 _MAX_REWARD_BYTES = 64 * 1024
@@ -129,10 +134,15 @@ def verifier_env(sandbox: Sandbox, task: TaskPackage) -> dict[str, str]:
     """The environment tests/test.sh runs with (see the module docstring); set here, never inherited."""
     image = sandbox.image_env()
     writable = sandbox.agent_writable_dirs()
-    path = [p for p in image.get("PATH", SYSTEM_PATH).split(":")
-            if p.startswith("/") and not any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)]
+
+    def kept(name: str, default: str = "") -> list[str]:
+        return [p for p in image.get(name, default).split(":")
+                if p.startswith("/") and not any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)]
+
+    path = kept("PATH", SYSTEM_PATH)
     path += [p for p in SYSTEM_PATH.split(":") if p not in path]
-    return {**dict.fromkeys(NOT_INHERITED, ""), "PATH": ":".join(path), "HOME": sandbox.verifier_home(),
+    lists = {name: ":".join(kept(name)) for name in SEARCH_PATHS if name in image}
+    return {**dict.fromkeys(NOT_INHERITED, ""), **lists, "PATH": ":".join(path), "HOME": sandbox.verifier_home(),
             "TMPDIR": "/tmp", **VERIFIER_PYTHON, **task.config.verifier.env}
 
 

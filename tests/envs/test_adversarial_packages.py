@@ -265,3 +265,10 @@ def test_task_check_with_an_infinite_verifier_timeout_ends_at_once(backend: str,
     (root / "tests" / "test.sh").write_text("#!/bin/bash\nsleep infinity\n")
     report = check_task(root, backend=backend, repeats=1)  # type: ignore[arg-type]
     assert not report.valid and "verifier: timeout_sec" in report.error and not report.trials, report
+
+
+def test_import_notes_a_workspace_search_path(tmp_path: Path):
+    src = _harbor(tmp_path / "h" / "pp", "pp")
+    (src / "environment" / "Dockerfile").write_text("FROM python:3.13-slim\nWORKDIR /app\nENV PYTHONPATH=/app/src\n")
+    [report] = import_harbor(src, tmp_path / "dest")
+    assert report.ok and any("PYTHONPATH (/app/src): the verifier drops it" in n for n in report.notes), report
