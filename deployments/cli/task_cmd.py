@@ -4,7 +4,8 @@ check: the validity gate on every task package under the PATHs (a package folder
 them): one row per task (valid / which gate failed / flaky / error) and exit 0 only if every task is
 valid. import: copy Harbor / Terminal-Bench tasks into SkillGate packages, one row per task with
 what was changed and what to check by hand; exit 1 if any failed. gc: remove sandboxes whose
-owning process is gone (and, with --images, task images built on an older base image).
+owning process is gone (and, with --images, task images built on an older base image); every run
+(check, episodes, collect) also does this first, so gc is only needed to clean up without a run.
 """
 
 from __future__ import annotations
