@@ -1,4 +1,4 @@
-"""The verifier: grade the workspace an episode left, in the same sandbox, after the agent is gone.
+"""The verifier: grade the workspace an episode left, after the agent is gone, where the agent cannot reach.
 
     result = verify(box, task, EpisodeStatus.COMPLETED)
     result.score, result.raw_score, result.missing_reward, result.status, result.detail
@@ -11,12 +11,12 @@ Order (METHOD.md 2-3; Harbor's convention):
    only the workspace volume; on bubblewrap with fresh /tmp, /var/tmp and /root bound in), cwd =
    WORKDIR, under [verifier] timeout_sec, with the environment `verifier_env` sets: the image's ENV,
    but PATH, PYTHONPATH and LD_LIBRARY_PATH without any folder the agent could write (PATH gets the
-   system folders), HOME = the fresh /root, no BASH_ENV / ENV /
-   LD_PRELOAD / LD_AUDIT / PYTHONSTARTUP / PYTHONHOME / PYTHONUSERBASE, and Python isolated from the
-   agent (PYTHONNOUSERSITE: no user site-packages, so no planted .pth or usercustomize;
-   PYTHONSAFEPATH: `python3 -m x` / `-c` from the workspace do not put the workspace first on
-   sys.path); then [verifier] env on top (a task may opt out there, e.g. PYTHONSAFEPATH = "").
-   The agent's persistent-shell state (exports, functions, aliases) never reaches it;
+   system folders), HOME = the fresh /root, BASH_ENV / ENV / LD_PRELOAD / LD_AUDIT / PYTHONSTARTUP /
+   PYTHONHOME / PYTHONUSERBASE blanked, and Python isolated from the agent (PYTHONNOUSERSITE: no user
+   site-packages, so no planted .pth or usercustomize; PYTHONSAFEPATH: `python3 -m x` / `-c` from the
+   workspace do not put the workspace first on sys.path); then [verifier] env on top (a task may opt
+   out there, e.g. PYTHONSAFEPATH = ""). The agent's persistent-shell state (exports, functions,
+   aliases) never reaches it;
 4. the score is read from /logs/verifier/reward.txt, else reward.json ({"reward": x} or a number):
    score = clip(raw, 0, 1); a missing or non-numeric reward -> 0 with missing_reward=True.
 
@@ -37,7 +37,8 @@ from typing import Any
 from skillgate_core.envs.sandbox import SYSTEM_PATH, Sandbox, SandboxError
 from skillgate_core.envs.task_package import TaskPackage
 
-__all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verifier_env", "verify"]
+__all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verifier_env",
+           "verify"]
 
 VERIFIER_PYTHON = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 """Python isolated from what the agent could prepare (the env form of `python3 -I`, which keeps PYTHONPATH
