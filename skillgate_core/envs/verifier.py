@@ -1,4 +1,4 @@
-"""The verifier: grade the workspace an episode left, after the agent is gone, where the agent cannot reach.
+"""The verifier: grade the workspace an episode left, once the agent is gone and out of its reach.
 
     result = verify(box, task, EpisodeStatus.COMPLETED)
     result.score, result.raw_score, result.missing_reward, result.status, result.detail
