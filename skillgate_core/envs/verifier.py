@@ -20,9 +20,11 @@ Order (METHOD.md 2-3; Harbor's convention):
 4. the score is read from /logs/verifier/reward.txt, else reward.json ({"reward": x} or a number):
    score = clip(raw, 0, 1); a missing or non-numeric reward -> 0 with missing_reward=True.
 
-Infrastructure failure (the sandbox died, could not install the tests, or the verifier ran past its
-timeout) is status ABORTED with score 0 and never counts as a graded 0: training drops the group,
-evaluation counts it as an error (METHOD.md 2).
+Infrastructure failure (the sandbox died or could not install the tests) is status ABORTED with
+score 0 and never counts as a graded 0: training drops the group, evaluation counts it as an error
+(METHOD.md 2). Tests that run past [verifier] timeout_sec in a sandbox that is still alive are a
+graded 0 (flagged `verifier_timeout`): the validity gate showed the tests finish on a good workspace,
+so the hang comes from what the agent left, and it must not buy the agent a dropped group.
 """
 
 from __future__ import annotations
@@ -158,10 +160,17 @@ def verify(sandbox: Sandbox, task: TaskPackage,
         sandbox.begin_verification(task.tests_dir)
         run = sandbox.exec("exec /bin/bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
                            env=verifier_env(sandbox, task))
-        if run.timed_out:
-            return aborted(f"verifier timed out after {timeout:g} s", time.perf_counter() - start)
         if not sandbox.alive():
             return aborted("sandbox died during verification", time.perf_counter() - start, run.exit_code)
+        if run.timed_out:
+            # The validity gate proved these tests finish in time on the reference solution's
+            # workspace, and the sandbox is alive: what hangs them is the workspace the agent left
+            # (e.g. a FIFO where an output file belongs). That is a failed grade, not an
+            # infrastructure failure: were it ABORTED, training would drop the whole group, and an
+            # agent could make a failure vanish instead of earning its 0.
+            return VerifierResult(0.0, 0.0, False, episode_status,
+                                  f"verifier timed out after {timeout:g} s on this workspace: graded 0",
+                                  "", run.exit_code, time.perf_counter() - start, {"verifier_timeout": True})
         raw, extra, problem, source = None, {}, "", ""
         for path, kind in ((REWARD_TXT, "txt"), (REWARD_JSON, "json")):
             try:

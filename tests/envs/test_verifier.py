@@ -65,12 +65,25 @@ def test_verifier_sees_env_and_workdir(make_task, bwrap_ready):
         assert verify(box, task).score == 1.0
 
 
-def test_verifier_timeout_is_aborted_not_zero(make_task, backend):
+def test_verifier_timeout_in_a_live_sandbox_is_a_graded_zero(make_task, backend):
+    # Not ABORTED: an agent that makes the tests hang (a FIFO at the graded path) must earn its 0,
+    # not a dropped group.
     task = make_task(toml="[verifier]\ntimeout_sec = 1.5\n", test_sh="sleep 60; echo 1 > /logs/verifier/reward.txt\n")
     with start_sandbox(task, backend=backend) as box:
         result = verify(box, task)
-    assert result.status is EpisodeStatus.ABORTED and result.aborted and not result.missing_reward
-    assert result.score == 0.0 and result.raw_score is None and "timed out after 1.5 s" in result.detail
+    assert result.status is EpisodeStatus.COMPLETED and not result.aborted and not result.missing_reward
+    assert result.score == 0.0 and result.raw_score == 0.0 and "timed out after 1.5 s" in result.detail
+    assert result.extra == {"verifier_timeout": True}
+
+
+def test_a_fifo_at_the_graded_path_earns_a_zero(make_task, backend):
+    task = make_task(toml="[verifier]\ntimeout_sec = 2\n",
+                     test_sh='[ "$(cat greeting.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt '
+                             "|| echo 0 > /logs/verifier/reward.txt\n")
+    with start_sandbox(task, backend=backend) as box:
+        assert box.exec("mkfifo greeting.txt").exit_code == 0
+        result = verify(box, task)
+    assert not result.aborted and result.score == 0.0 and result.raw_score == 0.0
 
 
 def test_dead_sandbox_is_aborted(make_task, backend):
