@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from skillgate_core.envs.sandbox import SYSTEM_PATH, Sandbox, SandboxError
+from skillgate_core.envs.sandbox import HELPER_ENV, SYSTEM_PATH, Sandbox, SandboxError
 from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verifier_env",
@@ -149,6 +149,14 @@ def verifier_env(sandbox: Sandbox, task: TaskPackage) -> dict[str, str]:
             "TMPDIR": "/tmp", **VERIFIER_PYTHON, **task.config.verifier.env}
 
 
+_UNLINK_GRADER_LINKS = (
+    "/usr/bin/find . -xdev -type l -print0 | while IFS= read -r -d '' link; do "
+    'target=$(/usr/bin/readlink -m -- "$link"); '
+    'case "$target" in /tests|/tests/*|/logs|/logs/*) /bin/rm -f -- "$link";; esac; done'
+)
+"""Removes every symbolic link in the workspace whose target lies under /tests or /logs."""
+
+
 def verify(sandbox: Sandbox, task: TaskPackage,
            episode_status: EpisodeStatus = EpisodeStatus.COMPLETED) -> VerifierResult:
     """Grade the sandbox's current workspace with task's tests (see the module docstring)."""
@@ -158,6 +166,10 @@ def verify(sandbox: Sandbox, task: TaskPackage,
     timeout = task.config.verifier.timeout_sec
     try:
         sandbox.begin_verification(task.tests_dir)
+        # Links into /tests or /logs can only have been planted to hand the tests their own expected
+        # files (or the reward file) as the agent's output: those paths did not exist while the agent
+        # ran. They are removed before grading, so the workspace is graded on what the agent wrote.
+        sandbox.exec(_UNLINK_GRADER_LINKS, timeout=60, cwd=sandbox.workdir, env=HELPER_ENV)
         run = sandbox.exec("exec /bin/bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
                            env=verifier_env(sandbox, task))
         if not sandbox.alive():

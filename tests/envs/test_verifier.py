@@ -104,3 +104,17 @@ def test_aborted_episode_is_not_verified(make_task, bwrap_ready):
     with start_sandbox(task, backend="bwrap") as box:
         result = verify(box, task, EpisodeStatus.ABORTED)
     assert result.aborted and not box.verifying and math.isclose(result.score, 0.0)
+
+
+@pytest.mark.parametrize("link", ["/tests/expected.txt", "../tests/expected.txt", "/logs/verifier/../../tests/expected.txt"])
+def test_a_link_to_the_tests_own_expected_file_is_not_graded(make_task, backend, link):
+    # The tests ship their expected output; a workspace link to it must not pass for the output.
+    task = make_task(test_sh='cmp -s greeting.txt /tests/expected.txt && echo 1 > /logs/verifier/reward.txt '
+                             "|| echo 0 > /logs/verifier/reward.txt\n",
+                     files={"tests/expected.txt": "hello\n"})
+    with start_sandbox(task, backend=backend) as box:
+        assert box.exec(f"ln -s {link} greeting.txt").exit_code == 0
+        assert verify(box, task).score == 0.0
+    with start_sandbox(task, backend=backend) as box:  # the honest output still passes
+        assert box.exec("printf 'hello\\n' > greeting.txt").exit_code == 0
+        assert verify(box, task).score == 1.0
