@@ -7,8 +7,7 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
     recomputed folder sha256 vs weights_sha256); stale temp builds of dead processes;
   * evaluations (eval.json vs evaluation rows: export, protocol, status; ROW_IDs vs eval_trial);
   * datasets produced by runs: the uri still exists (and with `digests`, still has that sha256);
-  * the event log: rejected events (with their reason) and events still pending;
-  * catalog.json vs a fresh scan of the folders.
+  * the event log: rejected events (with their reason) and events still pending.
 
     report = verify(state_layout())
     report.ok, report.drift      # [Drift(kind="missing-in-warehouse", subject="exp-1/step-300", ...)]
@@ -28,11 +27,9 @@ from skillgate_core.ownership import (
     list_experiments,
     list_exports,
     list_segments,
-    load_catalog,
-    scan_catalog,
     stale_builds,
 )
-from skillgate_core.ownership.layout import CATALOG_FILE, ROW_FILE
+from skillgate_core.ownership.layout import ROW_FILE
 from skillgate_core.paths import StateLayout, state_layout
 from warehouse.ids import eval_key, export_key, segment_key
 from warehouse.read import read_connection
@@ -48,7 +45,6 @@ DRIFT_KINDS = (
     "stale-build",
     "rejected-event",
     "pending-events",
-    "catalog-stale",
 )
 
 
@@ -182,11 +178,6 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     pending = list_pending(log_)
     if pending:
         drift.append(Drift("pending-events", str(log_.spool), f"{len(pending)} event file(s) not ingested yet"))
-
-    if (root / CATALOG_FILE).is_file():
-        cat = load_catalog(root)
-        if cat.get("experiments") != scan_catalog(root)["experiments"]:
-            drift.append(Drift("catalog-stale", str(root / CATALOG_FILE), "differs from the folders: refresh_catalog()"))
 
     checked = {"experiments": len(disk_exp), "segments": len(disk_seg), "exports": len(disk_x),
                "evaluations": len(disk_eval), "datasets": len(datasets)}

@@ -1,7 +1,6 @@
 """Where each owned artifact of an experiment lives on disk (METHOD.md 10). Paths only, no I/O.
 
     SKILLGATE_HOME/experiments/
-      catalog.json                          index of every experiment (catalog.refresh_catalog)
       EXPERIMENT_ID/
         experiment.json                     what the experiment tests: algorithm, data, init, hypothesis
         .lock                               serialises segment starts (ordinal allocation)
@@ -30,7 +29,6 @@ from skillgate_core.ownership.errors import InvalidName
 from skillgate_core.paths import StateLayout
 
 __all__ = [
-    "CATALOG_FILE",
     "COMPLETE_MARKER",
     "EVAL_FILE",
     "EXPERIMENT_FILE",
@@ -52,7 +50,6 @@ EVAL_FILE = "eval.json"
 ROW_FILE = "row.json"
 LINEAGE_FILE = "lineage.json"
 COMPLETE_MARKER = "COMPLETE"
-CATALOG_FILE = "catalog.json"
 TMP_PREFIX = ".tmp-"
 
 # Ids become folder names: keep them portable and free of path separators and leading dots.

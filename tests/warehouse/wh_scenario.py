@@ -27,7 +27,6 @@ from skillgate_core.ownership import (
     experiments_root,
     finish_eval,
     finish_segment,
-    refresh_catalog,
     save_checkpoint,
     start_eval,
     start_segment,
@@ -159,7 +158,6 @@ def lineage_scenario(state: StateLayout, *, ingest_each: bool = False) -> Scenar
     rec(EvaluationFinished(eval_id=eval_id, status="completed", finished_at=T0),
         RunFinished(run_id="eval-1", status="completed", finished_at=T0))
     finish_eval(root, "exp-1", "eval70-step-20", "completed")
-    refresh_catalog(root)
     if not ingest_each:
         report = ingest(state, lock_wait_s=10, db_wait_s=10)
         assert report.rejected == 0 and report.pending == 0, report
