@@ -10,7 +10,8 @@ How it fits together (each module's docstring says more):
                 refused events to rejected/ with a reason, applied ones to archive/
   apply.py      event -> SQL; migrations/*.sql hold the tables, keys and constraints
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
-  queries.py    lineage queries (also views/macros in the schema) and the lineage tree
+  queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
+                training run's curve is `select * from training_curve('EXPERIMENT_ID')` (003)
   rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
   recording.py  record(*events), builders from ownership records, StageRunRecorder
@@ -29,6 +30,7 @@ with its reason instead of being lost in a log line.
 
 from warehouse.events import (
     TRIGGERS,
+    CheckpointSaved,
     DatasetVersion,
     EvalMetric,
     EvalMetrics,
@@ -44,9 +46,11 @@ from warehouse.events import (
     RunStarted,
     SegmentEnded,
     SegmentStarted,
+    TrainingMetric,
+    TrainingMetrics,
 )
 from warehouse.guard import NotInRayWorker
-from warehouse.ids import eval_key, export_key, metric_key, new_run_id, segment_key
+from warehouse.ids import checkpoint_key, eval_key, export_key, metric_key, new_run_id, segment_key
 from warehouse.ingest import IngestReport, ingest
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.queries import (
@@ -62,12 +66,14 @@ from warehouse.read import QueryResult, WarehouseBusy, query, read_connection
 from warehouse.rebuild import RebuildReport, rebuild
 from warehouse.recording import (
     StageRunRecorder,
+    checkpoint_saved,
     evaluation_started,
     experiment_created,
     model_exported,
     record,
     segment_ended,
     segment_started,
+    training_metrics,
 )
 from warehouse.spool import event_log
 from warehouse.status import WarehouseStatus, warehouse_status
@@ -76,6 +82,7 @@ from warehouse.verify import Drift, VerifyReport, verify
 __all__ = [
     "LATEST_VERSION",
     "TRIGGERS",
+    "CheckpointSaved",
     "DatasetVersion",
     "Drift",
     "EvalMetric",
@@ -98,9 +105,13 @@ __all__ = [
     "SegmentEnded",
     "SegmentStarted",
     "StageRunRecorder",
+    "TrainingMetric",
+    "TrainingMetrics",
     "VerifyReport",
     "WarehouseBusy",
     "WarehouseStatus",
+    "checkpoint_key",
+    "checkpoint_saved",
     "current_version",
     "dataset_upstream",
     "eval_key",
@@ -124,6 +135,7 @@ __all__ = [
     "segment_ended",
     "segment_key",
     "segment_started",
+    "training_metrics",
     "verify",
     "warehouse_status",
 ]

@@ -6,6 +6,7 @@
         .lock                               serialises segment starts (ordinal allocation)
         segments/RUN_NAME/                  one per process lifetime / resume
           run.json                          host, pid, ordinal, resumed_from, exit reason
+          metrics.jsonl                     training stages: one JSON row per optimizer step
           checkpoints/step_00000200/        complete checkpoints (COMPLETE marker inside)
         model/exports/EXPORT_ID/            validated exports: config, shards, index, lineage.json, COMPLETE
         eval/EVAL_ID/                       one evaluation of one export under one protocol
@@ -33,6 +34,7 @@ __all__ = [
     "EVAL_FILE",
     "EXPERIMENT_FILE",
     "LINEAGE_FILE",
+    "METRICS_FILE",
     "ROW_FILE",
     "SEGMENT_FILE",
     "TMP_PREFIX",
@@ -49,6 +51,7 @@ SEGMENT_FILE = "run.json"
 EVAL_FILE = "eval.json"
 ROW_FILE = "row.json"
 LINEAGE_FILE = "lineage.json"
+METRICS_FILE = "metrics.jsonl"
 COMPLETE_MARKER = "COMPLETE"
 TMP_PREFIX = ".tmp-"
 
@@ -111,6 +114,9 @@ class ExperimentDir:
 
     def segment_file(self, run_name: str) -> Path:
         return self.segment(run_name) / SEGMENT_FILE
+
+    def metrics_file(self, run_name: str) -> Path:
+        return self.segment(run_name) / METRICS_FILE
 
     def checkpoints(self, run_name: str) -> Path:
         return self.segment(run_name) / "checkpoints"
