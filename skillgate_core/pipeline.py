@@ -4,6 +4,10 @@ The output folder is keyed by sha256(stage, config digest, input digests), so th
 same inputs and config lands in the same folder: a finished one (it holds `stage_result.json`) is
 reused instead of recomputed, and a half-built one is never visible (it lives under a temp name
 until the rename).
+
+A config whose `reusable` property is False is never reused and always runs, in a folder of its
+own: a resume continues an experiment whose checkpoints are not among the stage's inputs, so the
+same config and inputs do not mean the same result.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +80,11 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
     input_paths = {r: Path(inputs[r]).resolve() for r in spec.inputs}
     input_digests = {r: path_sha256(p) for r, p in input_paths.items()}
     cdigest = config_digest(config)
-    key = hashlib.sha256(canonical_json([stage, cdigest, input_digests]).encode()).hexdigest()[:16]
+    reusable = bool(getattr(config, "reusable", True))
+    fresh = [] if reusable else [f"run:{uuid.uuid4().hex}"]  # a run of its own: never a finished folder
+    key = hashlib.sha256(canonical_json([stage, cdigest, input_digests, *fresh]).encode()).hexdigest()[:16]
     final = layout.stage_dir(stage, key)
-    if (final / RESULT_FILE).is_file():
+    if reusable and (final / RESULT_FILE).is_file():
         record = StageRecord.from_json(json.loads((final / RESULT_FILE).read_text()))
         return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
 

@@ -18,6 +18,7 @@ from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from deployments.cli import task_cmd
 from deployments.cli import warehouse_cmd
 from deployments.cli import bench_cmd
+from deployments.cli import experiments_cmd
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError
 
@@ -34,6 +35,7 @@ skills_cmd.register(app)
 task_cmd.register(app)
 warehouse_cmd.register(app)
 bench_cmd.register(app)
+experiments_cmd.register(app)
 
 __all__ = ["app", "main"]
 
