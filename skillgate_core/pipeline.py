@@ -68,6 +68,21 @@ class StageRecord:
         return cls(**data)
 
 
+def _relocated(value: Any, work: Path, final: Path) -> Any:
+    """`value` with every path string inside the temp folder `work` rewritten into `final` (a
+    stage reports paths under the out_dir it was given; the folder is renamed once it is done)."""
+    if isinstance(value, str):
+        for prefix in {str(work), str(work.resolve())}:
+            if value == prefix or value.startswith(prefix + "/"):
+                return str(final) + value[len(prefix):]
+        return value
+    if isinstance(value, Mapping):
+        return {k: _relocated(v, work, final) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_relocated(v, work, final) for v in value]
+    return value
+
+
 def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
     """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
     spec = get_stage(stage)
@@ -114,7 +129,7 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
             outputs={role: str(final / r) for role, r in rel.items()},
             output_digests=output_digests,
             out_dir=str(final),
-            metrics=dict(result.metrics),
+            metrics=_relocated(dict(result.metrics), work, final),
             seconds=round(seconds, 3),
             reused=False,
         )
