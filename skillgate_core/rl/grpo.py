@@ -50,7 +50,7 @@ from skillgate_core.rl.logprobs import token_logprobs
 from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
 from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
-from skillgate_core.rl.progress import step_progress
+from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
 from skillgate_core.rl.rollouts import rollout_step
@@ -92,6 +92,8 @@ class GRPOJob:
     """Steps already done by earlier segments (0 for a fresh start)."""
     scratch_dir: str = ""
     """A folder for per-rank scratch (slate skill folders)."""
+    progress: ProgressStyle = "lines"
+    """How rank 0 shows progress: a bar (the driver watches a terminal) or a line per step."""
 
 
 @dataclass
@@ -196,7 +198,7 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
     metrics_path = Path(job.segment_dir) / METRICS_FILE
     summary: dict[str, Any] = {"steps": [], "checkpoints": []}
     progress = step_progress(total=cfg.steps, initial=state.step, desc=f"grpo {job.experiment_id}",
-                             under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
+                             style=job.progress, under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
 
     for step in range(state.step, cfg.steps):
         timer = StepTimer()

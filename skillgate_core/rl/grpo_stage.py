@@ -46,6 +46,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.rl.grpo import GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
+from skillgate_core.rl.progress import progress_style
 from skillgate_core.rl.training_curves import plot_training_curves
 from skillgate_core.stage_events import report
 from skillgate_core.stage_output import StageOutput
@@ -136,7 +137,7 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         config=config, model_dir=str(inputs["sft_model"]), rl_data=str(inputs["rl_data"]), bench=str(inputs["bench"]),
         experiments_root=str(root), experiment_id=experiment_id, run_name=run_name, segment_dir=str(segment_dir),
         resume_checkpoint=str(resume_from) if resume_from else "", start_step=start_step,
-        scratch_dir=str(out_dir / "scratch"),
+        scratch_dir=str(out_dir / "scratch"), progress=progress_style(),
     )
     try:
         report("segment_started", segment=segment)

@@ -1,14 +1,18 @@
 """Training progress on rank 0: one tick per optimizer step, shown the way its output is read.
 
-- under Ray Train: `ray.experimental.tqdm_ray` (the driver draws one bar; the workers print no
-  carriage returns into their prefixed log lines, so their own output stays readable);
-- on a terminal: a tqdm bar on stderr;
-- anywhere else (a Prefect worker's log, a file, CI): one plain line per step.
+The driver picks the style (`progress_style()`: it knows whether a person watches a terminal; a
+Ray worker does not):
+
+- "bar" under Ray Train: `ray.experimental.tqdm_ray` (the driver draws the bar and redraws it
+  around the workers' log lines, which stay readable);
+- "bar" in this process: a tqdm bar on stderr;
+- "lines" (a Prefect worker's log, a file, CI): one plain line per step, which Ray prefixes with
+  the worker like any other line.
 
 Every other rank gets a progress that shows nothing.
 
-    progress = step_progress(total=cfg.steps, initial=start_step, desc="grpo exp-1", under_ray=ctx.under_ray,
-                             enabled=rank == 0)
+    progress = step_progress(total=cfg.steps, initial=start_step, desc="grpo exp-1", style=job.progress,
+                             under_ray=ctx.under_ray, enabled=rank == 0)
     progress.step(row)     # after each optimizer step (row: that step's metrics)
     progress.close()
 """
@@ -17,9 +21,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-__all__ = ["StepProgress", "step_progress"]
+__all__ = ["ProgressStyle", "StepProgress", "progress_style", "step_progress"]
+
+ProgressStyle = Literal["bar", "lines"]
+
+
+def progress_style(stream: TextIO | None = None) -> ProgressStyle:
+    """'bar' when `stream` (stderr) is a terminal, else 'lines'."""
+    stream = stream or sys.stderr
+    return "bar" if stream.isatty() else "lines"
 
 
 def _summary(row: Mapping[str, Any]) -> str:
@@ -58,20 +70,20 @@ class StepProgress:
             self._bar = None
 
 
-def step_progress(*, total: int, initial: int, desc: str, under_ray: bool, enabled: bool = True,
-                  stream: TextIO | None = None) -> StepProgress:
+def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, under_ray: bool,
+                  enabled: bool = True, stream: TextIO | None = None) -> StepProgress:
     """The progress for this rank and this output (module docstring)."""
     if not enabled:
         return StepProgress(total=total, initial=initial, desc=desc)
     stream = stream or sys.stderr
-    if under_ray:
+    if style == "bar" and under_ray:
         from ray.experimental.tqdm_ray import tqdm as ray_tqdm
 
         bar = ray_tqdm(total=total, desc=desc, unit="step")
         if initial:
             bar.update(initial)
         return StepProgress(total=total, initial=initial, desc=desc, bar=bar)
-    if stream.isatty():
+    if style == "bar":
         from tqdm import tqdm
 
         bar = tqdm(total=total, initial=initial, desc=desc, unit="step", file=stream, dynamic_ncols=True)
