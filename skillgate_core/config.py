@@ -1,8 +1,9 @@
 """Frozen dataclass configs: strict loading from TOML tables and `key=value` overrides, and digests.
 
 Every stage takes one frozen dataclass config. Values arrive from a recipe file (TOML) and from the
-command line; both go through `config_from_mapping`, which rejects an unknown key or a value of the
-wrong type with a message naming the key, where it came from and the type that was expected.
+command line; both go through `config_from_mapping`, which rejects an unknown key, a value of the
+wrong type or a number outside the field's declared range (config_ranges.py) with a message naming
+the key, where it came from and what was expected.
 
 `config_digest` is the sha256 of a canonical JSON form of the config (class name + values), so it is
 the same in every process and under every PYTHONHASHSEED.
@@ -23,6 +24,8 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from skillgate_core.config_ranges import field_ranges, range_error
 
 __all__ = [
     "ConfigError",
@@ -92,8 +95,13 @@ def config_from_mapping(cls: type[C], values: Mapping[str, Any], source: str, pr
             f"valid keys: {', '.join(sorted(fields))}"
         )
     kwargs: dict[str, Any] = {}
+    ranges = field_ranges(cls)
     for name, value in values.items():
         kwargs[name] = _coerce(value, hints[name], source, f"{prefix}{name}")
+        # Checked here, not only in __post_init__, so the message can say where the value came from.
+        problem = range_error(kwargs[name], ranges[name], type(kwargs[name]).__name__) if name in ranges else None
+        if problem:
+            raise ConfigError(f"{source}: {prefix}{name}: {problem}")
     missing = [
         n
         for n, f in fields.items()

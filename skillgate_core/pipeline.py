@@ -3,7 +3,8 @@
 The output folder is keyed by sha256(stage, config digest, input digests), so the same stage on the
 same inputs and config lands in the same folder: a finished one (it holds `stage_result.json`) is
 reused instead of recomputed, and a half-built one is never visible (it lives under a temp name
-until the rename).
+until the rename). A temp folder records its owner process (stage_workdirs.py): the folders of runs
+killed outright (SIGKILL, power loss) are removed by the next run of the stage.
 
 A config whose `reusable` property is False is never reused and always runs, in a folder of its
 own: a resume continues an experiment whose checkpoints are not among the stage's inputs, so the
@@ -15,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,6 +26,7 @@ from typing import Any
 from skillgate_core.config import canonical_json, config_digest, config_to_dict
 from skillgate_core.digests import atomic_write_json, path_sha256
 from skillgate_core.paths import StateLayout
+from skillgate_core.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
 from skillgate_core.stages import get_stage
 
 __all__ = ["RESULT_FILE", "StageRecord", "run_stage"]
@@ -104,8 +105,8 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
         return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
 
     layout.ensure()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+    remove_dead_workdirs(layout.artifacts)
+    work = new_workdir(final.parent, key)
     try:
         started = time.perf_counter()
         result = fn(config, input_paths, work)
@@ -141,7 +142,9 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
             if not (final / RESULT_FILE).is_file():
                 raise
             shutil.rmtree(work, ignore_errors=True)
+        release_workdir(work)
         return record
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        release_workdir(work)
         raise

@@ -13,11 +13,14 @@ A recipe file looks like
     [init-model]          # one table per stage: that stage's config values
     vocab_size = 2048
 
-Resolution checks every key and type against the stage's frozen config dataclass and applies
+Resolution checks every key, type and range against the stage's frozen config dataclass and applies
 `stage.key=value` overrides from the command line on top. A stage that is not built yet keeps its
-table unvalidated (and the plan says so). `resume_overrides(recipe, EXPERIMENT_ID)` is what
-`skillgate run --resume` and a deployment's `resume` parameter add: the override that makes each
-training stage of the recipe resume that experiment.
+table unvalidated (and the plan says so). An input (`[inputs]` or `inputs.ROLE=PATH`) must name a
+role some stage of the recipe takes from outside (a typo would otherwise be silently ignored), and a
+path given on the command line must exist; a path in the file may be absent (the plan reports it).
+`resume_overrides(recipe, EXPERIMENT_ID)` is what `skillgate run --resume` and a deployment's
+`resume` parameter add: the override that makes each training stage of the recipe resume that
+experiment.
 """
 
 from __future__ import annotations
@@ -155,6 +158,8 @@ def load_recipe(path: str | Path) -> Recipe:
     inputs = data.pop("inputs", {})
     if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
         raise ConfigError(f"{source}: [inputs]: expected a table of role = \"path\" strings")
+    for role in inputs:
+        _check_input_role(role, stages, name, str(source))
     tables: dict[str, dict[str, Any]] = {}
     for key, table in data.items():
         if key not in stage_names():
@@ -193,6 +198,30 @@ def find_recipe(name_or_path: str, directory: str | Path) -> Recipe:
     )
 
 
+def _check_input_role(role: str, stages: Sequence[str], recipe: str, source: str) -> None:
+    """Refuse an input role that no stage of the recipe would read from outside."""
+    outside: list[str] = []  # consumed before any stage of the recipe produces it
+    produced_by: dict[str, str] = {}
+    consumed: set[str] = set()
+    for stage in stages:
+        spec = get_stage(stage)
+        outside += [r for r in spec.inputs if r not in produced_by and r not in outside]
+        consumed.update(spec.inputs)
+        for r in spec.outputs:
+            produced_by.setdefault(r, stage)
+    if role in outside:
+        return
+    if role in consumed:
+        raise ConfigError(
+            f"{source}: inputs.{role}: role '{role}' is produced by stage '{produced_by[role]}' of recipe "
+            f"'{recipe}', so an input for it would be ignored; remove it, or drop that stage from the recipe"
+        )
+    raise ConfigError(
+        f"{source}: inputs.{role}: no stage of recipe '{recipe}' takes role '{role}'; roles it takes "
+        f"from outside: {', '.join(sorted(outside)) or 'none'}"
+    )
+
+
 def _nest(flat: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for dotted, value in flat:
@@ -226,6 +255,9 @@ def resolve_recipe(recipe: Recipe, overrides: Sequence[str] = ()) -> ResolvedRec
         if stage == "inputs" and rest:
             if not isinstance(value, str):
                 raise ConfigError(f"command line: {key}: expected a path string")
+            _check_input_role(rest, recipe.stages, recipe.name, "command line")
+            if not Path(value).expanduser().exists():
+                raise ConfigError(f"command line: {key}: path {value} does not exist")
             inputs[rest] = value
             continue
         if stage not in recipe.stages or not rest:

@@ -28,12 +28,16 @@ from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.stage_events import listening
 from skillgate_core.stages import get_stage
+from tasks.paper import publish_paper_report
 from tasks.training import TrainingRecorder, training_artifacts
 from warehouse import StageRunRecorder, experiment_created, record
 
 __all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
 
 TRIGGER_TAG_PREFIX = "trigger:"
+
+_PUBLISHERS = {"paper-tables": publish_paper_report}
+"""Stages whose output deserves its own artifact beyond the outputs table."""
 
 
 def _trigger() -> str:
@@ -77,4 +81,6 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
     )
     if training:
         training_artifacts(stage, result)
+    if stage in _PUBLISHERS:
+        _PUBLISHERS[stage](result.to_json())
     return {**result.to_json(), "run_id": run.run_id}

@@ -11,9 +11,10 @@ How it fits together (each module's docstring says more):
   apply.py      event -> SQL; migrations/*.sql hold the tables, keys and constraints
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
   queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
-                training run's curve is `select * from training_curve('EXPERIMENT_ID')` (003)
+                training run's curve is `select * from training_curve('EXPERIMENT_ID')` (004)
   rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
+  interrupted.py  runs whose process died (SIGKILL): marked interrupted, temp outputs removed
   recording.py  record(*events), builders from ownership records, StageRunRecorder
   status.py     a look without changing anything (doctor, `skillgate warehouse status`)
   guard.py      Ray workers never record, ingest or read: the driver (a Prefect task) does
@@ -52,6 +53,7 @@ from warehouse.events import (
 from warehouse.guard import NotInRayWorker
 from warehouse.ids import checkpoint_key, eval_key, export_key, metric_key, new_run_id, segment_key
 from warehouse.ingest import IngestReport, ingest
+from warehouse.interrupted import DeadRun, InterruptReport, find_dead_runs, mark_interrupted
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.queries import (
     LineageNode,
@@ -84,6 +86,7 @@ __all__ = [
     "TRIGGERS",
     "CheckpointSaved",
     "DatasetVersion",
+    "DeadRun",
     "Drift",
     "EvalMetric",
     "EvalMetrics",
@@ -94,6 +97,7 @@ __all__ = [
     "EvaluationStarted",
     "ExperimentCreated",
     "IngestReport",
+    "InterruptReport",
     "LineageNode",
     "ModelExported",
     "NotInRayWorker",
@@ -119,10 +123,12 @@ __all__ = [
     "event_log",
     "experiment_created",
     "experiment_exports",
+    "find_dead_runs",
     "export_key",
     "export_lineage",
     "ingest",
     "lineage_tree",
+    "mark_interrupted",
     "metric_key",
     "metric_lineage",
     "model_exported",

@@ -117,9 +117,10 @@ def _run_finished(con: Con, e: RunFinished) -> None:
 def _segment_started(con: Con, e: SegmentStarted) -> None:
     con.execute(
         "insert into segment (segment_id, run_name, run_id, experiment_id, ordinal, host, pid,"
-        " resumed_from_segment, resumed_from_step, started_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        " resumed_from_segment, resumed_from_step, started_at, process_start)"
+        " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz, ?)",
         [e.segment_id, e.run_name, e.run_id, e.experiment_id, e.ordinal, e.host, e.pid,
-         e.resumed_from_segment, e.resumed_from_step, e.started_at],
+         e.resumed_from_segment, e.resumed_from_step, e.started_at, e.process_start],
     )
 
 

@@ -110,14 +110,14 @@ class RunFinished:
     kind: ClassVar[str] = "run_finished"
     run_id: str
     """The run."""
-    status: Literal["completed", "failed"]
-    """Outcome."""
+    status: Literal["completed", "failed", "interrupted"]
+    """Outcome; interrupted: its process died without saying so (found by warehouse/interrupted.py)."""
     finished_at: str
     """UTC ISO time."""
     reused: bool = False
     """True when an identical finished run was reused instead of recomputed."""
     error: str | None = None
-    """Error text when failed."""
+    """Error text when failed; how the process was found gone when interrupted."""
     metrics: Mapping[str, Any] | None = None
     """Small JSON facts the stage reported."""
 
@@ -147,6 +147,9 @@ class SegmentStarted:
     """segment_id whose checkpoint it resumed from (None: fresh start)."""
     resumed_from_step: int | None = None
     """That checkpoint's step."""
+    process_start: str | None = None
+    """Start stamp of the process (skillgate_core.processes): with host and pid it names one process,
+    so a later process given the same pid is not taken for it. None when unknown."""
 
 
 @dataclass(frozen=True)

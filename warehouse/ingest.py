@@ -39,6 +39,7 @@ from skillgate_core.ownership.locks import LockTimeout, file_lock
 from skillgate_core.ownership.records import utc_now
 from skillgate_core.paths import StateLayout, state_layout
 from warehouse.apply import REJECTABLE, apply_events
+from warehouse.damage import WarehouseDamaged, as_os_error, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.migrate import migrate
 from warehouse.spool import (
@@ -92,7 +93,11 @@ def is_lock_error(exc: BaseException) -> bool:
 
 
 def connect_rw(path: Path, wait_s: float) -> duckdb.DuckDBPyConnection | None:
-    """Open `path` read-write, retrying with backoff for up to `wait_s`; None if it stays locked."""
+    """Open `path` read-write, retrying with backoff for up to `wait_s`; None if it stays locked.
+
+    WarehouseDamaged when the file is not a readable database; PermissionError / OSError(EROFS)
+    when it may not be written.
+    """
     deadline = time.monotonic() + wait_s
     delay = 0.01
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,9 +107,11 @@ def connect_rw(path: Path, wait_s: float) -> duckdb.DuckDBPyConnection | None:
             con = duckdb.connect(str(path), config={"threads": 1})
             con.execute("set TimeZone = 'UTC'")
             return con
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        except duckdb.Error as exc:
+            if is_damage(exc):
+                raise warehouse_damaged(path, exc) from None
             if not is_lock_error(exc):
-                raise
+                raise as_os_error(path, exc) or exc from None
             if time.monotonic() >= deadline:
                 return None
             time.sleep(delay)
@@ -127,7 +134,7 @@ def _mark(con: duckdb.DuckDBPyConnection, ef: EventFile) -> None:
 
 ENVIRONMENTAL: tuple[type[BaseException], ...] = (
     OSError, MemoryError, duckdb.IOException, duckdb.FatalException, duckdb.InternalException,
-    duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.ConnectionException,
+    duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.ConnectionException, WarehouseDamaged,
 )
 """Errors of the machine, not of an event: the events stay pending and the error propagates."""
 
@@ -181,8 +188,10 @@ def apply_files(
     except ENVIRONMENTAL:
         _rollback(con)
         raise
-    except Exception:
+    except Exception as exc:
         _rollback(con)
+        if is_damage(exc):  # the file, not the event: keep every event pending
+            raise
         for ef in parsed:  # isolate the bad file(s): one transaction each, in order
             con.execute("begin transaction")
             try:
@@ -195,6 +204,8 @@ def apply_files(
                 raise
             except Exception as exc:
                 _rollback(con)
+                if is_damage(exc):
+                    raise
                 refused.append((ef.path, _reason(exc)))
     if log_ is not None:
         for p, reason in refused:
@@ -232,7 +243,12 @@ def _drain(
                 if con is None:
                     return ingested, rejected, True, False
                 migrate(con)
-            applied, refused = apply_files(con, batch, log_)
+            try:
+                applied, refused = apply_files(con, batch, log_)
+            except duckdb.Error as exc:
+                if is_damage(exc):
+                    raise warehouse_damaged(db, exc) from None
+                raise
             log_.archive.mkdir(parents=True, exist_ok=True)
             for p in applied:
                 os.replace(p, log_.archive / p.name)

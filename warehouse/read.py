@@ -24,12 +24,14 @@ from typing import Any
 import duckdb
 
 from skillgate_core.paths import StateLayout, state_layout
+from warehouse.damage import WarehouseDamaged, as_os_error, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.ingest import ensure_database, ingest, is_lock_error
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.spool import event_log, list_pending
+from warehouse.sql_guard import ReadOnlySqlError, check_read_only, lock_down
 
-__all__ = ["QueryResult", "WarehouseBusy", "open_read_only", "query", "read_connection"]
+__all__ = ["QueryResult", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "read_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ def _announce_reader(state: StateLayout) -> None:
 
 
 def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    """A read-only connection, retried while a writer holds the file (WarehouseBusy after `timeout_s`);
+    WarehouseDamaged when the file is not a readable database."""
     deadline = time.monotonic() + timeout_s
     delay = 0.005
     while True:
@@ -70,9 +74,11 @@ def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConne
             con = duckdb.connect(str(state.warehouse_file), read_only=True)
             con.execute("set TimeZone = 'UTC'")
             return con
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        except duckdb.Error as exc:
+            if is_damage(exc):
+                raise warehouse_damaged(state.warehouse_file, exc) from None
             if not is_lock_error(exc):
-                raise
+                raise as_os_error(state.warehouse_file, exc) or exc from None
             _announce_reader(state)
             if time.monotonic() >= deadline:
                 raise WarehouseBusy(
@@ -92,17 +98,30 @@ def read_connection(
     if ingest_first:
         try:
             ingest(state, lock_wait_s=min(1.0, timeout_s), db_wait_s=min(1.0, timeout_s), budget_s=timeout_s)
+        except WarehouseDamaged:  # the open below says so, once, with the fix
+            pass
         except Exception as exc:  # reading must not fail because the writer could not run
             log.warning("warehouse: ingest before read failed: %s", exc)
     if not state.warehouse_file.exists():
         ensure_database(state, wait_s=timeout_s)
     con = open_read_only(state, timeout_s)
-    if current_version(con) < LATEST_VERSION:  # an older file: let the writer migrate it first
+    try:
+        behind = current_version(con) < LATEST_VERSION
+    except duckdb.Error as exc:
+        con.close()
+        if is_damage(exc):
+            raise warehouse_damaged(state.warehouse_file, exc) from None
+        raise
+    if behind:  # an older file: let the writer migrate it first
         con.close()
         ensure_database(state, wait_s=timeout_s)
         con = open_read_only(state, timeout_s)
     try:
         yield con
+    except duckdb.Error as exc:  # a block found damaged only when a query reads it
+        if is_damage(exc):
+            raise warehouse_damaged(state.warehouse_file, exc) from None
+        raise
     finally:
         con.close()
 
@@ -113,11 +132,22 @@ def query(
     state: StateLayout | None = None,
     *,
     ingest_first: bool = True,
+    untrusted: bool = False,
 ) -> QueryResult:
-    """Run one read-only SQL statement; DuckDB refuses writes on this connection."""
+    """Run one SELECT (anything else raises ReadOnlySqlError, sql_guard.py).
+
+    untrusted: the statement comes from a user (`skillgate sql`): the connection is also locked so it
+    can reach no file, network or extension (see sql_guard.py for why only then).
+    """
     state = state or state_layout()
     with read_connection(state, ingest_first=ingest_first) as con:
-        cur = con.execute(sql, list(params) if params is not None else None)
+        check_read_only(con, sql)
+        if untrusted:
+            lock_down(con)
+        try:
+            cur = con.execute(sql, list(params) if params is not None else None)
+        except duckdb.PermissionException as exc:
+            raise ReadOnlySqlError(f"skillgate sql reads only the warehouse: {str(exc).splitlines()[0]}") from None
         columns = tuple(d[0] for d in cur.description or ())
         rows = cur.fetchall() if cur.description else []
     return QueryResult(columns=columns, rows=rows, pending=len(list_pending(event_log(state))))

@@ -10,7 +10,8 @@ usual.
     report = rebuild(state_layout())     # RebuildReport(files=812, failed=[], seconds=1.9, ...)
 
 `skillgate warehouse rebuild` calls this; ingest calls `rebuild_locked` by itself when it finds the
-file missing but the archive not empty.
+file missing but the archive not empty. A file DuckDB cannot read (damage.py) is not overwritten but
+renamed to `warehouse.duckdb.damaged-TIME` beside the new one, for whoever wants to look at it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import duckdb
 
 from skillgate_core.ownership.locks import file_lock
 from skillgate_core.paths import StateLayout, state_layout
+from warehouse.damage import is_damage
 from warehouse.ingest import IngestReport, apply_files, ingest
 from warehouse.migrate import migrate
 from warehouse.spool import EventLog, event_log, list_archived
@@ -45,10 +47,29 @@ class RebuildReport:
     """(file, reason) of archived files the fresh warehouse refused: a bug or a tampered archive."""
     after: IngestReport | None = None
     """The ingest of pending spool events that followed."""
+    set_aside: Path | None = None
+    """Where the old file went when DuckDB could not read it (None: it was readable, or absent)."""
 
 
 def _wal(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
+
+
+def _set_aside_if_damaged(db: Path) -> Path | None:
+    """Rename an unreadable warehouse file (and its WAL) out of the way instead of overwriting it."""
+    if not db.exists():
+        return None
+    try:
+        duckdb.connect(str(db), read_only=True).close()
+        return None
+    except duckdb.Error as exc:
+        if not is_damage(exc):
+            return None
+    aside = db.with_name(f"{db.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.replace(db, aside)
+    if _wal(db).exists():
+        os.replace(_wal(db), _wal(aside))
+    return aside
 
 
 def rebuild_locked(state: StateLayout, log_: EventLog) -> RebuildReport:
@@ -75,10 +96,12 @@ def rebuild_locked(state: StateLayout, log_: EventLog) -> RebuildReport:
             p.unlink(missing_ok=True)
         raise
     con.close()
+    set_aside = _set_aside_if_damaged(db)
     # The old file's WAL belongs to the old file: drop it before the new file takes the name.
     _wal(db).unlink(missing_ok=True)
     os.replace(tmp, db)
-    return RebuildReport(files=len(files), seconds=round(time.perf_counter() - started, 3), failed=failed)
+    return RebuildReport(files=len(files), seconds=round(time.perf_counter() - started, 3), failed=failed,
+                         set_aside=set_aside)
 
 
 def rebuild(state: StateLayout | None = None, *, wait_s: float = 60.0) -> RebuildReport:
@@ -88,4 +111,5 @@ def rebuild(state: StateLayout | None = None, *, wait_s: float = 60.0) -> Rebuil
     with file_lock(log_.ingest_lock, timeout_s=wait_s):
         report = rebuild_locked(state, log_)
     after = ingest(state, lock_wait_s=wait_s, db_wait_s=wait_s)
-    return RebuildReport(files=report.files, seconds=report.seconds, failed=report.failed, after=after)
+    return RebuildReport(files=report.files, seconds=report.seconds, failed=report.failed, after=after,
+                         set_aside=report.set_aside)

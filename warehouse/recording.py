@@ -13,6 +13,10 @@ verify` lists it).
         run.fail(exc); raise
     run.finish(rec)       # inputs (run_input), outputs (dataset_version produced_by_run), status
 
+A process killed outright (SIGKILL) records no end: the segment carries host + pid + the process's
+start stamp, and the next `StageRunRecorder.start` on this host (or `skillgate warehouse reap`)
+marks such runs interrupted (interrupted.py).
+
     record(experiment_created(exp_record, root))      # after ownership.create_experiment
     record(model_exported(export_record, run_id))     # after ownership.build_export
     record(checkpoint_saved(ref, experiment_id, run_id), training_metrics(experiment_id, run_name, run_id, rows))
@@ -23,8 +27,6 @@ from __future__ import annotations
 import atexit
 import logging
 import math
-import os
-import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from skillgate_core.ownership.records import (
 )
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.pipeline import StageRecord
+from skillgate_core.processes import current_process
 from warehouse.events import (
     TRIGGERS,
     CheckpointSaved,
@@ -143,12 +146,16 @@ def experiment_created(rec: ExperimentRecord, root: Path) -> ExperimentCreated:
 
 
 def segment_started(rec: SegmentRecord, run_id: str) -> SegmentStarted:
+    me = current_process()
+    # The start stamp is known only for this process; a segment recorded on another's behalf has none.
+    start = me.start if (rec.host, rec.pid) == (me.host, me.pid) and me.start else None
     return SegmentStarted(
         segment_id=segment_key(rec.experiment_id, rec.run_name), run_name=rec.run_name, run_id=run_id,
         ordinal=rec.ordinal, host=rec.host, pid=rec.pid, started_at=rec.started_at,
         experiment_id=rec.experiment_id,
         resumed_from_segment=segment_key(rec.experiment_id, rec.resumed_from.run_name) if rec.resumed_from else None,
         resumed_from_step=rec.resumed_from.step if rec.resumed_from else None,
+        process_start=start,
     )
 
 
@@ -218,6 +225,16 @@ def evaluation_started(
 # --- stage runs ----------------------------------------------------------------------------------
 
 
+def _mark_dead_runs(state: StateLayout) -> None:
+    """Before a run starts: mark runs of killed processes interrupted (never stops the new run)."""
+    from warehouse.interrupted import mark_interrupted  # deferred: it records through this module
+
+    try:
+        mark_interrupted(state, wait_s=1.0)
+    except Exception as exc:  # the sweep is housekeeping; `skillgate warehouse reap` retries it
+        log.warning("warehouse: could not mark interrupted runs (%s: %s)", type(exc).__name__, exc)
+
+
 @dataclass(frozen=True)
 class StageRunRecorder:
     """Records one stage execution: run + segment at start, inputs/outputs/status at the end.
@@ -256,6 +273,7 @@ class StageRunRecorder:
         if segment is not None and experiment_id not in (None, segment.experiment_id):
             raise ValueError(f"experiment_id {experiment_id!r} is not the segment's ({segment.experiment_id!r})")
         state = state or state_layout()
+        _mark_dead_runs(state)
         run_id = new_run_id(stage)
         git = git_state()
         now = utc_now()
@@ -263,8 +281,9 @@ class StageRunRecorder:
         if segment is not None:
             seg = segment_started(segment, run_id)
         elif experiment_id is None:
+            me = current_process()
             seg = SegmentStarted(segment_id=run_id, run_name=run_id, run_id=run_id, ordinal=0,
-                                 host=socket.gethostname(), pid=os.getpid(), started_at=now)
+                                 host=me.host, pid=me.pid, started_at=now, process_start=me.start or None)
         else:
             seg = None  # the stage starts its segment itself; the caller records it
         record(

@@ -2,6 +2,7 @@
 
     s = warehouse_status(state_layout())
     s.schema_version, s.latest_version, s.pending, s.rejected
+    s.runs, s.dead_runs       # {"completed": 3, "interrupted": 1}, running runs whose process is gone
 
 Used by `skillgate doctor` and `skillgate warehouse status`. It neither ingests nor creates the
 file; if an ingest holds the file it retries briefly, then reports the file as busy.
@@ -12,7 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from skillgate_core.paths import StateLayout, state_layout
+from warehouse.damage import is_damage, warehouse_damaged
+from warehouse.interrupted import find_dead_runs
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.read import WarehouseBusy, open_read_only
 from warehouse.spool import event_log, list_archived, list_pending, list_rejected
@@ -45,6 +50,10 @@ class WarehouseStatus:
     """The file was locked by a writer for the whole wait."""
     rows: dict[str, int] = field(default_factory=dict)
     """Row count per main table."""
+    runs: dict[str, int] = field(default_factory=dict)
+    """Runs per status (completed, failed, interrupted, running)."""
+    dead_runs: int = 0
+    """Runs recorded as running whose process is gone (this host): `skillgate warehouse reap`."""
 
 
 def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -> WarehouseStatus:
@@ -60,10 +69,19 @@ def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -
         return WarehouseStatus(exists=True, schema_version=-1, busy=True, **base)  # type: ignore[arg-type]
     try:
         version = current_version(con)
-        rows = {}
+        rows, runs, dead = {}, {}, 0
         if version >= 1:
             for t in COUNTED_TABLES:
                 rows[t] = int(con.execute(f"select count(*) from {t}").fetchone()[0])  # type: ignore[index]
+        if version >= 2:
+            runs = dict(con.execute("select status, count(*) from v_run group by status order by status").fetchall())
+        if version >= 3:
+            dead = len(find_dead_runs(con))
+    except duckdb.Error as exc:  # a damaged block shows only when a query reads it
+        if is_damage(exc):
+            raise warehouse_damaged(state.warehouse_file, exc) from None
+        raise
     finally:
         con.close()
-    return WarehouseStatus(exists=True, schema_version=version, rows=rows, **base)  # type: ignore[arg-type]
+    return WarehouseStatus(exists=True, schema_version=version, rows=rows, runs=runs, dead_runs=dead,  # type: ignore[arg-type]
+                           **base)

@@ -9,6 +9,9 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
     recomputed folder sha256 vs weights_sha256); stale temp builds of dead processes;
   * evaluations (eval.json vs evaluation rows: export, protocol, status; ROW_IDs vs eval_trial);
   * datasets produced by runs: the uri still exists (and with `digests`, still has that sha256);
+  * runs recorded as running whose process is gone (this host), and temp output folders of stage
+    runs whose process is gone: `skillgate warehouse reap` marks the runs interrupted and deletes
+    the folders (interrupted.py);
   * the event log: rejected events (with their reason) and events still pending.
 
     report = verify(state_layout())
@@ -35,7 +38,9 @@ from skillgate_core.ownership import (
 )
 from skillgate_core.ownership.layout import ROW_FILE
 from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.stage_workdirs import dead_workdirs
 from warehouse.ids import checkpoint_key, eval_key, export_key, segment_key
+from warehouse.interrupted import find_dead_runs
 from warehouse.read import read_connection
 from warehouse.spool import event_log, list_pending, list_rejected
 
@@ -47,6 +52,7 @@ DRIFT_KINDS = (
     "mismatch",
     "digest-mismatch",
     "stale-build",
+    "dead-run",
     "rejected-event",
     "pending-events",
 )
@@ -121,6 +127,8 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         for eval_id, row_id in con.execute("select eval_id, row_id from eval_trial").fetchall():
             trial_rows.setdefault(eval_id, set()).add(row_id)
         datasets = _rows(con, "select * from dataset_version where produced_by_run is not null and kind <> 'model_export'")
+        n_runs = int(con.execute("select count(*) from run").fetchone()[0])  # type: ignore[index]
+        dead_runs = find_dead_runs(con)
 
     disk_exp, disk_seg, disk_x, disk_eval, disk_ckpt = {}, {}, {}, {}, {}
     disk_steps: dict[str, set[int]] = {}
@@ -213,6 +221,13 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         elif digests and path_sha256(p) != d["sha256"]:
             drift.append(Drift("digest-mismatch", d["sha256"], f"{d['kind']} at {p} changed since run {d['produced_by_run']}"))
 
+    for run in dead_runs:
+        drift.append(Drift("dead-run", run.run_id, f"{run.stage} run is recorded as running but its {run.detail()}: "
+                                                    "`skillgate warehouse reap` marks it interrupted"))
+    for work in dead_workdirs(state.artifacts):
+        drift.append(Drift("stale-build", str(work), "temp output folder of a stage run whose process is gone "
+                                                     "(removed by `skillgate warehouse reap` or the stage's next run)"))
+
     log_ = event_log(state)
     for p in list_rejected(log_):
         reason_file = p.with_name(p.name[:-5] + ".reason.txt")
@@ -224,5 +239,5 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
 
     checked = {"experiments": len(disk_exp), "segments": len(disk_seg), "checkpoints": len(disk_ckpt),
                "training_steps": sum(len(v) for v in disk_steps.values()), "exports": len(disk_x),
-               "evaluations": len(disk_eval), "datasets": len(datasets)}
+               "evaluations": len(disk_eval), "datasets": len(datasets), "runs": n_runs}
     return VerifyReport(drift=drift, checked=checked)

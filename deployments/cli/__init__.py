@@ -1,7 +1,8 @@
 """The `skillgate` command line: doctor, recipes, show, run (and the commands later steps add).
 
-Every command is a thin layer over skillgate_core / flows / warehouse; a ConfigError or a missing
-file becomes one red line naming the file and field, and exit code 2.
+Every command is a thin layer over skillgate_core / flows / warehouse; an error the user can fix (a
+config error, a missing file, a damaged warehouse, a state dir that cannot be written: errors.py)
+becomes one red paragraph naming the file and the fix, and exit code 2.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from deployments.cli import task_cmd
 from deployments.cli import warehouse_cmd
 from deployments.cli import bench_cmd
 from deployments.cli import experiments_cmd
-from skillgate_core.config import ConfigError
-from skillgate_core.stages import UnknownStageError
+from deployments.cli import paper_cmd
+from deployments.cli.errors import user_error_message
 
 app = typer.Typer(
     name="skillgate",
@@ -36,6 +37,7 @@ task_cmd.register(app)
 warehouse_cmd.register(app)
 bench_cmd.register(app)
 experiments_cmd.register(app)
+paper_cmd.register(app)
 
 __all__ = ["app", "main"]
 
@@ -43,8 +45,12 @@ __all__ = ["app", "main"]
 def main() -> None:
     try:
         app()
-    except (ConfigError, UnknownStageError, FileNotFoundError) as exc:
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None:  # a bug: its traceback is what the report needs
+            raise
         from rich.console import Console
+        from rich.markup import escape
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         sys.exit(2)

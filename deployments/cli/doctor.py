@@ -127,6 +127,9 @@ def _warehouse() -> CheckRow:
         return CheckRow("warehouse", "warn", detail, "skillgate warehouse ingest (migrates the schema)")
     if s.rejected:
         return CheckRow("warehouse", "warn", detail, "skillgate warehouse verify (lists refused events and why)")
+    if s.dead_runs:
+        return CheckRow("warehouse", "warn", f"{detail}; {s.dead_runs} run(s) 'running' whose process is gone",
+                        "skillgate warehouse reap (marks them interrupted)")
     return CheckRow("warehouse", "ok", detail)
 
 

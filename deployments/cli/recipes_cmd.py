@@ -12,6 +12,7 @@ from rich.table import Table
 
 from deployments import RECIPES_DIR
 from skillgate_core.config import config_digest, config_to_dict, field_docs
+from skillgate_core.config_ranges import field_ranges
 from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe, resume_overrides
 
 console = Console()
@@ -66,9 +67,10 @@ def register(app: typer.Typer) -> None:
             table = Table(title=f"{stage}  ({type(cfg).__name__}, digest {config_digest(cfg)[:16]})")
             for col in ("key", "value", "meaning"):
                 table.add_column(col)
-            docs = field_docs(type(cfg))
+            docs, ranges = field_docs(type(cfg)), field_ranges(type(cfg))
             for key, value in config_to_dict(cfg).items():
-                table.add_row(key, json.dumps(value), docs.get(key, ""))
+                allowed = f" ({ranges[key].describe()})" if key in ranges else ""
+                table.add_row(key, json.dumps(value), docs.get(key, "") + allowed)
             console.print(table)
 
     @app.command()

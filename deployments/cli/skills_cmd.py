@@ -42,9 +42,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
         rows = []
         for folder in folders:
-            problems = validate_skill(folder)
-            errors = [p for p in problems if p.severity == "error"]
-            name = folder.name if errors else load_skill(folder).name
+            try:
+                problems = validate_skill(folder)
+                errors = [p for p in problems if p.severity == "error"]
+                name = folder.name if errors else load_skill(folder).name
+            except Exception as exc:  # one unreadable skill is its own row, never the end of the check
+                rows.append([folder, folder.name, "invalid", f"SKILL.md: could not be checked ({type(exc).__name__}: {exc})"])
+                continue
             status = "invalid" if errors else ("warn" if problems else "ok")
             text = "\n".join(f"{p.field}: {p.message}" + ("" if p.severity == "error" else " (warning)") for p in problems)
             rows.append([folder, name, status, text])

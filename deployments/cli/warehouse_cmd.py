@@ -1,4 +1,4 @@
-"""`skillgate sql`, `skillgate lineage`, and `skillgate warehouse status|verify|rebuild|ingest|requeue`.
+"""`skillgate sql`, `skillgate lineage`, and `skillgate warehouse status|verify|rebuild|ingest|requeue|reap`.
 
     skillgate sql "select stage, status, git_sha from v_run order by started_at"
     skillgate sql "select * from metric_lineage('exp-1/eval70-s200/trial_success')" --format json
@@ -7,9 +7,11 @@
     skillgate warehouse verify                             # files vs warehouse; exit 1 on drift
     skillgate warehouse rebuild                            # rebuild the file from the event archive
     skillgate warehouse requeue                            # retry refused events (see verify for why)
+    skillgate warehouse reap                               # runs of killed processes -> interrupted
 
-All reads go through warehouse.read (ingest pending events first, then a read-only connection), so
-`sql` cannot modify the warehouse.
+All reads go through warehouse.read (ingest pending events first, then a read-only connection), and
+`sql` runs only one SELECT on a connection with file, network and extension access locked off
+(warehouse/sql_guard.py), so it can change neither the warehouse nor anything else.
 """
 
 from __future__ import annotations
@@ -94,14 +96,18 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json"),
         limit: int = typer.Option(1000, help="print at most this many rows (0: all)"),
     ) -> None:
-        """Run a read-only SQL query on the warehouse and print the rows."""
+        """Run one read-only query (SELECT, DESCRIBE, SHOW, EXPLAIN) on the warehouse and print the rows.
+
+        Nothing else runs: no COPY/EXPORT, ATTACH, INSTALL/LOAD, SET/PRAGMA or CREATE, and no file or
+        network access from inside a query (warehouse/sql_guard.py).
+        """
         from warehouse import query
 
         if fmt not in ("table", "csv", "json"):
             raise _fail(f"--format must be table, csv or json, got {fmt!r}")
         try:
-            res = query(statement)
-        except duckdb.Error as exc:
+            res = query(statement, untrusted=True)
+        except duckdb.Error as exc:  # ReadOnlySqlError included
             raise _fail(str(exc).splitlines()[0]) from None
         rows = res.rows if limit <= 0 else res.rows[:limit]
         title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
@@ -137,9 +143,12 @@ def register(app: typer.Typer) -> None:
         table.add_column("what")
         table.add_column("value")
         version = "busy" if s.busy else f"{s.schema_version} (code ships {s.latest_version})"
+        runs = [(f"runs {status}", n) for status, n in s.runs.items()]
+        if s.dead_runs:
+            runs.append(("runs whose process is gone", f"{s.dead_runs} (still 'running': skillgate warehouse reap)"))
         for k, v in [("exists", s.exists), ("schema version", version), ("pending events", s.pending),
-                     ("rejected events", s.rejected), ("archived events", s.archived), *s.rows.items()]:
-            table.add_row(str(k), str(v))
+                     ("rejected events", s.rejected), ("archived events", s.archived), *runs, *s.rows.items()]:
+            table.add_row(str(k), escape(str(v)))
         console.print(table)
 
     @wh_app.command()
@@ -176,6 +185,8 @@ def register(app: typer.Typer) -> None:
         report = run_rebuild()
         console.print(f"rebuilt from {report.files} archived event file(s) in {report.seconds} s"
                       + (f"; then ingested {report.after.ingested} pending" if report.after else ""))
+        if report.set_aside:
+            console.print(f"the unreadable old file is kept as {escape(str(report.set_aside))}", highlight=False)
         for name, reason in report.failed:
             err_console.print(f"[bold red]refused on replay:[/] {name}: {escape(reason)}")
         if report.failed:
@@ -193,6 +204,19 @@ def register(app: typer.Typer) -> None:
         moved = requeue_rejected(event_log(state), names or None)
         r = run_ingest(state, lock_wait_s=10.0, db_wait_s=10.0)
         console.print(f"re-queued {len(moved)}; ingested {r.ingested}, rejected again {r.rejected}")
+
+    @wh_app.command()
+    def reap() -> None:
+        """Mark runs whose process is gone (killed, crashed) as interrupted and delete their temp outputs."""
+        from warehouse import mark_interrupted
+
+        report = mark_interrupted()
+        console.print(f"marked {len(report.marked)} run(s) interrupted; "
+                      f"removed {len(report.removed)} temp output folder(s)")
+        for run in report.marked:
+            console.print(f"  {escape(run.run_id)} ({run.stage}): {escape(run.detail())}", highlight=False)
+        for path in report.removed:
+            console.print(f"  removed {escape(str(path))}", highlight=False)
 
     @wh_app.command()
     def ingest() -> None:

@@ -22,6 +22,7 @@ from typing import Literal
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_skills_dir
@@ -37,24 +38,30 @@ class CollectConfig:
 
     split: str = "train"
     """Bench split to collect on (train; eval splits are for evaluation only)."""
-    max_tasks: int = 16
+    max_tasks: NonNegativeInt = 16
     """Tasks to sample from the split (0 = all)."""
-    repeats: int = 1
+    repeats: PositiveInt = 1
     """Episodes per task."""
-    misleading_rate: float = 0.1
+    misleading_rate: Probability = 0.1
     """Teacher selection noise: probability of reading a misleading skill first."""
-    no_read_rate: float = 0.0
+    no_read_rate: Probability = 0.0
     """Teacher selection noise: probability of reading no skill."""
     keep: Literal["all", "resolved"] = "all"
     """Which trajectories to write (SFT later filters on resolved itself)."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Seed of the task sample and the teacher noise."""
-    backend: str = "bwrap"
+    backend: Literal["auto", "docker", "bwrap"] = "bwrap"
     """Sandbox backend for the episodes (auto, docker, bwrap)."""
-    batch_episodes: int = 8
+    batch_episodes: PositiveInt = 8
     """Episodes played together in one lockstep batch."""
-    max_turns: int = 6
+    max_turns: PositiveInt = 6
     """Turn limit of a teacher episode (it needs three)."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+        if self.misleading_rate + self.no_read_rate > 1:
+            raise ValueError(f"misleading_rate + no_read_rate: expected at most 1 (they are exclusive draws), "
+                             f"got {self.misleading_rate} + {self.no_read_rate}")
 
 
 def load_bench_rows(bench: Path, split: str) -> list[dict]:

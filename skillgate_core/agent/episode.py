@@ -11,7 +11,9 @@ ids; observations are appended as their own ids with loss mask 0:
 so nothing is ever re-tokenized (the "\\n" the chat template puts after <|im_end|> is observation
 glue, never a sampled token). A turn with no tool call is the final answer; a turn cut by length,
 the token budget, the turn limit or the wall clock makes the episode TRUNCATED (still graded); a
-sandbox failure makes it ABORTED.
+sandbox failure makes it ABORTED. Anything else that raises (the policy, a tool, the verifier, Ctrl-C)
+ends the whole batch, and every sandbox it started is stopped first (envs/sandbox_group.py), commands
+still running in them included: no container, bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
 """
@@ -21,16 +23,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
+from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.sandbox_group import SandboxGroup
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
 from skillgate_core.policy.local_sampler import Completion
@@ -56,20 +60,23 @@ OBSERVATION_TEMPLATE = "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|
 class EpisodeConfig:
     """Limits of one episode (METHOD.md 2; seed values as defaults where they exist)."""
 
-    max_turns: int = 30
+    max_turns: PositiveInt = 30
     """Assistant turns before the episode is cut (TRUNCATED)."""
-    max_context_tokens: int = 16384
+    max_context_tokens: PositiveInt = 16384
     """Prompt + response tokens the episode may use."""
-    max_new_tokens: int = 1024
+    max_new_tokens: PositiveInt = 1024
     """Longest single assistant turn."""
-    wall_clock_s: float = 850.0
+    wall_clock_s: PositiveFloat = 850.0
     """Seconds from sandbox start to the end of the last turn."""
-    backend: str = "auto"
+    backend: Literal["auto", "docker", "bwrap"] = "auto"
     """Sandbox backend: auto, docker or bwrap."""
-    tool_output_chars: int = 16000
+    tool_output_chars: PositiveInt = 16000
     """Tool output beyond this keeps head and tail around an omitted-count marker."""
-    workers: int = 4
+    workers: PositiveInt = 4
     """Threads running sandboxes (tool calls, starts, verification) concurrently."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,7 @@ class _Live:
 
 
 def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
-           sandbox_config: SandboxConfig | None) -> _Live:
+           sandbox_config: SandboxConfig | None, group: SandboxGroup) -> _Live:
     messages = build_messages(profile, spec.task.instruction, spec.slate)
     if spec.prompt_ids is not None:
         prompt_ids = list(spec.prompt_ids)
@@ -204,8 +211,8 @@ def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: Ep
     view = EpisodeView(spec, messages, list(prompt_ids), 0, config.max_new_tokens)
     live = _Live(spec, None, None, view, len(prompt_ids), started=time.monotonic())
     try:
-        live.box = start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
-                                 config=sandbox_config)
+        live.box = group.add(start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
+                                           config=sandbox_config))
         live.tools = ToolBox(live.box, output_chars=config.tool_output_chars)
     except SandboxError as exc:
         live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox did not start: {exc}"
@@ -261,18 +268,20 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
 
 
-def _finish(live: _Live, policy: Policy, profile: PromptProfile) -> Trajectory:
+def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
     spec = live.spec
     status = live.status or EpisodeStatus.TRUNCATED
     backend = live.box.backend if live.box is not None else ""
-    if live.box is None:
-        grade = aborted(live.abort_detail or "no sandbox")
-    elif status is EpisodeStatus.ABORTED:
-        grade = aborted(live.abort_detail)
-    else:
-        grade = verify(live.box, spec.task, status)
-    if live.box is not None:
-        live.box.stop()
+    try:
+        if live.box is None:
+            grade = aborted(live.abort_detail or "no sandbox")
+        elif status is EpisodeStatus.ABORTED:
+            grade = aborted(live.abort_detail)
+        else:
+            grade = verify(live.box, spec.task, status)
+    finally:
+        if live.box is not None:
+            group.stop(live.box)
     slate = spec.slate
     return Trajectory(
         task_id=spec.task.task_id,
@@ -307,9 +316,14 @@ def run_episodes(
     profile: PromptProfile = DEFAULT_PROFILE,
     sandbox_config: SandboxConfig | None = None,
 ) -> list[Trajectory]:
-    """Play every spec to the end in lockstep turns and grade it; results in spec order."""
-    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
-        lives = list(pool.map(lambda s: _start(s, tokenizer, profile, config, sandbox_config), specs))
+    """Play every spec to the end in lockstep turns and grade it; results in spec order.
+
+    If anything raises, every sandbox started is stopped before the error propagates (module docstring).
+    """
+    group = SandboxGroup()
+    pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
+    try:
+        lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
         while True:
             active = [lv for lv in lives if lv.status is None]
             if not active:
@@ -325,5 +339,21 @@ def run_episodes(
                 except (SandboxError, OSError) as exc:
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 
-            list(pool.map(advance, zip(active, completions, strict=True)))
-        return list(pool.map(lambda lv: _finish(lv, policy, profile), lives))
+            _each(pool, advance, zip(active, completions, strict=True))
+        return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
+    finally:
+        # Stop first: it also kills commands still running on the pool's threads, so the shutdown
+        # below does not wait for them; a start finishing after this is stopped as it registers.
+        group.stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """`fn` over `items` on the pool, results in order; the first error is raised as soon as it
+    happens (pool.map would first wait for every earlier item, e.g. another episode's long command)."""
+    futures = [pool.submit(fn, item) for item in items]
+    wait(futures, return_when=FIRST_EXCEPTION)
+    for future in futures:
+        if future.done() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    return [future.result() for future in futures]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
+from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, sample_completions
 from skillgate_core.skills import skill_location
 from skillgate_core.skills.procedure import extract_procedure
@@ -48,15 +49,16 @@ class LocalPolicy:
 class TeacherConfig:
     """How the teacher chooses what to read."""
 
-    misleading_rate: float = 0.0
+    misleading_rate: Probability = 0.0
     """Probability that the first turn reads a misleading skill instead of the oracle."""
-    no_read_rate: float = 0.0
+    no_read_rate: Probability = 0.0
     """Probability that the first turn reads no skill at all (then it answers without acting)."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Seed of the noise, combined with task id and repeat so every episode draws its own."""
 
     def __post_init__(self) -> None:
-        if not (0 <= self.misleading_rate and 0 <= self.no_read_rate and self.misleading_rate + self.no_read_rate <= 1):
+        check_ranges(self)
+        if self.misleading_rate + self.no_read_rate > 1:
             raise ValueError("misleading_rate and no_read_rate must be >= 0 and sum to at most 1")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 
 FAMILY_NAMES = ("procedural", "diagnosis", "constraints", "planning")
@@ -19,43 +21,37 @@ SPLITS = ("train", "eval70_v1", "slate147")
 class BenchBuildConfig:
     """The bundled suite: four families x four domains, held-in skills for training, held-out for evaluation."""
 
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Suite seed: the same seed writes a byte-identical suite."""
     families: tuple[str, ...] = FAMILY_NAMES
     """Families to generate (subset of procedural, diagnosis, constraints, planning)."""
     domains: tuple[str, ...] = DOMAIN_NAMES
     """Domains to generate (subset of data-formats, service-config, scheduling, deploy-runbooks)."""
-    train_skills_per_cell: int = 6
+    train_skills_per_cell: PositiveInt = 6
     """Held-in oracle skills per (family, domain) cell; each brings five lookalikes."""
-    train_tasks_per_skill: int = 11
+    train_tasks_per_skill: PositiveInt = 11
     """Training tasks per held-in skill (4 x 4 x 6 x 11 = 1,056 by default)."""
-    eval_skills_per_cell: int = 1
+    eval_skills_per_cell: PositiveInt = 1
     """Held-out oracle skills per cell for eval70_v1 (never used in training)."""
-    eval_tasks: int = 70
+    eval_tasks: NonNegativeInt = 70
     """Tasks of eval70_v1, spread evenly over families, domains and eval skills."""
-    slate_skills_per_cell: int = 1
+    slate_skills_per_cell: PositiveInt = 1
     """Held-out oracle skills per cell for the independent slate (disjoint from eval70's)."""
-    slate_tasks: int = 147
+    slate_tasks: NonNegativeInt = 147
     """Tasks of the independent slate (the seed's Claw-147)."""
-    max_attempts: int = 20
+    max_attempts: PositiveInt = 20
     """Input draws per task before giving up: a draw must let the oracle pass and every lookalike fail."""
     gate: Literal["none", "sample", "all"] = "none"
     """Validity gate after writing: none, a sample per family and split, or every task."""
-    gate_sample_per_family: int = 2
+    gate_sample_per_family: NonNegativeInt = 2
     """With gate=sample: tasks per family and split that are gated."""
     gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         for name, allowed in (("families", FAMILY_NAMES), ("domains", DOMAIN_NAMES)):
             values = getattr(self, name)
             bad = [v for v in values if v not in allowed]
             if bad or not values or len(set(values)) != len(values):
                 raise ValueError(f"{name}: expected distinct values from {allowed}, got {values}")
-        for name in ("train_skills_per_cell", "train_tasks_per_skill", "eval_skills_per_cell",
-                     "slate_skills_per_cell", "max_attempts"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
-        for name in ("eval_tasks", "slate_tasks", "gate_sample_per_family"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: expected >= 0, got {getattr(self, name)}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.paths import state_layout
 
 __all__ = ["BASE_IMAGE", "SandboxConfig"]
@@ -23,26 +24,26 @@ class SandboxConfig:
     """auto: Docker when a daemon answers (and the task needs it or bubblewrap is missing), else bubblewrap."""
     prefer: Literal["docker", "bwrap"] = "docker"
     """With backend=auto and both available, which one runs tasks that either can run."""
-    command_timeout_sec: float = 120.0
+    command_timeout_sec: PositiveFloat = 120.0
     """Default per-command timeout when exec() is given none."""
-    output_limit_bytes: int = 1 << 20
+    output_limit_bytes: PositiveInt = 1 << 20
     """Bytes kept per stream (stdout, stderr) of one command; the rest is read and dropped."""
-    pids_limit: int = 512
+    pids_limit: PositiveInt = 512
     """Processes + threads one sandbox may have at once (fork bombs stop here)."""
-    memory_limit_mb: int = 4096
+    memory_limit_mb: PositiveInt = 4096
     """Cap on the task's memory_mb."""
-    cpus_limit: float = 2.0
+    cpus_limit: PositiveFloat = 2.0
     """Cap on the task's cpus."""
-    workspace_limit_mb: int = 1024
+    workspace_limit_mb: PositiveInt = 1024
     """Cap on the task's storage_mb: size of the sandbox's writable filesystem (tmpfs)."""
-    file_size_limit_mb: int = 1024
+    file_size_limit_mb: PositiveInt = 1024
     """RLIMIT_FSIZE: largest file a command may write."""
     allow_network: bool = False
     """Master switch: a task's allow_internet gets a network only when this is True."""
     cgroups: bool = True
     """bubblewrap as root: limit memory/pids/CPU with a per-session cgroup (False: rlimits only, the
     same fallback a non-root user gets; RLIMIT_NPROC then counts every sandbox of the uid together)."""
-    sandbox_uid: int = 65534
+    sandbox_uid: NonNegativeInt = 65534
     """Host uid bubblewrap sandboxes run as when we are root (appears as root inside)."""
     sessions_dir: str = ""
     """Where bubblewrap session folders live; empty: /var/tmp/skillgate-sandboxes as root, else
@@ -53,17 +54,11 @@ class SandboxConfig:
     """Explicit FROM mappings (e.g. {"python:3.11-slim": "skillgate/base:bookworm"})."""
     docker_read_only_root: bool = True
     """Docker: read-only image filesystem; only the workspace, /tmp, HOME and /logs are writable."""
-    docker_build_timeout_sec: float = 600.0
+    docker_build_timeout_sec: PositiveFloat = 600.0
     """Cap on a task image build."""
 
     def __post_init__(self) -> None:
-        for name in ("command_timeout_sec", "cpus_limit"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}: expected a positive number, got {getattr(self, name)}")
-        for name in ("output_limit_bytes", "pids_limit", "memory_limit_mb", "workspace_limit_mb",
-                     "file_size_limit_mb"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
+        check_ranges(self)
 
     def sessions_path(self) -> Path:
         if self.sessions_dir:

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
 
 __all__ = ["Completion", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs"]
 
@@ -26,22 +28,17 @@ __all__ = ["Completion", "SamplingConfig", "load_policy", "sample_completions", 
 class SamplingConfig:
     """How completions are drawn."""
 
-    temperature: float = 1.0
+    temperature: PositiveFloat = 1.0
     """Logits are divided by this before sampling and before computing log-probs."""
-    top_p: float = 1.0
+    top_p: Annotated[float, Range(gt=0, le=1)] = 1.0
     """Nucleus sampling mass (1.0 = off; training keeps it off)."""
-    max_new_tokens: int = 512
+    max_new_tokens: PositiveInt = 512
     """Longest completion; reaching it ends the turn with finish = "length"."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Seed of the sampling RNG."""
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError("temperature must be > 0 (greedy decoding is not a sampling policy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError("top_p must be in (0, 1]")
-        if self.max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
+        check_ranges(self)  # temperature > 0: greedy decoding is not a sampling policy
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
 from skillgate_core.policy.corpus import build_corpus
 from skillgate_core.stage_output import StageOutput
 
@@ -38,34 +40,33 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 class TinyModelConfig:
     """Shape of the embedded-default policy and its tokenizer."""
 
-    vocab_size: int = 2048
-    """BPE vocabulary size (special tokens included)."""
-    hidden_size: int = 64
+    vocab_size: Annotated[int, Range(ge=512)] = 2048
+    """BPE vocabulary size (special tokens included; at least 256 byte symbols + merges + specials)."""
+    hidden_size: PositiveInt = 64
     """Model width."""
-    intermediate_size: int = 192
+    intermediate_size: PositiveInt = 192
     """MLP width."""
-    num_hidden_layers: int = 2
+    num_hidden_layers: PositiveInt = 2
     """Decoder layers."""
-    num_attention_heads: int = 4
+    num_attention_heads: PositiveInt = 4
     """Query heads."""
-    num_key_value_heads: int = 2
+    num_key_value_heads: PositiveInt = 2
     """Key/value heads (grouped-query attention, as in Qwen2)."""
-    max_position_embeddings: int = 8192
+    max_position_embeddings: PositiveInt = 8192
     """Longest sequence the model accepts."""
     tie_word_embeddings: bool = True
     """Share input and output embeddings (as small Qwen2 models do)."""
-    corpus_lines: int = 4000
+    corpus_lines: PositiveInt = 4000
     """Lines of generated text the tokenizer is trained on."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Seed for the corpus and for the weight initialisation."""
 
     def __post_init__(self) -> None:
+        check_ranges(self)  # first: the divisibility checks below would divide by a zero head count
         if self.hidden_size % self.num_attention_heads:
             raise ValueError("hidden_size must be a multiple of num_attention_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
-        if self.vocab_size < 512:
-            raise ValueError("vocab_size must be at least 512 (256 byte symbols + merges + specials)")
 
 
 def train_tokenizer(config: TinyModelConfig, lines: list[str]):

@@ -46,6 +46,7 @@ from typing import Any
 
 from skillgate_core.agent.prompts import build_messages, get_prompt_profile, render_prompt_ids
 from skillgate_core.agent.tool_schemas import tool_schema_digest
+from skillgate_core.config_ranges import NonNegativeInt, check_ranges
 from skillgate_core.digests import atomic_write_json, tree_manifest
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
@@ -72,16 +73,17 @@ class RLDataPrepConfig:
 
     profile: str = "selector_clean_oracle_action_credit"
     """RL training profile (METHOD.md 7) the data is for: decides the prompt variants (slate, no_skill)."""
-    max_tasks: int = 0
+    max_tasks: NonNegativeInt = 0
     """Keep only the first N tasks by task id (0 = all)."""
     prompt_profile: str = "openclaw-v1"
     """Prompt profile (agent.prompts) the prompts are rendered with."""
-    max_prompt_tokens: int = 0
+    max_prompt_tokens: NonNegativeInt = 0
     """Longest prompt allowed, in tokens; 0 = the model's max_position_embeddings - response_budget_tokens."""
-    response_budget_tokens: int = 2048
+    response_budget_tokens: NonNegativeInt = 2048
     """Tokens kept free for the episode's responses when max_prompt_tokens is derived from the model."""
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         get_profile(self.profile)  # UnknownProfileError lists the valid names
         get_prompt_profile(self.prompt_profile)
         if self.max_tasks < 0 or self.max_prompt_tokens < 0 or self.response_budget_tokens < 0:

@@ -311,18 +311,31 @@ def iter_gathered_parameters(
             yield [(n, p.data) for n, p in bucket]
 
 
-def gathered_state_dict(engine, *, bucket_bytes: int | None = None, device: str | torch.device = "cpu"):
-    """{parameter name: full tensor copy on `device`} on every rank (COLLECTIVE).
+def gathered_state_dict(
+    engine,
+    *,
+    bucket_bytes: int | None = None,
+    device: str | torch.device = "cpu",
+    only_rank: int | None = None,
+) -> dict[str, torch.Tensor]:
+    """{parameter name: full tensor copy on `device`} (COLLECTIVE: every rank enters every gather).
 
-    Names are `named_parameters()` names of the HF model, so tied weights appear once (as in
-    `model.named_parameters()`); persistent buffers are added. Memory: one full copy per rank.
+    Names are `named_parameters()` names of the HF model, so a tied weight appears once (a tied
+    lm_head.weight is absent: re-tie after load_state_dict(strict=False)); persistent buffers are
+    added. only_rank=None: every rank keeps a full copy; only_rank=r: only rank r does (the others
+    return {}), e.g. rank 0 writing an export without N full copies in host memory.
     """
+    from skillgate_core.rl.collectives import rank
+
+    keep = only_rank is None or rank() == only_rank
     out: dict[str, torch.Tensor] = {}
     for bucket in iter_gathered_parameters(engine, bucket_bytes):
-        for name, tensor in bucket:
-            out[name] = tensor.detach().to(device, copy=True)
-    for name, buf in _persistent_buffers(_inner(engine)):
-        out.setdefault(name, buf.detach().to(device, copy=True))
+        if keep:
+            for name, tensor in bucket:
+                out[name] = tensor.detach().to(device, copy=True)
+    if keep:
+        for name, buf in _persistent_buffers(_inner(engine)):
+            out.setdefault(name, buf.detach().to(device, copy=True))
     return out
 
 

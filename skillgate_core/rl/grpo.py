@@ -46,7 +46,7 @@ from skillgate_core.rl.engine import (
     refresh_replica,
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.logprobs import token_logprobs
+from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
 from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
 from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
@@ -61,6 +61,9 @@ __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "upd
 
 TRAINER_STATE_FILE = "trainer_state.json"
 """Inside every checkpoint: the step and each rank's prompt-stream cursor."""
+CREDIT_EPISODES_FILE = "credit_episodes.jsonl"
+"""In the segment: one row per trained episode (token counts of each credit stream), for the paper's
+credit-starvation figure."""
 ENGINE_DIR, ENGINE_TAG = "engine", "state"
 """Inside every checkpoint: DeepSpeed's own sharded save (model, optimizer), one file set per rank."""
 FIELDS = ("mask", "a_task", "a_sel", "w_task", "w_sel")
@@ -143,8 +146,10 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     if normaliser <= 0:
         return 0.0, []
     # 4. pack, and agree on the micro-batch count
-    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples],
-                          PackingConfig(max_tokens=cfg.micro_batch_tokens, pad_token_id=pad_token_id))
+    longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
+    packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
+                            max_samples=0 if packs_varlen(engine) else 1)
+    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples], packing)
     count = collectives.all_reduce_max(len(packed))
     micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
     # 5. old and reference log-probs, before any update
@@ -192,7 +197,7 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
             refresh_replica(replica, engine)
 
     scratch = Path(job.scratch_dir or job.segment_dir) / f"rank{rank}"
-    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch)
+    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch, policy_dir=Path(job.model_dir))
     stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
     per_worker = cfg.prompts_per_step // world
     metrics_path = Path(job.segment_dir) / METRICS_FILE
@@ -222,11 +227,15 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
         # 8. metrics and checkpoints
         mine = rank_summary(groups=groups, rollout=rollout, facts=facts, filter_counts=step_filter.counts(),
                             losses=losses, timer=timer.seconds)
-        row = step_metrics(step=step, summaries=collectives.all_gather_objects(mine), normaliser=normaliser,
-                           profile=profile)
+        summaries = collectives.all_gather_objects(mine)
+        row = step_metrics(step=step, summaries=summaries, normaliser=normaliser, profile=profile)
         if rank == 0:
             with metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
+            with (Path(job.segment_dir) / CREDIT_EPISODES_FILE).open("a") as fh:
+                for s in summaries:
+                    for record in s["credit_episodes"]:
+                        fh.write(json.dumps({"step": step, "profile": profile.name, **record}, sort_keys=True) + "\n")
             summary["steps"].append(row)
             progress.step(row)
         done = step + 1

@@ -42,8 +42,9 @@ from skillgate_core.ownership import (
     start_segment,
 )
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
+from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.paths import state_layout
-from skillgate_core.rl.grpo import GRPOJob, grpo_worker
+from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
 from skillgate_core.rl.progress import progress_style
@@ -84,19 +85,22 @@ def prepare_experiment(config: GRPOConfig, inputs: Mapping[str, str | Path]) -> 
         return open_experiment(root, experiment_id)[1]
 
 
-def _experiment_metrics(root: Path, experiment_id: str) -> list[dict[str, Any]]:
-    """Every step row of the experiment, over all its segments in start order (a resumed run's
-    curves continue the interrupted one's)."""
+def _experiment_rows(root: Path, experiment_id: str, filename: str) -> list[dict[str, Any]]:
+    """The rows of `filename` over all the experiment's segments in start order; a step written by
+    more than one segment (work redone after a resume) keeps the latest segment's rows only."""
     exp = experiment_dir(root, experiment_id)
-    rows: list[dict[str, Any]] = []
+    by_step: dict[int, list[dict[str, Any]]] = {}
     for segment in sorted(list_segments(exp), key=lambda r: r.ordinal):
-        path = exp.metrics_file(segment.run_name)
-        if path.is_file():
-            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    latest: dict[int, dict[str, Any]] = {}
-    for row in rows:  # a step repeated after a resume: the resumed segment's row wins
-        latest[int(row["step"])] = row
-    return [latest[k] for k in sorted(latest)]
+        path = exp.segment(segment.run_name) / filename
+        if not path.is_file():
+            continue
+        mine: dict[int, list[dict[str, Any]]] = {}
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                mine.setdefault(int(row["step"]), []).append(row)
+        by_step.update(mine)
+    return [row for step in sorted(by_step) for row in by_step[step]]
 
 
 def _link_tree(source: Path, target: Path) -> None:
@@ -160,8 +164,10 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         {"experiment_id": experiment_id, "run_name": run_name, **export}, indent=2, sort_keys=True) + "\n")
     training_dir = out_dir / "training"
     training_dir.mkdir()
-    rows = _experiment_metrics(root, experiment_id)
+    rows = _experiment_rows(root, experiment_id, METRICS_FILE)
     (training_dir / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    credit = _experiment_rows(root, experiment_id, CREDIT_EPISODES_FILE)
+    (training_dir / CREDIT_EPISODES_FILE).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in credit))
     plot_training_curves(rows, training_dir / "curves.png", title=f"{experiment_id} ({config.profile})")
     shutil.rmtree(out_dir / "scratch", ignore_errors=True)
     last = rows[-1] if rows else {}

@@ -201,6 +201,7 @@ def init_ray(config: LaunchConfig) -> bool:
     address = config.ray_address or os.environ.get("RAY_ADDRESS")
     runtime_env = {"env_vars": worker_env(config)}
     if address:
+        runtime_env["env_vars"]["RAY_ADDRESS"] = address  # Ray's own helper actors look it up
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
     else:
         cpus = config.local_num_cpus or max(os.cpu_count() or 1, int(config.num_workers * config.cpus_per_worker + 0.999))

@@ -24,7 +24,13 @@ import torch
 
 from skillgate_core.rl.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
 
-__all__ = ["attention_inputs", "model_device", "token_logprobs"]
+__all__ = ["attention_inputs", "model_device", "packs_varlen", "token_logprobs"]
+
+
+def packs_varlen(model: Any) -> bool:
+    """True when the model's attention kernel takes packed rows natively (flash varlen): then many
+    samples share a micro-batch; otherwise one sample per micro-batch is cheaper."""
+    return "flash" in str(getattr(_inner(model).config, "_attn_implementation", None) or "")
 
 
 def _inner(model: Any) -> Any:
@@ -49,6 +55,9 @@ def _model_dtype(model: Any) -> torch.dtype:
 def attention_inputs(model: Any, micro_batch: MicroBatch) -> dict[str, Any]:
     """The forward kwargs that confine attention to each packed sample, for this model's kernel."""
     impl = str(getattr(_inner(model).config, "_attn_implementation", None) or "eager")
+    if len(micro_batch.response_lengths) <= 1 and "flash" not in impl:
+        # One sequence from position 0: the model's own causal mask is exact and takes the fast kernel.
+        return {"attention_mask": None}
     if "flash" in impl:
         return {"attention_mask": None, **flash_attention_kwargs(micro_batch)}
     if impl == "sdpa":

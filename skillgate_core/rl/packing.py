@@ -55,6 +55,10 @@ class PackingConfig:
     """Token budget of one micro-batch: prompt + response tokens of all its samples."""
     pad_token_id: int = 0
     """Id of the single filler token of an empty (count-balancing) micro-batch; its logit is unused."""
+    max_samples: int = 0
+    """Samples per micro-batch at most (0 = no limit). 1 without a varlen attention kernel: a dense
+    block mask costs T^2 over the whole row, so several long samples in one row cost more than
+    running them one by one (each then needs no mask at all)."""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 2:
@@ -209,7 +213,7 @@ def pack_samples(samples: Sequence[TrainSample], config: PackingConfig) -> list[
     for i in order:
         n = samples[i].num_tokens
         for b, free in enumerate(room):
-            if n <= free:
+            if n <= free and (not config.max_samples or len(bins[b]) < config.max_samples):
                 bins[b].append(i)
                 room[b] -= n
                 break

@@ -89,6 +89,9 @@ class ChunkFacts:
     """Oracle read actions."""
     errors: list[str] = field(default_factory=list)
     """Messages of the TokenWeightErrors that dropped chunks."""
+    episodes: list[dict[str, int]] = field(default_factory=list)
+    """Per trained episode: response/loss/read-call/identity token counts and oracle actions (the
+    credit-starvation-by-length figure bins these)."""
 
 
 def _reads(episodes: Sequence[Episode]) -> list[list[str]]:
@@ -130,18 +133,28 @@ def _chunk_samples(
     weights = token_weights(masks, actions, sel) if two_stream else None
     a_task, a_sel = per_token_advantages([len(m) for m in masks], [a for _, a, _ in rows], actions, sel)
     out = []
+    pending: list[dict[str, int]] = []
     for k, (episode, _, _) in enumerate(rows):
         t = episode.trajectory
         w_task = weights.w_task[k] if weights else masks[k]
         w_sel = weights.w_sel[k] if weights else np.zeros_like(masks[k])
         out.append(CreditedSample(t.task_id, t.prompt_ids, t.response_ids, masks[k], a_task[k], a_sel[k], w_task, w_sel))
+        record = {"response_tokens": len(t.response_ids), "loss_tokens": int(masks[k].sum()), "read_call_tokens": 0,
+                  "identity_tokens": 0, "oracle_actions": 0, "oracle_negative_actions": 0}
         for action, value in zip(actions[k], sel[k], strict=True):
-            facts.read_call_tokens += len(action.call_token_indices)
+            record["read_call_tokens"] += len(action.call_token_indices)
             if value != 0.0:
-                facts.identity_tokens += len(action.identity_token_indices)
+                record["identity_tokens"] += len(action.identity_token_indices)
             if action.category == "oracle":
-                facts.oracle_actions += 1
-                facts.oracle_negative_actions += value < 0
+                record["oracle_actions"] += 1
+                record["oracle_negative_actions"] += int(value < 0)
+        pending.append(record)
+    for record in pending:
+        facts.read_call_tokens += record["read_call_tokens"]
+        facts.identity_tokens += record["identity_tokens"]
+        facts.oracle_actions += record["oracle_actions"]
+        facts.oracle_negative_actions += record["oracle_negative_actions"]
+    facts.episodes += pending
     facts.total_mask += float(sum(m.sum() for m in masks))
     facts.task_mass += float(sum(s.w_task.sum() for s in out))
     facts.selector_mass += float(sum(s.w_sel.sum() for s in out))

@@ -89,6 +89,7 @@ def rank_summary(*, groups: Sequence[Any], rollout: Any, facts: Any, filter_coun
         "generate_s": rollout.generate_s,
         "env_s": rollout.env_s,
         "timer": dict(timer),
+        "credit_episodes": list(facts.episodes),
     }
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.sft.trainer import save_policy_export, train_lora_sft
 from skillgate_core.stage_output import StageOutput
@@ -46,68 +47,68 @@ _LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 class BCStageConfig:
     """Gold Selector BC: LoRA SFT on the gold first read turn (defaults sized for the tiny CPU policy)."""
 
-    max_tasks: int = 16
+    max_tasks: NonNegativeInt = 16
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     skill_reasoning: bool = True
     """Open the turn with <skill_reasoning>, as the teacher does."""
-    max_steps: int = 8
+    max_steps: PositiveInt = 8
     """Optimizer steps."""
-    learning_rate: float = 1e-3
+    learning_rate: PositiveFloat = 1e-3
     """LoRA learning rate."""
-    per_device_batch_size: int = 1
+    per_device_batch_size: PositiveInt = 1
     """Sequences per step per device."""
-    max_length: int = 8192
+    max_length: PositiveInt = 8192
     """Longest row in tokens (prompt + turn); a longer row is refused, naming its task."""
-    lora_rank: int = 8
+    lora_rank: PositiveInt = 8
     """LoRA rank r."""
-    lora_alpha: int = 16
+    lora_alpha: PositiveInt = 16
     """LoRA scaling alpha."""
     lora_targets: tuple[str, ...] = _LORA_TARGETS
     """Module names that get LoRA adapters."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward (saves memory on large models, costs time)."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Trainer seed (data order, adapter init)."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
 class DPOStageConfig:
     """SelSkill-style DPO on gold-read vs misleading-read first turns (defaults sized for the tiny CPU policy)."""
 
-    max_tasks: int = 4
+    max_tasks: NonNegativeInt = 4
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
-    pairs_per_task: int = 5
+    pairs_per_task: PositiveInt = 5
     """Pairs per task: one per misleading skill, in slate order (METHOD.md 7: 5, every misleading skill)."""
-    beta: float = 0.1
+    beta: PositiveFloat = 0.1
     """DPO beta (METHOD.md 7: 0.1)."""
     loss_type: str = "sigmoid"
     """TRL DPO loss (METHOD.md 7: sigmoid, the original DPO loss)."""
     skill_reasoning: bool = True
     """Open the turns with <skill_reasoning>, as the teacher does."""
-    max_steps: int = 6
+    max_steps: PositiveInt = 6
     """Optimizer steps."""
-    learning_rate: float = 5e-4
+    learning_rate: PositiveFloat = 5e-4
     """LoRA learning rate."""
-    per_device_batch_size: int = 1
+    per_device_batch_size: PositiveInt = 1
     """Pairs per step per device."""
-    max_length: int = 8192
+    max_length: PositiveInt = 8192
     """Longest sequence in tokens (prompt + turn); a longer pair is refused, naming its task."""
-    lora_rank: int = 8
+    lora_rank: PositiveInt = 8
     """LoRA rank r (the reference model is the SFT model: the policy with its adapter disabled)."""
-    lora_alpha: int = 16
+    lora_alpha: PositiveInt = 16
     """LoRA scaling alpha."""
     lora_targets: tuple[str, ...] = _LORA_TARGETS
     """Module names that get LoRA adapters."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward (saves memory on large models, costs time)."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """Trainer seed (data order, adapter init)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.pairs_per_task:
-            raise ValueError(f"pairs_per_task: expected >= 1, got {self.pairs_per_task}")
-        if self.beta <= 0:
-            raise ValueError(f"beta: expected > 0, got {self.beta}")
+        check_ranges(self)
 
 
 def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict[str, Any]]:

@@ -15,6 +15,9 @@ Rules (agentskills/agentskills docs/specification.mdx):
 - Any other front-matter key is kept in `Skill.extra` with a warning: community skills carry
   client-specific keys (e.g. Claude Code's `model`), and refusing them would refuse real skills.
 - The body should stay under ~500 lines (warning), and should not be empty (warning).
+- Front matter nested deeper than FRONT_MATTER_MAX_DEPTH is refused before it is built: a hostile
+  file (20,000 nested brackets) would otherwise exhaust Python's recursion limit inside the YAML
+  loader and stop whoever checks the library, not just this skill.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import yaml
 __all__ = [
     "BODY_LINES_WARN",
     "DESCRIPTION_MAX",
+    "FRONT_MATTER_MAX_DEPTH",
     "NAME_MAX",
     "SKILL_FILE",
     "DuplicateSkillError",
@@ -48,6 +52,8 @@ NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 COMPATIBILITY_MAX = 500
 BODY_LINES_WARN = 500
+FRONT_MATTER_MAX_DEPTH = 32
+"""Deepest nesting of mappings/sequences accepted in front matter (fields are strings and small maps)."""
 KNOWN_FIELDS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 
 _NAME_CHARS = re.compile(r"[a-z0-9-]+")
@@ -191,13 +197,24 @@ def _parse(folder: Path) -> tuple[Skill | None, list[SkillProblem]]:
     except UnicodeDecodeError as exc:
         error(SKILL_FILE, f"expected UTF-8 text ({exc.reason} at byte {exc.start})")
         return None, problems
+    except OSError as exc:
+        error(SKILL_FILE, f"expected a readable file ({exc.strerror or exc})")
+        return None, problems
     split = _split_front_matter(text)
     if isinstance(split, str):
         error("front matter", split)
         return None, problems
     raw_front, body = split
     try:
+        if _nests_deeper_than(raw_front, FRONT_MATTER_MAX_DEPTH):
+            error("front matter", f"expected YAML nested at most {FRONT_MATTER_MAX_DEPTH} levels deep (fields are "
+                                  "strings and small maps); this front matter nests deeper")
+            return None, problems
         front = yaml.safe_load(raw_front)
+    except RecursionError:  # a backstop: the depth check above should make it unreachable
+        error("front matter", f"expected YAML nested at most {FRONT_MATTER_MAX_DEPTH} levels deep; "
+                              "it is too deeply nested to load")
+        return None, problems
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (front matter line {mark.line + 1})" if mark is not None else ""
@@ -246,6 +263,20 @@ def _parse(folder: Path) -> tuple[Skill | None, list[SkillProblem]]:
         has_references=has["references"],
     )
     return skill, problems
+
+
+def _nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether YAML `text` nests mappings/sequences more than `limit` deep, read from the parser's
+    event stream (a loop, no recursion) before the recursive composer ever sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > limit:
+                return True
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return False
 
 
 def _check_name(front: dict, folder_name: str, error: _Report) -> str | None:

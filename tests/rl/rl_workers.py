@@ -81,6 +81,7 @@ def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
     vocab = engine.module.config.vocab_size
     mine = hand_made_samples(case, vocab)[ctx.rank :: ctx.world_size]
     mbs = pack_samples(mine, PackingConfig(max_tokens=case.max_tokens))
+    packed = len(mbs)
     mbs = pad_micro_batches(mbs, all_reduce_max(len(mbs)), field_names=FIELDS)
     normaliser = all_reduce_sum(global_token_normaliser(s.fields["mask"] for s in mine))
 
@@ -113,6 +114,7 @@ def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
         "rank": ctx.rank,
         "world_size": ctx.world_size,
         "micro_batches": len(mbs),
+        "packed_micro_batches": packed,
         "normaliser": normaliser,
         "loss": all_reduce_sum(loss_sum),
         "clipped_tokens": all_reduce_sum(clip),
@@ -134,7 +136,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     """Properties of a freshly built ZeRO-3 engine, before any step."""
     from transformers import AutoModelForCausalLM
 
-    from skillgate_core.rl.engine import iter_gathered_parameters
+    from skillgate_core.rl.engine import compute_dtype, iter_gathered_parameters
 
     config = EngineConfig()
     engine = build_engine(model_dir, config)
@@ -143,7 +145,8 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     limit = max(full_bytes.values()) // 2  # forces several buckets and one oversized parameter alone
     buckets = [[name for name, _ in bucket] for bucket in iter_gathered_parameters(engine, limit)]
     gathered = gathered_state_dict(engine)
-    on_disk = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).named_parameters())
+    elsewhere = gathered_state_dict(engine, only_rank=ctx.world_size)  # a rank that does not exist keeps nothing
+    on_disk = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=compute_dtype(config)).named_parameters())
 
     samples = hand_made_samples(StepCase(model_dir=model_dir, num_samples=4), engine.module.config.vocab_size)
     [mb] = pack_samples(samples, PackingConfig(max_tokens=512))
@@ -159,7 +162,8 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
         "bucket_names": [n for b in buckets for n in b],
         "param_names": list(full_bytes),
         "gathered_equals_checkpoint": sorted(gathered) == sorted(on_disk)
-        and all(torch.equal(gathered[n], p.detach()) for n, p in on_disk.items()),
+        and all(torch.equal(gathered[n].cpu(), p.detach().cpu()) for n, p in on_disk.items()),
+        "only_rank_elsewhere_is_empty": elsewhere == {},
         "ratio_exactly_one": bool(torch.equal(torch.exp(new - old), torch.ones_like(new))),
         "new_requires_grad": new.requires_grad,
         "reference_equals_policy": bool(torch.equal(ref, old)),
@@ -183,4 +187,11 @@ def describe_worker(ctx: WorkerContext, tag: str) -> dict:
         "run_dir": str(ctx.run_dir),
         "under_ray": ctx.under_ray,
         "pid": os.getpid(),
+        "gcs_address": _gcs_address() if ctx.under_ray else None,
     }
+
+
+def _gcs_address() -> str:
+    import ray
+
+    return ray.get_runtime_context().gcs_address

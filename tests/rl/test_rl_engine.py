@@ -46,6 +46,7 @@ def test_zero3_engine_gathers_exact_weights_in_full_size_buckets(tiny_model_dir)
     [r] = run_in_process(engine_checks_worker, str(tiny_model_dir)).results
     assert r["placeholders_empty"]  # really ZeRO-3: parameters are size-0 placeholders
     assert r["gathered_equals_checkpoint"]  # the gather returns the checkpoint's exact weights
+    assert r["only_rank_elsewhere_is_empty"]
     assert r["bucket_names"] == r["param_names"]  # every parameter once, in order
     assert len(r["bucket_sizes"]) > 2
     assert all(size <= r["bucket_limit"] or size == max(r["bucket_sizes"]) for size in r["bucket_sizes"])

@@ -78,6 +78,7 @@ def test_zero3_two_ray_workers_match_one_process(ray_local, tmp_path, tiny_model
     [solo] = run_in_process(grpo_step_worker, case, run_dir=tmp_path / "solo").results
     duo = launch_ray(grpo_step_worker, case, launch_config(tmp_path)).results
     assert [d["rank"] for d in duo] == [0, 1] and duo[0]["micro_batches"] == duo[1]["micro_batches"]
+    assert duo[1]["packed_micro_batches"] < duo[1]["micro_batches"]  # rank 1 ran an empty, padded one
     assert solo["normaliser"] == duo[0]["normaliser"] == duo[1]["normaliser"]  # global N, exact
     # Tolerance: everything is float32; the two runs differ only in summation order (2 ranks'
     # partial gradients reduce-scattered vs 1 rank's sum; different micro-batch packings feed

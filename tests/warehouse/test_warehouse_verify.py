@@ -19,7 +19,7 @@ def test_a_recorded_scenario_verifies_clean(scenario: Scenario):
     report = verify(scenario.state)
     assert report.ok, report.drift
     assert report.checked == {"experiments": 1, "segments": 2, "checkpoints": 1, "training_steps": 22, "exports": 2,
-                              "evaluations": 1, "datasets": 1}
+                              "evaluations": 1, "datasets": 1, "runs": 4}
 
 
 def test_every_drift_is_listed(scenario: Scenario):

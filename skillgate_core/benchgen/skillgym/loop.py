@@ -24,12 +24,14 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from skillgate_core.benchgen.skillgym.checks import static_problems
 from skillgate_core.benchgen.skillgym.client import ChatClient, ChatError
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
 from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord
+from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import path_sha256
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
@@ -44,23 +46,22 @@ class SkillGymConfig:
 
     structures: tuple[str, ...] = tuple(STRUCTURES)
     """Reasoning structures to try for each skill."""
-    max_repairs: int = 5
+    max_repairs: NonNegativeInt = 5
     """Repair rounds after the first build (SkillGym: up to 5)."""
-    price_in_per_mtok: float = 0.0
+    price_in_per_mtok: NonNegativeFloat = 0.0
     """USD per million prompt tokens (0: cost not tracked)."""
-    price_out_per_mtok: float = 0.0
+    price_out_per_mtok: NonNegativeFloat = 0.0
     """USD per million completion tokens."""
-    gate_backend: str = "bwrap"
+    gate_backend: Literal["auto", "docker", "bwrap"] = "bwrap"
     """Sandbox backend of the validity gate."""
-    gate_repeats: int = 2
+    gate_repeats: PositiveInt = 2
     """Runs per gate agent."""
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         unknown = [s for s in self.structures if s not in STRUCTURES]
         if unknown:
             raise ValueError(f"structures: expected some of {sorted(STRUCTURES)}, got {unknown}")
-        if self.max_repairs < 0:
-            raise ValueError(f"max_repairs: expected >= 0, got {self.max_repairs}")
 
 
 def validity_gate(backend: str, repeats: int) -> GateFn:

@@ -1,4 +1,4 @@
--- 003: what a training run records besides its export (recorded by the stage's Prefect task from
+-- 004: what a training run records besides its export (recorded by the stage's Prefect task from
 -- what the stage returns; Ray workers never write here):
 --   * checkpoint: every complete checkpoint of a segment (segments/RUN/checkpoints/step_N);
 --   * training_metric: one row per optimizer step per metric of a segment (its metrics.jsonl);

@@ -1,0 +1,171 @@
+"""`run_episodes` releases every sandbox it started when anything raises: the policy (an error or
+Ctrl-C mid-batch), a tool, the verifier; on both backends nothing is left (no container or volume
+with the session's labels, no bubblewrap session folder, process or cgroup)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from sandbox_fixtures import REPO
+
+from skillgate_core.agent import episode
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, run_episodes
+from skillgate_core.agent.tools import ToolBox
+from skillgate_core.envs.cgroups import cgroup_names
+from skillgate_core.envs.sandbox import Sandbox
+from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.policy.corpus import build_corpus
+from skillgate_core.policy.local_sampler import Completion
+from skillgate_core.policy.tiny_model import TinyModelConfig, train_tokenizer
+
+TASK = REPO / "tests" / "envs" / "tasks" / "good" / "hello-file"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300)
+    return train_tokenizer(cfg, build_corpus(cfg.corpus_lines, cfg.seed))
+
+
+@pytest.fixture
+def sandbox_config() -> Iterator[SandboxConfig]:
+    """Sessions in a folder of this test alone (as root the sandbox uid must traverse it: /var/tmp, 0711)."""
+    folder = Path(tempfile.mkdtemp(prefix="skillgate-cleanup-test-", dir="/var/tmp"))
+    folder.chmod(0o711)
+    yield SandboxConfig(sessions_dir=str(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Sandbox]]:
+    """Every sandbox run_episodes starts, in start order."""
+    boxes: list[Sandbox] = []
+    real = episode.start_sandbox
+
+    def tracking(*args, **kwargs) -> Sandbox:
+        box = real(*args, **kwargs)
+        boxes.append(box)
+        return box
+
+    monkeypatch.setattr(episode, "start_sandbox", tracking)
+    yield boxes
+    for box in boxes:  # a safety net after the assertions: a failing test must not leak either
+        box.stop()
+
+
+class ScriptedPolicy:
+    """Episode i runs commands[i] with the exec tool each turn; the `fail_on`-th call raises `error`."""
+
+    name = "scripted"
+
+    def __init__(self, tokenizer, commands: Sequence[str | None], fail_on: int | None = None,
+                 error: BaseException | None = None) -> None:
+        self.tokenizer, self.commands, self.fail_on, self.error = tokenizer, commands, fail_on, error
+        self.calls = 0
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise self.error or RuntimeError("policy failed")
+        out = []
+        for view in views:
+            command = self.commands[view.spec.repeat]
+            text = ("<tool_call>" + json.dumps({"name": "exec", "arguments": {"command": command}}) + "</tool_call>"
+                    if command else "Done.")
+            ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            out.append(Completion(tuple(ids), (), text, "stop"))
+        return out
+
+
+def _specs(n: int) -> list[EpisodeSpec]:
+    task = load_task_package(TASK)
+    return [EpisodeSpec(task, None, repeat=i) for i in range(n)]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def _assert_nothing_left(boxes: list[Sandbox], config: SandboxConfig, n: int) -> None:
+    assert len(boxes) == n, f"expected {n} sandboxes started, saw {len(boxes)}"
+    for box in boxes:
+        if box.backend == "bwrap":
+            assert not box.dir.exists() and not box.meta_file.exists(), box.session_id
+            assert box.session_id not in cgroup_names(), f"cgroup of {box.session_id} left"
+            assert _processes_mentioning(str(box.dir)) == [], f"processes of {box.session_id} left"
+        else:
+            from skillgate_core.envs.docker_images import docker_client
+
+            client = docker_client()
+            left = client.containers.list(all=True, filters={"label": f"org.skillgate.session={box.session_id}"})
+            assert left == [], f"containers of {box.session_id} left: {left}"
+            assert client.api.volumes(filters={"name": box.volume}).get("Volumes") in (None, []), box.volume
+    assert list(Path(config.sessions_path()).iterdir()) == [], "bubblewrap session files left"
+
+
+def test_a_policy_error_mid_batch_releases_every_sandbox(sandbox_backend, tokenizer, sandbox_config, started):
+    policy = ScriptedPolicy(tokenizer, ["echo one > a.txt", "echo two > b.txt", "ls"], fail_on=2)
+    with pytest.raises(RuntimeError, match="policy failed"):
+        run_episodes(_specs(3), policy, tokenizer, EpisodeConfig(backend=sandbox_backend, max_turns=4, workers=3),
+                     sandbox_config=sandbox_config)
+    assert policy.calls == 2  # turn 0 ran its commands in every sandbox, turn 1 raised
+    _assert_nothing_left(started, sandbox_config, 3)
+
+
+def test_ctrl_c_mid_batch_releases_every_sandbox(sandbox_backend, tokenizer, sandbox_config, started):
+    policy = ScriptedPolicy(tokenizer, ["true", "true"], fail_on=2, error=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        run_episodes(_specs(2), policy, tokenizer, EpisodeConfig(backend=sandbox_backend, max_turns=4, workers=2),
+                     sandbox_config=sandbox_config)
+    _assert_nothing_left(started, sandbox_config, 2)
+
+
+def test_a_tool_error_releases_every_sandbox_without_waiting_for_the_others(
+        sandbox_backend, tokenizer, sandbox_config, started, monkeypatch):
+    real = ToolBox.run_all
+
+    def run_all(self, calls, *, deadline=None):
+        if any("boom" in json.dumps(c.arguments) for c in calls):
+            time.sleep(0.5)  # let the other episode's command get going
+            raise RuntimeError("tool failed")
+        return real(self, calls, deadline=deadline)
+
+    monkeypatch.setattr(ToolBox, "run_all", run_all)
+    policy = ScriptedPolicy(tokenizer, ["sleep 60", "echo boom"])
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="tool failed"):
+        run_episodes(_specs(2), policy, tokenizer, EpisodeConfig(backend=sandbox_backend, max_turns=4, workers=2),
+                     sandbox_config=sandbox_config)
+    assert time.monotonic() - began < 40, "cleanup waited for the other episode's 60 s command"
+    _assert_nothing_left(started, sandbox_config, 2)
+
+
+def test_a_verifier_error_releases_every_sandbox(sandbox_backend, tokenizer, sandbox_config, started, monkeypatch):
+    calls = []
+
+    def verify(box, task, status):
+        calls.append(box.session_id)
+        raise RuntimeError("verifier failed")
+
+    monkeypatch.setattr(episode, "verify", verify)
+    policy = ScriptedPolicy(tokenizer, [None, None, None])  # every episode answers at once
+    with pytest.raises(RuntimeError, match="verifier failed"):
+        run_episodes(_specs(3), policy, tokenizer, EpisodeConfig(backend=sandbox_backend, max_turns=4, workers=3),
+                     sandbox_config=sandbox_config)
+    assert calls
+    _assert_nothing_left(started, sandbox_config, 3)
