@@ -21,7 +21,14 @@ from typing import Annotated, Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
 
-__all__ = ["Completion", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs"]
+__all__ = [
+    "Completion",
+    "SamplingConfig",
+    "load_policy",
+    "sample_completions",
+    "sequence_logprobs",
+    "stop_token_ids",
+]
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,9 @@ def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
     return model, tok
 
 
-def _stop_ids(tokenizer: Any) -> list[int]:
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """The ids that end a turn: eos, and <|im_end|> / <|endoftext|> where the vocabulary has them
+    (every sampler stops on the same set)."""
     ids = {tokenizer.eos_token_id}
     for tok in ("<|im_end|>", "<|endoftext|>"):
         tid = tokenizer.convert_tokens_to_ids(tok)
@@ -90,7 +99,7 @@ def sample_completions(
     for row, prompt in enumerate(prompts):
         input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
         attention[row, width - len(prompt) :] = 1
-    stop = _stop_ids(tokenizer)
+    stop = stop_token_ids(tokenizer)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(config.seed)
     try:
