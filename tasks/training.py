@@ -17,10 +17,9 @@ artifact with the curves PNG, the export and how to resume.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +29,23 @@ from skillgate_core.ownership import (
     CheckpointRef,
     SegmentRecord,
     experiment_dir,
-    list_checkpoints,
     load_export,
 )
 from skillgate_core.pipeline import StageRecord
 from warehouse import (
     StageRunRecorder,
-    checkpoint_saved,
+    left_on_disk,
     model_exported,
+    read_metric_rows,
     record,
     segment_ended,
     segment_started,
-    training_metrics,
+    training_records,
 )
 
-__all__ = ["ARTIFACT_COLUMNS", "TrainingRecorder", "read_metric_rows", "training_artifacts"]
+__all__ = ["ARTIFACT_COLUMNS", "TrainingRecorder", "training_artifacts"]
 
 log = logging.getLogger(__name__)
-
-METRIC_STEPS_PER_EVENT = 100
-"""Steps per TrainingMetrics event: a long run's curve goes in in several modest spool files."""
 
 ARTIFACT_COLUMNS = (
     "step", "reward", "success_rate", "oracle_read_rate", "misleading_read_rate", "clean_oracle_rate",
@@ -58,21 +54,6 @@ ARTIFACT_COLUMNS = (
     "time_sync_s", "time_step_s",
 )
 """The columns of the per-step table artifact (every other number is in the warehouse)."""
-
-
-def read_metric_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.jsonl; a torn last line (a killed writer) is left out."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and "step" in row:
-            rows.append(row)
-    return rows
 
 
 @dataclasses.dataclass
@@ -93,17 +74,9 @@ class TrainingRecorder:
         elif kind == "segment_ended":
             record(segment_ended(facts["segment"]), state=self.run.state)
 
-    def _record(self, experiment_id: str, run_name: str, checkpoints: Iterable[CheckpointRef],
-                rows: list[dict[str, Any]]) -> None:
-        # separate groups: a refused one (say, a checkpoint recorded before) keeps the others
-        ckpts = [checkpoint_saved(c, experiment_id, self.run.run_id) for c in checkpoints]
-        if ckpts:
-            record(*ckpts, state=self.run.state)
-        steps = sorted({int(r["step"]) for r in rows})
-        for i in range(0, len(steps), METRIC_STEPS_PER_EVENT):
-            chunk = set(steps[i:i + METRIC_STEPS_PER_EVENT])
-            record(training_metrics(experiment_id, run_name, self.run.run_id,
-                                    [r for r in rows if int(r["step"]) in chunk]), state=self.run.state)
+    def _record(self, groups: list[tuple[Any, ...]]) -> None:
+        for group in groups:
+            record(*group, state=self.run.state)
 
     def record_finished(self, result: StageRecord) -> None:
         """After the stage returned: checkpoints, this segment's metric rows, the export."""
@@ -113,7 +86,7 @@ class TrainingRecorder:
         rows = [r for r in read_metric_rows(Path(m["metrics_file"])) if int(r["step"]) >= first]
         checkpoints = [CheckpointRef(run_name=run_name, step=int(c["step"]), path=str(c["path"]))
                        for c in m["checkpoints"]]
-        self._record(experiment_id, run_name, checkpoints, rows)
+        self._record(training_records(experiment_id, run_name, self.run.run_id, checkpoints, rows))
         export = load_export(experiment_dir(self.root, experiment_id), m["export_id"])
         if export is None:
             raise RuntimeError(f"grpo: export {m['export_id']!r} of {experiment_id!r} is not published")
@@ -125,9 +98,7 @@ class TrainingRecorder:
         Never raises: the stage's own error is the one to report."""
         for seg in self.segments:
             try:
-                exp = experiment_dir(self.root, seg.experiment_id)
-                self._record(seg.experiment_id, seg.run_name, list_checkpoints(exp, seg.run_name),
-                             read_metric_rows(exp.metrics_file(seg.run_name)))
+                self._record(left_on_disk(self.root, seg.experiment_id, seg.run_name, self.run.run_id))
             except Exception as exc:  # `skillgate warehouse verify` lists what is missing
                 log.warning("grpo: could not record what segment %s left (%s: %s)", seg.run_name,
                             type(exc).__name__, exc)

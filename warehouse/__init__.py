@@ -71,11 +71,14 @@ from warehouse.recording import (
     checkpoint_saved,
     evaluation_started,
     experiment_created,
+    left_on_disk,
     model_exported,
+    read_metric_rows,
     record,
     segment_ended,
     segment_started,
     training_metrics,
+    training_records,
 )
 from warehouse.spool import event_log
 from warehouse.status import WarehouseStatus, warehouse_status
@@ -127,6 +130,7 @@ __all__ = [
     "export_key",
     "export_lineage",
     "ingest",
+    "left_on_disk",
     "lineage_tree",
     "mark_interrupted",
     "metric_key",
@@ -134,6 +138,7 @@ __all__ = [
     "model_exported",
     "new_run_id",
     "query",
+    "read_metric_rows",
     "read_connection",
     "rebuild",
     "record",
@@ -142,6 +147,7 @@ __all__ = [
     "segment_key",
     "segment_started",
     "training_metrics",
+    "training_records",
     "verify",
     "warehouse_status",
 ]

@@ -25,10 +25,11 @@ marks such runs interrupted (interrupted.py).
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from skillgate_core.ownership.records import (
     SegmentRecord,
     utc_now,
 )
+from skillgate_core.ownership.segments import list_checkpoints
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.pipeline import StageRecord
 from skillgate_core.processes import current_process
@@ -73,11 +75,14 @@ __all__ = [
     "checkpoint_saved",
     "evaluation_started",
     "experiment_created",
+    "left_on_disk",
     "model_exported",
+    "read_metric_rows",
     "record",
     "segment_ended",
     "segment_started",
     "training_metrics",
+    "training_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -210,6 +215,49 @@ def training_metrics(experiment_id: str, run_name: str, run_id: str,
         metrics += [TrainingMetric(step=step, name=name, value=value)
                     for name, value in _numbers({k: v for k, v in row.items() if k != "step"})]
     return TrainingMetrics(segment_id=segment_key(experiment_id, run_name), run_id=run_id, metrics=tuple(metrics))
+
+
+TRAINING_STEPS_PER_EVENT = 100
+"""Steps per TrainingMetrics event: a long run's curve goes in as several modest spool files."""
+
+
+def read_metric_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl; a torn last line (a killed writer) is left out."""
+    if not Path(path).is_file():
+        return []
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows
+
+
+def training_records(experiment_id: str, run_name: str, run_id: str, checkpoints: Iterable[CheckpointRef],
+                     rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The event groups of a training segment's checkpoints and per-step metrics, each group to be
+    recorded on its own (`record(*group)`), so a refused one (say, a checkpoint recorded before)
+    keeps the others."""
+    groups: list[tuple[Any, ...]] = []
+    ckpts = tuple(checkpoint_saved(c, experiment_id, run_id) for c in checkpoints)
+    if ckpts:
+        groups.append(ckpts)
+    steps = sorted({int(r["step"]) for r in rows})
+    for i in range(0, len(steps), TRAINING_STEPS_PER_EVENT):
+        chunk = set(steps[i:i + TRAINING_STEPS_PER_EVENT])
+        groups.append((training_metrics(experiment_id, run_name, run_id, [r for r in rows if int(r["step"]) in chunk]),))
+    return groups
+
+
+def left_on_disk(root: Path, experiment_id: str, run_name: str, run_id: str) -> list[tuple[Any, ...]]:
+    """`training_records` of what a segment that ended without reporting (failed, killed) left in its
+    folder: its complete checkpoints and the rows of its metrics.jsonl."""
+    exp = experiment_dir(root, experiment_id)
+    return training_records(experiment_id, run_name, run_id, list_checkpoints(exp, run_name),
+                            read_metric_rows(exp.metrics_file(run_name)))
 
 
 def evaluation_started(
