@@ -14,7 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from deployments import RECIPES_DIR
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe
+from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe, resume_overrides
 from skillgate_core.stages import get_stage
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
@@ -23,20 +23,24 @@ __all__ = ["skillgate"]
 
 
 @flow(name="skillgate", log_prints=True)
-def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "ui") -> dict[str, Any]:
+def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "ui", resume: str = "") -> dict[str, Any]:
     """Run RECIPE (catalog name or .toml path) with `stage.key=value` overrides.
 
     trigger: who started it (ui, schedule, cli, test); recorded with the run.
+    resume: an experiment id: the recipe's training stage continues that experiment from its latest
+    checkpoint in a new segment (sets grpo.resume_experiment; never answered from the stage cache).
     Returns {"recipe", "digest", "stages": {stage: record or {"status": "not-built"}}}.
     """
     if trigger not in TRIGGERS:
         raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     logger = get_run_logger()
-    resolved = resolve_recipe(find_recipe(recipe, RECIPES_DIR), overrides or [])
+    found = find_recipe(recipe, RECIPES_DIR)
+    extra = resume_overrides(found, resume) if resume else []
+    resolved = resolve_recipe(found, [*(overrides or []), *extra])
     plan = plan_recipe(resolved)
     artifacts: dict[str, str] = dict(resolved.recipe.inputs)
     results: dict[str, Any] = {}
-    lines = [f"# skillgate `{resolved.name}` ({trigger})", "", "| stage | status | outputs |", "|---|---|---|"]
+    lines = [f"# skillgate `{resolved.name}` ({trigger}{', resume ' + resume if resume else ''})", "", "| stage | status | outputs |", "|---|---|---|"]
     for row in plan:
         if not row.built:
             logger.warning("stage %s: %s", row.stage, row.note)

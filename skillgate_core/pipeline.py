@@ -5,6 +5,10 @@ same inputs and config lands in the same folder: a finished one (it holds `stage
 reused instead of recomputed, and a half-built one is never visible (it lives under a temp name
 until the rename). A temp folder records its owner process (stage_workdirs.py): the folders of runs
 killed outright (SIGKILL, power loss) are removed by the next run of the stage.
+
+A config whose `reusable` property is False is never reused and always runs, in a folder of its
+own: a resume continues an experiment whose checkpoints are not among the stage's inputs, so the
+same config and inputs do not mean the same result.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hashlib
 import json
 import shutil
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +69,21 @@ class StageRecord:
         return cls(**data)
 
 
+def _relocated(value: Any, work: Path, final: Path) -> Any:
+    """`value` with every path string inside the temp folder `work` rewritten into `final` (a
+    stage reports paths under the out_dir it was given; the folder is renamed once it is done)."""
+    if isinstance(value, str):
+        for prefix in {str(work), str(work.resolve())}:
+            if value == prefix or value.startswith(prefix + "/"):
+                return str(final) + value[len(prefix):]
+        return value
+    if isinstance(value, Mapping):
+        return {k: _relocated(v, work, final) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_relocated(v, work, final) for v in value]
+    return value
+
+
 def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
     """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
     spec = get_stage(stage)
@@ -76,9 +96,11 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
     input_paths = {r: Path(inputs[r]).resolve() for r in spec.inputs}
     input_digests = {r: path_sha256(p) for r, p in input_paths.items()}
     cdigest = config_digest(config)
-    key = hashlib.sha256(canonical_json([stage, cdigest, input_digests]).encode()).hexdigest()[:16]
+    reusable = bool(getattr(config, "reusable", True))
+    fresh = [] if reusable else [f"run:{uuid.uuid4().hex}"]  # a run of its own: never a finished folder
+    key = hashlib.sha256(canonical_json([stage, cdigest, input_digests, *fresh]).encode()).hexdigest()[:16]
     final = layout.stage_dir(stage, key)
-    if (final / RESULT_FILE).is_file():
+    if reusable and (final / RESULT_FILE).is_file():
         record = StageRecord.from_json(json.loads((final / RESULT_FILE).read_text()))
         return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
 
@@ -108,7 +130,7 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
             outputs={role: str(final / r) for role, r in rel.items()},
             output_digests=output_digests,
             out_dir=str(final),
-            metrics=dict(result.metrics),
+            metrics=_relocated(dict(result.metrics), work, final),
             seconds=round(seconds, 3),
             reused=False,
         )

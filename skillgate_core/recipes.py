@@ -18,11 +18,16 @@ Resolution checks every key, type and range against the stage's frozen config da
 table unvalidated (and the plan says so). An input (`[inputs]` or `inputs.ROLE=PATH`) must name a
 role some stage of the recipe takes from outside (a typo would otherwise be silently ignored), and a
 path given on the command line must exist; a path in the file may be absent (the plan reports it).
+`resume_overrides(recipe, EXPERIMENT_ID)` is what `skillgate run --resume` and a deployment's
+`resume` parameter add: the override that makes each training stage of the recipe resume that
+experiment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +53,7 @@ __all__ = [
     "load_recipe",
     "plan_recipe",
     "resolve_recipe",
+    "resume_overrides",
 ]
 
 
@@ -304,3 +310,24 @@ def plan_recipe(resolved: ResolvedRecipe) -> list[PlannedStage]:
         for role in spec.outputs:
             provided[role] = f"stage:{stage}"
     return rows
+
+
+RESUME_FIELD = "resume_experiment"
+"""The config field of a training stage that names the experiment to resume (GRPOConfig)."""
+_EXPERIMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def resume_overrides(recipe: Recipe, experiment_id: str) -> list[str]:
+    """`STAGE.resume_experiment="ID"` for every built stage of `recipe` that can resume an experiment.
+
+    ConfigError when the id is not a valid experiment id or the recipe trains nothing resumable.
+    """
+    if not _EXPERIMENT_ID.fullmatch(experiment_id or ""):
+        raise ConfigError(f"resume: {experiment_id!r} is not an experiment id (1-128 characters of "
+                          "[A-Za-z0-9._-]); `skillgate experiments` lists them")
+    stages = [s for s in recipe.stages if get_stage(s).built
+              and RESUME_FIELD in {f.name for f in dataclasses.fields(get_stage(s).config_class())}]
+    if not stages:
+        raise ConfigError(f"resume: recipe '{recipe.name}' has no training stage that resumes an experiment "
+                          f"(stages: {', '.join(recipe.stages)})")
+    return [f'{s}.{RESUME_FIELD}="{experiment_id}"' for s in stages]

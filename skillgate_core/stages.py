@@ -37,6 +37,10 @@ class StageSpec:
     """'module:function' of its pure run function; None while the stage is not built."""
     planned_in: str = ""
     """The plan step that builds it, for the 'not built yet' message."""
+    experiment: str | None = None
+    """'module:function' `(config, inputs) -> ExperimentRecord` for a stage whose runs belong to an
+    experiment (METHOD.md 10): opens or creates the experiment the run will train in, before it
+    runs, so the run is recorded as that experiment's from its start. None: no experiment."""
 
     @property
     def built(self) -> bool:
@@ -46,6 +50,9 @@ class StageSpec:
         if self.config is None:
             raise UnknownStageError(f"stage '{self.name}' is not built yet ({self.planned_in})")
         return _load(self.config)
+
+    def experiment_function(self) -> Callable[..., Any] | None:
+        return _load(self.experiment) if self.experiment else None
 
     def run_function(self) -> Callable[..., StageOutput]:
         if self.entrypoint is None:
@@ -128,6 +135,7 @@ STAGES: tuple[StageSpec, ...] = (
         outputs=("policy_export",),
         config="skillgate_core.rl.grpo_config:GRPOConfig",
         entrypoint="skillgate_core.rl.grpo_stage:train_grpo",
+        experiment="skillgate_core.rl.grpo_stage:prepare_experiment",
     ),
     StageSpec(
         name="eval70",

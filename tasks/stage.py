@@ -8,21 +8,29 @@ Every execution is recorded in the warehouse (warehouse.StageRunRecorder): the r
 -> completed/failed, trigger, Prefect flow-run id, git sha + dirty flag, config digest), one segment
 for this process, its inputs (run_input of dataset_version) and outputs (dataset_version produced
 by this run). The trigger comes from a `trigger:VALUE` tag that the entry flow sets (default cli).
+
+A stage whose runs belong to an experiment (StageSpec.experiment: grpo) is recorded as that
+experiment's: the experiment before the run, then its own segment, checkpoints, per-step metrics
+and export (tasks/training.py), plus a per-step table and a curves report as artifacts.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from prefect import runtime, task
 from prefect.artifacts import create_table_artifact
 
 from skillgate_core.config import config_from_mapping
+from skillgate_core.ownership import experiments_root
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
+from skillgate_core.stage_events import listening
 from skillgate_core.stages import get_stage
 from tasks.paper import publish_paper_report
-from warehouse import StageRunRecorder
+from tasks.training import TrainingRecorder, training_artifacts
+from warehouse import StageRunRecorder, experiment_created, record
 
 __all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
 
@@ -43,19 +51,36 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
     spec = get_stage(stage)
     frozen = config_from_mapping(spec.config_class(), config, f"flow parameter config of stage '{stage}'")
     layout = state_layout()
-    run = StageRunRecorder.start(stage, frozen, trigger=_trigger(), flow_run_id=runtime.flow_run.id, state=layout)
+    prepare = spec.experiment_function()
+    experiment = prepare(frozen, inputs) if prepare else None
+    if experiment is not None:
+        record(experiment_created(experiment, experiments_root(layout)), state=layout)
+    run = StageRunRecorder.start(stage, frozen, trigger=_trigger(), flow_run_id=runtime.flow_run.id, state=layout,
+                                 experiment_id=experiment.experiment_id if experiment else None)
+    training = TrainingRecorder(run, experiments_root(layout)) if experiment else None
     try:
-        record = run_stage(stage, frozen, inputs, layout)
+        with listening(training.on_report) if training else nullcontext():
+            result = run_stage(stage, frozen, inputs, layout)
     except BaseException as exc:
+        if training:
+            training.record_failed()
         run.fail(exc)
         raise
-    run.finish(record)
-    rows = [{"role": r, "path": p, "sha256": record.output_digests[r]} for r, p in record.outputs.items()]
+    if training and not result.reused:
+        try:
+            training.record_finished(result)
+        except BaseException as exc:
+            run.fail(exc)
+            raise
+    run.finish(result)
+    rows = [{"role": r, "path": p, "sha256": result.output_digests[r]} for r, p in result.outputs.items()]
     create_table_artifact(
         key=f"{stage}-outputs",
         table=rows,
-        description=f"Outputs of stage {stage} (config {record.config_digest[:12]}, reused={record.reused})",
+        description=f"Outputs of stage {stage} (config {result.config_digest[:12]}, reused={result.reused})",
     )
+    if training:
+        training_artifacts(stage, result)
     if stage in _PUBLISHERS:
-        _PUBLISHERS[stage](record.to_json())
-    return {**record.to_json(), "run_id": run.run_id}
+        _PUBLISHERS[stage](result.to_json())
+    return {**result.to_json(), "run_id": run.run_id}

@@ -10,7 +10,8 @@ How it fits together (each module's docstring says more):
                 refused events to rejected/ with a reason, applied ones to archive/
   apply.py      event -> SQL; migrations/*.sql hold the tables, keys and constraints
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
-  queries.py    lineage queries (also views/macros in the schema) and the lineage tree
+  queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
+                training run's curve is `select * from training_curve('EXPERIMENT_ID')` (004)
   rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
   interrupted.py  runs whose process died (SIGKILL): marked interrupted, temp outputs removed
@@ -30,6 +31,7 @@ with its reason instead of being lost in a log line.
 
 from warehouse.events import (
     TRIGGERS,
+    CheckpointSaved,
     DatasetVersion,
     EvalMetric,
     EvalMetrics,
@@ -45,9 +47,11 @@ from warehouse.events import (
     RunStarted,
     SegmentEnded,
     SegmentStarted,
+    TrainingMetric,
+    TrainingMetrics,
 )
 from warehouse.guard import NotInRayWorker
-from warehouse.ids import eval_key, export_key, metric_key, new_run_id, segment_key
+from warehouse.ids import checkpoint_key, eval_key, export_key, metric_key, new_run_id, segment_key
 from warehouse.ingest import IngestReport, ingest
 from warehouse.interrupted import DeadRun, InterruptReport, find_dead_runs, mark_interrupted
 from warehouse.migrate import LATEST_VERSION, current_version
@@ -64,12 +68,17 @@ from warehouse.read import QueryResult, WarehouseBusy, query, read_connection
 from warehouse.rebuild import RebuildReport, rebuild
 from warehouse.recording import (
     StageRunRecorder,
+    checkpoint_saved,
     evaluation_started,
     experiment_created,
+    left_on_disk,
     model_exported,
+    read_metric_rows,
     record,
     segment_ended,
     segment_started,
+    training_metrics,
+    training_records,
 )
 from warehouse.spool import event_log
 from warehouse.status import WarehouseStatus, warehouse_status
@@ -78,6 +87,7 @@ from warehouse.verify import Drift, VerifyReport, verify
 __all__ = [
     "LATEST_VERSION",
     "TRIGGERS",
+    "CheckpointSaved",
     "DatasetVersion",
     "DeadRun",
     "Drift",
@@ -102,9 +112,13 @@ __all__ = [
     "SegmentEnded",
     "SegmentStarted",
     "StageRunRecorder",
+    "TrainingMetric",
+    "TrainingMetrics",
     "VerifyReport",
     "WarehouseBusy",
     "WarehouseStatus",
+    "checkpoint_key",
+    "checkpoint_saved",
     "current_version",
     "dataset_upstream",
     "eval_key",
@@ -116,6 +130,7 @@ __all__ = [
     "export_key",
     "export_lineage",
     "ingest",
+    "left_on_disk",
     "lineage_tree",
     "mark_interrupted",
     "metric_key",
@@ -123,6 +138,7 @@ __all__ = [
     "model_exported",
     "new_run_id",
     "query",
+    "read_metric_rows",
     "read_connection",
     "rebuild",
     "record",
@@ -130,6 +146,8 @@ __all__ = [
     "segment_ended",
     "segment_key",
     "segment_started",
+    "training_metrics",
+    "training_records",
     "verify",
     "warehouse_status",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 
 from warehouse.events import (
+    CheckpointSaved,
     DatasetVersion,
     EvalMetrics,
     EvalProtocol,
@@ -36,6 +37,7 @@ from warehouse.events import (
     RunStarted,
     SegmentEnded,
     SegmentStarted,
+    TrainingMetrics,
 )
 from warehouse.ids import metric_key
 
@@ -212,6 +214,28 @@ def _eval_metrics(con: Con, e: EvalMetrics) -> None:
         )
 
 
+def _checkpoint_saved(con: Con, e: CheckpointSaved) -> None:
+    if _one(con, "select 1 from segment where segment_id = ?", [e.segment_id]) is None:
+        raise LineageError(f"checkpoint '{e.checkpoint_id}': segment '{e.segment_id}' is unknown")
+    con.execute(
+        "insert into checkpoint values (?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.checkpoint_id, e.experiment_id, e.segment_id, e.run_id, e.step, e.uri, e.created_at],
+    )
+
+
+def _training_metrics(con: Con, e: TrainingMetrics) -> None:
+    row = _one(con, "select experiment_id from segment where segment_id = ?", [e.segment_id])
+    if row is None:
+        raise LineageError(f"training metrics: segment '{e.segment_id}' is unknown")
+    if row[0] is None:
+        raise LineageError(f"training metrics: segment '{e.segment_id}' belongs to no experiment")
+    if e.metrics:
+        con.executemany(
+            "insert into training_metric values (?, ?, ?, ?, ?, ?)",
+            [[e.segment_id, e.run_id, row[0], m.step, m.name, m.value] for m in e.metrics],
+        )
+
+
 _HANDLERS: dict[type, Callable[[Con, Any], None]] = {
     ExperimentCreated: _experiment,
     RunStarted: _run_started,
@@ -226,6 +250,8 @@ _HANDLERS: dict[type, Callable[[Con, Any], None]] = {
     EvaluationFinished: _evaluation_finished,
     EvalTrials: _eval_trials,
     EvalMetrics: _eval_metrics,
+    CheckpointSaved: _checkpoint_saved,
+    TrainingMetrics: _training_metrics,
 }
 
 

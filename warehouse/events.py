@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 __all__ = [
     "EVENT_TYPES",
     "TRIGGERS",
+    "CheckpointSaved",
     "DatasetVersion",
     "EvalMetric",
     "EvalMetrics",
@@ -38,6 +39,8 @@ __all__ = [
     "RunStarted",
     "SegmentEnded",
     "SegmentStarted",
+    "TrainingMetric",
+    "TrainingMetrics",
     "event_from_json",
     "event_to_json",
 ]
@@ -220,6 +223,52 @@ class ModelExported:
 
 
 @dataclass(frozen=True)
+class CheckpointSaved:
+    """A complete checkpoint of a training segment (segments/RUN_NAME/checkpoints/step_N, COMPLETE)."""
+
+    kind: ClassVar[str] = "checkpoint_saved"
+    checkpoint_id: str
+    """EXPERIMENT_ID/RUN_NAME/step_NNNNNNNN (ids.checkpoint_key)."""
+    experiment_id: str
+    """Owning experiment."""
+    segment_id: str
+    """Segment that wrote it (same run and experiment)."""
+    run_id: str
+    """Run that wrote it."""
+    step: int
+    """Optimizer steps done (a resume continues from here)."""
+    uri: str
+    """The checkpoint folder."""
+    created_at: str
+    """UTC ISO time (its COMPLETE marker)."""
+
+
+@dataclass(frozen=True)
+class TrainingMetric:
+    """One number of one optimizer step; part of TrainingMetrics."""
+
+    step: int
+    """The step as metrics.jsonl numbers it (0-based; the checkpoint after it is step + 1)."""
+    name: str
+    """Metric name (reward, success_rate, kl, ...; nested counts as 'rejected/REASON')."""
+    value: float
+    """Its value (finite)."""
+
+
+@dataclass(frozen=True)
+class TrainingMetrics:
+    """Per-step metrics of one training segment; each row gets the segment's experiment."""
+
+    kind: ClassVar[str] = "training_metrics"
+    segment_id: str
+    """The segment (recorded first) whose process trained these steps."""
+    run_id: str
+    """Its run."""
+    metrics: tuple[TrainingMetric, ...]
+    """The numbers."""
+
+
+@dataclass(frozen=True)
 class EvalProtocol:
     """A frozen evaluation protocol (METHOD.md 8)."""
 
@@ -331,7 +380,7 @@ class EvalMetrics:
 Event = (
     ExperimentCreated | RunStarted | RunFinished | SegmentStarted | SegmentEnded | DatasetVersion
     | RunInput | ModelExported | EvalProtocol | EvaluationStarted | EvaluationFinished | EvalTrials
-    | EvalMetrics
+    | EvalMetrics | CheckpointSaved | TrainingMetrics
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -339,10 +388,14 @@ EVENT_TYPES: dict[str, type] = {
     for cls in (
         ExperimentCreated, RunStarted, RunFinished, SegmentStarted, SegmentEnded, DatasetVersion,
         RunInput, ModelExported, EvalProtocol, EvaluationStarted, EvaluationFinished, EvalTrials,
-        EvalMetrics,
+        EvalMetrics, CheckpointSaved, TrainingMetrics,
     )
 }
-_NESTED: dict[str, tuple[str, type]] = {"eval_trials": ("trials", EvalTrial), "eval_metrics": ("metrics", EvalMetric)}
+_NESTED: dict[str, tuple[str, type]] = {
+    "eval_trials": ("trials", EvalTrial),
+    "eval_metrics": ("metrics", EvalMetric),
+    "training_metrics": ("metrics", TrainingMetric),
+}
 
 
 def event_to_json(event: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ model/exports/EXPORT_ID, eval/EVAL_ID); in the warehouse they are qualified "EXP
 names may repeat across experiments. Metric ids extend the evaluation id.
 
     export_key("exp-1", "step-200")                      -> "exp-1/step-200"
+    checkpoint_key("exp-1", "seg-a", 200)                -> "exp-1/seg-a/step_00000200"
     metric_key("exp-1/eval70-s200", "trial_success")     -> "exp-1/eval70-s200/trial_success"
     metric_key("exp-1/eval70-s200", "trial_success", "procedural")
                                                          -> "exp-1/eval70-s200/trial_success@procedural"
@@ -15,11 +16,18 @@ from __future__ import annotations
 import secrets
 from datetime import UTC, datetime
 
-__all__ = ["eval_key", "export_key", "metric_key", "new_run_id", "segment_key"]
+from skillgate_core.ownership.layout import checkpoint_name
+
+__all__ = ["checkpoint_key", "eval_key", "export_key", "metric_key", "new_run_id", "segment_key"]
 
 
 def segment_key(experiment_id: str | None, run_name: str) -> str:
     return f"{experiment_id}/{run_name}" if experiment_id else run_name
+
+
+def checkpoint_key(experiment_id: str, run_name: str, step: int) -> str:
+    """EXPERIMENT_ID/RUN_NAME/step_NNNNNNNN: the checkpoint folder's path below the experiment, less 'checkpoints'."""
+    return f"{experiment_id}/{run_name}/{checkpoint_name(step)}"
 
 
 def export_key(experiment_id: str, export_name: str) -> str:

@@ -5,9 +5,11 @@ and its end. A process killed outright (SIGKILL, the OOM killer, a power cut) re
 run would read `running` forever and its temp output folder would stay. `mark_interrupted` finds
 the running runs of this host whose process is gone (skillgate_core.processes, so a reused pid is
 not taken for the run), records RunFinished(status="interrupted") + SegmentEnded through the spool
-like any other writer, ends an experiment segment's run.json the same way (so `verify` sees the
-files and the warehouse agree), and removes the temp output folders of dead stage runs
-(skillgate_core.stage_workdirs). Runs of other hosts wait for a sweep on their own host.
+like any other writer, ends an experiment segment's run.json the same way and records what a
+training segment left in its folder (complete checkpoints, metrics.jsonl rows: its stage task died
+before it could), so `verify` sees the files and the warehouse agree, and removes the temp output
+folders of dead stage runs (skillgate_core.stage_workdirs). Runs of other hosts wait for a sweep on
+their own host.
 
 Two sweeps never record the same end twice: each holds the reap lock while it reads and records,
 and a run whose end already sits in the spool (recorded, not yet ingested) counts as ended.
@@ -35,7 +37,7 @@ from skillgate_core.stage_workdirs import remove_dead_workdirs
 from warehouse.events import EventFormatError, RunFinished, SegmentEnded
 from warehouse.ingest import ingest
 from warehouse.read import read_connection
-from warehouse.recording import record
+from warehouse.recording import left_on_disk, record
 from warehouse.spool import EventLog, event_log, list_pending, read_event_file
 
 __all__ = ["INTERRUPTED", "DeadRun", "InterruptReport", "find_dead_runs", "mark_interrupted"]
@@ -109,6 +111,12 @@ def _end_experiment_segment(state: StateLayout, run: DeadRun) -> None:
         finish_segment(experiments_root(state), run.experiment_id, run.run_name, INTERRUPTED)
     except OwnershipError:  # already ended on disk (or not there): the warehouse end is still due
         pass
+    try:
+        groups = left_on_disk(experiments_root(state), run.experiment_id, run.run_name, run.run_id)
+    except (OSError, OwnershipError, ValueError):  # unreadable: verify lists what is missing
+        groups = []
+    for group in groups:
+        record(*group, state=state, ingest_now=False)
 
 
 def mark_interrupted(state: StateLayout | None = None, *, wait_s: float = 10.0) -> InterruptReport:

@@ -19,31 +19,38 @@ marks such runs interrupted (interrupted.py).
 
     record(experiment_created(exp_record, root))      # after ownership.create_experiment
     record(model_exported(export_record, run_id))     # after ownership.build_export
+    record(checkpoint_saved(ref, experiment_id, run_id), training_metrics(experiment_id, run_name, run_id, rows))
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
+import math
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skillgate_core.config import config_digest, config_to_dict
-from skillgate_core.ownership.layout import experiment_dir
+from skillgate_core.ownership.layout import COMPLETE_MARKER, experiment_dir
 from skillgate_core.ownership.records import (
+    CheckpointRef,
     EvalRecord,
     ExperimentRecord,
     ExportRecord,
     SegmentRecord,
     utc_now,
 )
+from skillgate_core.ownership.segments import list_checkpoints
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.pipeline import StageRecord
 from skillgate_core.processes import current_process
 from warehouse.events import (
     TRIGGERS,
+    CheckpointSaved,
     DatasetVersion,
     EvaluationStarted,
     ExperimentCreated,
@@ -53,9 +60,11 @@ from warehouse.events import (
     RunStarted,
     SegmentEnded,
     SegmentStarted,
+    TrainingMetric,
+    TrainingMetrics,
 )
 from warehouse.guard import refuse_in_ray_worker
-from warehouse.ids import eval_key, export_key, new_run_id, segment_key
+from warehouse.ids import checkpoint_key, eval_key, export_key, new_run_id, segment_key
 from warehouse.ingest import ingest
 from warehouse.provenance import git_state
 from warehouse.spool import append_events, event_log
@@ -63,12 +72,17 @@ from warehouse.spool import append_events, event_log
 __all__ = [
     "INGEST_INTERVAL_S",
     "StageRunRecorder",
+    "checkpoint_saved",
     "evaluation_started",
     "experiment_created",
+    "left_on_disk",
     "model_exported",
+    "read_metric_rows",
     "record",
     "segment_ended",
     "segment_started",
+    "training_metrics",
+    "training_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -168,6 +182,84 @@ def model_exported(rec: ExportRecord, run_id: str) -> ModelExported:
     )
 
 
+def checkpoint_saved(ref: CheckpointRef, experiment_id: str, run_id: str) -> CheckpointSaved:
+    """A complete checkpoint (ownership.save_checkpoint / list_checkpoints); its time is its COMPLETE marker's."""
+    marker = Path(ref.path) / COMPLETE_MARKER
+    created = marker.read_text().strip() if marker.is_file() else ""
+    return CheckpointSaved(
+        checkpoint_id=checkpoint_key(experiment_id, ref.run_name, ref.step), experiment_id=experiment_id,
+        segment_id=segment_key(experiment_id, ref.run_name), run_id=run_id, step=ref.step, uri=ref.path,
+        created_at=created or utc_now(),
+    )
+
+
+def _numbers(row: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, float]]:
+    for key, value in sorted(row.items()):
+        if isinstance(value, Mapping):
+            yield from _numbers(value, f"{prefix}{key}/")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            yield f"{prefix}{key}", float(value)
+
+
+def training_metrics(experiment_id: str, run_name: str, run_id: str,
+                     rows: Iterable[Mapping[str, Any]]) -> TrainingMetrics:
+    """One metric row per step per number of each metrics.jsonl row (`rows` carry "step").
+
+    Every finite int/float field becomes a row; a nested table of counts becomes 'NAME/KEY' rows
+    (rejected/zero_variance); None (a step that trained nothing has no loss), booleans, strings and
+    lists are left out.
+    """
+    metrics = []
+    for row in rows:
+        step = int(row["step"])
+        metrics += [TrainingMetric(step=step, name=name, value=value)
+                    for name, value in _numbers({k: v for k, v in row.items() if k != "step"})]
+    return TrainingMetrics(segment_id=segment_key(experiment_id, run_name), run_id=run_id, metrics=tuple(metrics))
+
+
+TRAINING_STEPS_PER_EVENT = 100
+"""Steps per TrainingMetrics event: a long run's curve goes in as several modest spool files."""
+
+
+def read_metric_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl; a torn last line (a killed writer) is left out."""
+    if not Path(path).is_file():
+        return []
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows
+
+
+def training_records(experiment_id: str, run_name: str, run_id: str, checkpoints: Iterable[CheckpointRef],
+                     rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The event groups of a training segment's checkpoints and per-step metrics, each group to be
+    recorded on its own (`record(*group)`), so a refused one (say, a checkpoint recorded before)
+    keeps the others."""
+    groups: list[tuple[Any, ...]] = []
+    ckpts = tuple(checkpoint_saved(c, experiment_id, run_id) for c in checkpoints)
+    if ckpts:
+        groups.append(ckpts)
+    steps = sorted({int(r["step"]) for r in rows})
+    for i in range(0, len(steps), TRAINING_STEPS_PER_EVENT):
+        chunk = set(steps[i:i + TRAINING_STEPS_PER_EVENT])
+        groups.append((training_metrics(experiment_id, run_name, run_id, [r for r in rows if int(r["step"]) in chunk]),))
+    return groups
+
+
+def left_on_disk(root: Path, experiment_id: str, run_name: str, run_id: str) -> list[tuple[Any, ...]]:
+    """`training_records` of what a segment that ended without reporting (failed, killed) left in its
+    folder: its complete checkpoints and the rows of its metrics.jsonl."""
+    exp = experiment_dir(root, experiment_id)
+    return training_records(experiment_id, run_name, run_id, list_checkpoints(exp, run_name),
+                            read_metric_rows(exp.metrics_file(run_name)))
+
+
 def evaluation_started(
     rec: EvalRecord, eval_dir: Path, *, run_id: str | None = None, dataset_sha256: str | None = None
 ) -> EvaluationStarted:
@@ -198,7 +290,9 @@ class StageRunRecorder:
     A stage outside any experiment gets a segment named after its run (one process executes it).
     A training or evaluation stage passes the ownership segment it started
     (`ownership.start_segment`), so the warehouse row is that segment, with its ordinal and resume
-    point, and the run belongs to the segment's experiment.
+    point, and the run belongs to the segment's experiment. A stage that starts its experiment
+    segment itself, while it runs (grpo), passes only `experiment_id`: no segment is recorded here,
+    its caller records the stage's own (segment_started / segment_ended, with this run id).
     """
 
     run_id: str
@@ -208,7 +302,7 @@ class StageRunRecorder:
     state: StateLayout
     """Where the warehouse and its event log live."""
     segment_id: str
-    """The segment recorded for this process."""
+    """The segment recorded for this process ('' when the stage records its own)."""
 
     @classmethod
     def start(
@@ -219,32 +313,38 @@ class StageRunRecorder:
         trigger: str,
         flow_run_id: str | None = None,
         segment: SegmentRecord | None = None,
+        experiment_id: str | None = None,
         state: StateLayout | None = None,
     ) -> StageRunRecorder:
         if trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+        if segment is not None and experiment_id not in (None, segment.experiment_id):
+            raise ValueError(f"experiment_id {experiment_id!r} is not the segment's ({segment.experiment_id!r})")
         state = state or state_layout()
         _mark_dead_runs(state)
         run_id = new_run_id(stage)
         git = git_state()
         now = utc_now()
-        if segment is None:
+        seg: SegmentStarted | None
+        if segment is not None:
+            seg = segment_started(segment, run_id)
+        elif experiment_id is None:
             me = current_process()
             seg = SegmentStarted(segment_id=run_id, run_name=run_id, run_id=run_id, ordinal=0,
                                  host=me.host, pid=me.pid, started_at=now, process_start=me.start or None)
         else:
-            seg = segment_started(segment, run_id)
+            seg = None  # the stage starts its segment itself; the caller records it
         record(
             RunStarted(
                 run_id=run_id, stage=stage, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,  # type: ignore[arg-type]
                 config_digest=config_digest(config), config_type=type(config).__name__,
                 config_body=config_to_dict(config), started_at=now, flow_run_id=flow_run_id,
-                experiment_id=segment.experiment_id if segment else None,
+                experiment_id=segment.experiment_id if segment else experiment_id,
             ),
-            seg,
+            *([seg] if seg else []),
             state=state,
         )
-        return cls(run_id=run_id, stage=stage, state=state, segment_id=seg.segment_id)
+        return cls(run_id=run_id, stage=stage, state=state, segment_id=seg.segment_id if seg else "")
 
     def finish(self, rec: StageRecord, exit_reason: str = "completed") -> None:
         """Inputs as run_input edges, outputs as dataset_versions of this run, status completed."""
@@ -258,14 +358,16 @@ class StageRunRecorder:
                                          produced_by_run=self.run_id))
         events.append(RunFinished(run_id=self.run_id, status="completed", finished_at=now, reused=rec.reused,
                                   metrics=dict(rec.metrics)))
-        events.append(SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=exit_reason))
+        if self.segment_id:
+            events.append(SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=exit_reason))
         record(*events, state=self.state)
 
     def fail(self, error: BaseException) -> None:
         now = utc_now()
         text = f"{type(error).__name__}: {error}"[:2000]
+        ended = [SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=f"failed: {type(error).__name__}")]
         record(
             RunFinished(run_id=self.run_id, status="failed", finished_at=now, error=text),
-            SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=f"failed: {type(error).__name__}"),
+            *(ended if self.segment_id else []),
             state=self.state,
         )

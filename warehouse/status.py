@@ -24,8 +24,8 @@ from warehouse.spool import event_log, list_archived, list_pending, list_rejecte
 
 __all__ = ["COUNTED_TABLES", "WarehouseStatus", "warehouse_status"]
 
-COUNTED_TABLES = ("experiment", "run", "segment", "dataset_version", "model_export", "evaluation",
-                  "eval_trial", "eval_metric")
+COUNTED_TABLES = ("experiment", "run", "segment", "checkpoint", "training_metric", "dataset_version", "model_export",
+                  "evaluation", "eval_trial", "eval_metric")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 Checked, both ways (on disk but not recorded, recorded but gone from disk):
   * experiments (experiment.json vs experiment rows, and their fields);
   * experiment segments (run.json vs segment rows: ordinal, resume point, exit reason);
+  * checkpoints (COMPLETE step_N folders vs checkpoint rows: path, segment) and training metrics
+    (the steps of a segment's metrics.jsonl vs its training_metric rows);
   * exports (COMPLETE folders vs model_export rows: path, step, segment, and with `digests` the
     recomputed folder sha256 vs weights_sha256); stale temp builds of dead processes;
   * evaluations (eval.json vs evaluation rows: export, protocol, status; ROW_IDs vs eval_trial);
@@ -10,8 +12,7 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
   * runs recorded as running whose process is gone (this host), and temp output folders of stage
     runs whose process is gone: `skillgate warehouse reap` marks the runs interrupted and deletes
     the folders (interrupted.py);
-  * the event log: rejected events (with their reason) and events still pending;
-  * catalog.json vs a fresh scan of the folders.
+  * the event log: rejected events (with their reason) and events still pending.
 
     report = verify(state_layout())
     report.ok, report.drift      # [Drift(kind="missing-in-warehouse", subject="exp-1/step-300", ...)]
@@ -19,6 +20,7 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,18 +29,17 @@ from skillgate_core.digests import path_sha256
 from skillgate_core.ownership import (
     experiment_dir,
     experiments_root,
+    list_checkpoints,
     list_evals,
     list_experiments,
     list_exports,
     list_segments,
-    load_catalog,
-    scan_catalog,
     stale_builds,
 )
-from skillgate_core.ownership.layout import CATALOG_FILE, ROW_FILE
+from skillgate_core.ownership.layout import ROW_FILE
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.stage_workdirs import dead_workdirs
-from warehouse.ids import eval_key, export_key, segment_key
+from warehouse.ids import checkpoint_key, eval_key, export_key, segment_key
 from warehouse.interrupted import find_dead_runs
 from warehouse.read import read_connection
 from warehouse.spool import event_log, list_pending, list_rejected
@@ -54,7 +55,6 @@ DRIFT_KINDS = (
     "dead-run",
     "rejected-event",
     "pending-events",
-    "catalog-stale",
 )
 
 
@@ -97,6 +97,19 @@ def _both_ways(drift: list[Drift], what: str, on_disk: set[str], in_wh: set[str]
         drift.append(Drift("missing-on-disk", k, f"{what} recorded in the warehouse is not on disk"))
 
 
+def _metric_steps(path: Path) -> set[int]:
+    """The steps of a segment's metrics.jsonl (a torn last line of a killed writer is skipped)."""
+    if not path.is_file():
+        return set()
+    steps = set()
+    for line in path.read_text().splitlines():
+        try:
+            steps.add(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return steps
+
+
 def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyReport:
     state = state or state_layout()
     root = experiments_root(state)
@@ -105,6 +118,10 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         wh_exp = {r["experiment_id"]: r for r in _rows(con, "select * from experiment")}
         wh_seg = {r["segment_id"]: r for r in _rows(con, "select * from v_segment where experiment_id is not null")}
         wh_exp_rows = {r["export_id"]: r for r in _rows(con, "select * from model_export")}
+        wh_ckpt = {r["checkpoint_id"]: r for r in _rows(con, "select * from checkpoint")}
+        metric_steps: dict[str, set[int]] = {}
+        for segment_id, step in con.execute("select distinct segment_id, step from training_metric").fetchall():
+            metric_steps.setdefault(segment_id, set()).add(int(step))
         wh_eval = {r["eval_id"]: r for r in _rows(con, "select * from v_evaluation")}
         trial_rows: dict[str, set[str]] = {}
         for eval_id, row_id in con.execute("select eval_id, row_id from eval_trial").fetchall():
@@ -113,12 +130,18 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         n_runs = int(con.execute("select count(*) from run").fetchone()[0])  # type: ignore[index]
         dead_runs = find_dead_runs(con)
 
-    disk_exp, disk_seg, disk_x, disk_eval = {}, {}, {}, {}
+    disk_exp, disk_seg, disk_x, disk_eval, disk_ckpt = {}, {}, {}, {}, {}
+    disk_steps: dict[str, set[int]] = {}
     for rec in list_experiments(root):
         exp = experiment_dir(root, rec.experiment_id)
         disk_exp[rec.experiment_id] = (rec, exp)
         for s in list_segments(exp):
             disk_seg[segment_key(rec.experiment_id, s.run_name)] = s
+            steps = _metric_steps(exp.metrics_file(s.run_name))
+            if steps:
+                disk_steps[segment_key(rec.experiment_id, s.run_name)] = steps
+        for c in list_checkpoints(exp):
+            disk_ckpt[checkpoint_key(rec.experiment_id, c.run_name, c.step)] = c
         for x in list_exports(exp):
             disk_x[export_key(rec.experiment_id, x.export_id)] = x
         for tmp in stale_builds(exp.exports):
@@ -144,6 +167,22 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
         if diffs:
             drift.append(Drift("mismatch", k, "; ".join(diffs)))
+
+    _both_ways(drift, "checkpoint", set(disk_ckpt), set(wh_ckpt))
+    for k in sorted(set(disk_ckpt) & set(wh_ckpt)):
+        c, row = disk_ckpt[k], wh_ckpt[k]
+        want = {"uri": c.path, "step": c.step, "segment_id": segment_key(row["experiment_id"], c.run_name)}
+        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+        if diffs:
+            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+
+    for k in sorted(set(disk_steps) | set(metric_steps)):
+        on_disk, recorded = disk_steps.get(k, set()), metric_steps.get(k, set())
+        if on_disk != recorded:
+            drift.append(Drift("mismatch", k, (
+                f"training metrics: {len(on_disk)} step(s) in metrics.jsonl, {len(recorded)} in training_metric; "
+                f"only on disk: {sorted(on_disk - recorded)[:5]}, only recorded: {sorted(recorded - on_disk)[:5]}"
+            )))
 
     _both_ways(drift, "export", set(disk_x), set(wh_exp_rows))
     for k in sorted(set(disk_x) & set(wh_exp_rows)):
@@ -198,11 +237,7 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     if pending:
         drift.append(Drift("pending-events", str(log_.spool), f"{len(pending)} event file(s) not ingested yet"))
 
-    if (root / CATALOG_FILE).is_file():
-        cat = load_catalog(root)
-        if cat.get("experiments") != scan_catalog(root)["experiments"]:
-            drift.append(Drift("catalog-stale", str(root / CATALOG_FILE), "differs from the folders: refresh_catalog()"))
-
-    checked = {"experiments": len(disk_exp), "segments": len(disk_seg), "exports": len(disk_x),
+    checked = {"experiments": len(disk_exp), "segments": len(disk_seg), "checkpoints": len(disk_ckpt),
+               "training_steps": sum(len(v) for v in disk_steps.values()), "exports": len(disk_x),
                "evaluations": len(disk_eval), "datasets": len(datasets), "runs": n_runs}
     return VerifyReport(drift=drift, checked=checked)

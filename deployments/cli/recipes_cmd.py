@@ -1,4 +1,4 @@
-"""`skillgate recipes`, `skillgate show RECIPE`, `skillgate run RECIPE [--execute] [k=v ...]`."""
+"""`skillgate recipes`, `skillgate show RECIPE`, `skillgate run RECIPE [--execute] [--resume EXPERIMENT_ID] [k=v ...]`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.table import Table
 from deployments import RECIPES_DIR
 from skillgate_core.config import config_digest, config_to_dict, field_docs
 from skillgate_core.config_ranges import field_ranges
-from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
+from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe, resume_overrides
 
 console = Console()
 
@@ -79,16 +79,22 @@ def register(app: typer.Typer) -> None:
         overrides: list[str] = typer.Argument(None, help="STAGE.KEY=VALUE overrides"),
         execute: bool = typer.Option(False, "--execute", help="run it (default: print the plan only)"),
         trigger: str = typer.Option("cli", help="recorded trigger: cli, schedule, ui, test"),
+        resume: str = typer.Option("", "--resume", metavar="EXPERIMENT_ID",
+                                   help="continue this experiment from its latest checkpoint (sets grpo.resume_experiment)"),
     ) -> None:
         """Dry run by default: print the plan of stages. With --execute, run the `skillgate` flow."""
-        resolved = resolve_recipe(find_recipe(recipe, RECIPES_DIR), overrides or [])
+        found = find_recipe(recipe, RECIPES_DIR)
+        extra = resume_overrides(found, resume) if resume else []
+        resolved = resolve_recipe(found, [*(overrides or []), *extra])
         console.print(_plan_table(resolved))
+        if resume:
+            console.print(f"resume: {', '.join(escape(e) for e in extra)} (a resume always trains: never reused)")
         if not execute:
             console.print("[dim]dry run: add --execute to run it[/]")
             return
         from flows.skillgate import skillgate
 
-        result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger)
+        result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger, resume=resume)
         table = Table(title=f"result of '{resolved.name}' (digest {result['digest'][:16]})")
         for col in ("stage", "status", "outputs / note"):
             table.add_column(col)

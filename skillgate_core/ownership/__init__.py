@@ -5,7 +5,11 @@ evaluation of its models, all under SKILLGATE_HOME/experiments/EXPERIMENT_ID/ (l
 tree). Every JSON record is written to a temp file and renamed; exports, checkpoints and eval rows
 are built in a temp folder and renamed into place; the resume rules raise one error class each
 (errors.py). The warehouse records what these functions return; `skillgate warehouse verify`
-checks the two agree.
+checks the two agree. Nothing else keeps a copy: `describe_experiments` (listing.py) reads a
+listing from the folders when asked.
+
+Modules, lowest first (an import only points down; pyproject's import-linter contract holds it):
+errors, layout, atomic/locks/records, experiment, segments/exports, evals, listing.
 
     from skillgate_core.ownership import create_experiment, start_segment, build_export
     root = experiments_root(state_layout())
@@ -15,7 +19,6 @@ checks the two agree.
 """
 
 from skillgate_core.ownership.atomic import remove_stale_builds, stale_builds
-from skillgate_core.ownership.catalog import load_catalog, refresh_catalog, scan_catalog
 from skillgate_core.ownership.errors import (
     CheckpointExists,
     CheckpointOutsideExperiment,
@@ -53,6 +56,7 @@ from skillgate_core.ownership.experiment import (
 )
 from skillgate_core.ownership.exports import build_export, list_exports, load_export, validate_export_dir
 from skillgate_core.ownership.layout import ExperimentDir, experiment_dir, experiments_root
+from skillgate_core.ownership.listing import describe_experiments
 from skillgate_core.ownership.records import (
     CheckpointRef,
     EvalRecord,
@@ -100,6 +104,7 @@ __all__ = [
     "build_export",
     "count_eval_rows",
     "create_experiment",
+    "describe_experiments",
     "experiment_dir",
     "experiments_root",
     "finish_eval",
@@ -111,16 +116,13 @@ __all__ = [
     "list_experiments",
     "list_exports",
     "list_segments",
-    "load_catalog",
     "load_eval",
     "load_experiment",
     "load_export",
     "load_segment",
     "open_experiment",
-    "refresh_catalog",
     "remove_stale_builds",
     "save_checkpoint",
-    "scan_catalog",
     "stale_builds",
     "start_eval",
     "start_segment",

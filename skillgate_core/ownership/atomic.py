@@ -1,6 +1,6 @@
 """Atomic publication of files and folders: build under a temp name, fsync, rename into place.
 
-A reader (another process, `verify`, the catalog) sees either nothing or the complete artifact: a
+A reader (another process, `verify`, a listing) sees either nothing or the complete artifact: a
 process killed mid-build leaves only a `.tmp-NAME-PID-RANDOM` folder, which listings skip and
 `remove_stale_builds` deletes once its PID is gone. JSON records go through
 skillgate_core.digests.atomic_write_json (temp file + fsync + rename) for the same reason.

@@ -31,7 +31,6 @@ from skillgate_core.ownership.exports import load_export
 from skillgate_core.ownership.layout import ROW_FILE, ExperimentDir, check_name
 from skillgate_core.ownership.locks import file_lock
 from skillgate_core.ownership.records import EvalRecord, utc_now
-from skillgate_core.ownership.touch import touch_catalog
 
 __all__ = ["count_eval_rows", "finish_eval", "list_eval_rows", "list_evals", "load_eval", "start_eval", "write_eval_row"]
 
@@ -62,7 +61,6 @@ def start_eval(
         atomic_create_json(exp.eval_file(eval_id), record.to_json())
     except FileExistsError:
         raise EvalExists(f"evaluation '{eval_id}' of experiment '{experiment_id}' already exists") from None
-    touch_catalog(root)
     return record
 
 
@@ -138,5 +136,4 @@ def finish_eval(
             raise OwnershipError(f"evaluation '{eval_id}' already {record.status}")
         record = dataclasses.replace(record, status=status, finished_at=utc_now())
         atomic_write_json(exp.eval_file(eval_id), record.to_json())
-    touch_catalog(root)
     return record

@@ -13,7 +13,6 @@ from skillgate_core.ownership.atomic import atomic_create_json, read_json
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
 from skillgate_core.ownership.layout import EXPERIMENT_FILE, ExperimentDir, experiment_dir
 from skillgate_core.ownership.records import ExperimentRecord, utc_now
-from skillgate_core.ownership.touch import touch_catalog
 
 __all__ = ["create_experiment", "list_experiments", "load_experiment", "open_experiment"]
 
@@ -35,7 +34,6 @@ def create_experiment(
             f"experiment '{experiment_id}' already exists at {exp.root}; a new experiment is only for a "
             "change of algorithm, data, init or hypothesis: resume it, or pick a new id"
         ) from None
-    touch_catalog(root)
     return record
 
 

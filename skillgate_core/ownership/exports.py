@@ -37,7 +37,6 @@ from skillgate_core.ownership.errors import ExportExists, ExportInvalid, Unknown
 from skillgate_core.ownership.experiment import open_experiment
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE, ExperimentDir, check_name
 from skillgate_core.ownership.records import ExportRecord, utc_now
-from skillgate_core.ownership.touch import touch_catalog
 
 __all__ = [
     "CONFIG_FILE",
@@ -195,7 +194,6 @@ def build_export(
             digest = path_sha256(tmp)  # relative paths: identical once renamed
     except FileExistsError:
         raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' was published concurrently") from None
-    touch_catalog(root)
     return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})
 
 

@@ -1,12 +1,12 @@
 """Where each owned artifact of an experiment lives on disk (METHOD.md 10). Paths only, no I/O.
 
     SKILLGATE_HOME/experiments/
-      catalog.json                          index of every experiment (catalog.refresh_catalog)
       EXPERIMENT_ID/
         experiment.json                     what the experiment tests: algorithm, data, init, hypothesis
         .lock                               serialises segment starts (ordinal allocation)
         segments/RUN_NAME/                  one per process lifetime / resume
           run.json                          host, pid, ordinal, resumed_from, exit reason
+          metrics.jsonl                     training stages: one JSON row per optimizer step
           checkpoints/step_00000200/        complete checkpoints (COMPLETE marker inside)
         model/exports/EXPORT_ID/            validated exports: config, shards, index, lineage.json, COMPLETE
         eval/EVAL_ID/                       one evaluation of one export under one protocol
@@ -30,11 +30,11 @@ from skillgate_core.ownership.errors import InvalidName
 from skillgate_core.paths import StateLayout
 
 __all__ = [
-    "CATALOG_FILE",
     "COMPLETE_MARKER",
     "EVAL_FILE",
     "EXPERIMENT_FILE",
     "LINEAGE_FILE",
+    "METRICS_FILE",
     "ROW_FILE",
     "SEGMENT_FILE",
     "TMP_PREFIX",
@@ -51,8 +51,8 @@ SEGMENT_FILE = "run.json"
 EVAL_FILE = "eval.json"
 ROW_FILE = "row.json"
 LINEAGE_FILE = "lineage.json"
+METRICS_FILE = "metrics.jsonl"
 COMPLETE_MARKER = "COMPLETE"
-CATALOG_FILE = "catalog.json"
 TMP_PREFIX = ".tmp-"
 
 # Ids become folder names: keep them portable and free of path separators and leading dots.
@@ -114,6 +114,9 @@ class ExperimentDir:
 
     def segment_file(self, run_name: str) -> Path:
         return self.segment(run_name) / SEGMENT_FILE
+
+    def metrics_file(self, run_name: str) -> Path:
+        return self.segment(run_name) / METRICS_FILE
 
     def checkpoints(self, run_name: str) -> Path:
         return self.segment(run_name) / "checkpoints"

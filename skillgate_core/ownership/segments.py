@@ -46,7 +46,6 @@ from skillgate_core.ownership.layout import (
 )
 from skillgate_core.ownership.locks import file_lock
 from skillgate_core.ownership.records import CheckpointRef, ResumePoint, SegmentRecord, current_host, utc_now
-from skillgate_core.ownership.touch import touch_catalog
 
 __all__ = [
     "finish_segment",
@@ -106,7 +105,6 @@ def start_segment(
             started_at=utc_now(), resumed_from=resumed,
         )
         atomic_create_json(seg_dir / SEGMENT_FILE, record.to_json())
-    touch_catalog(root)
     return record
 
 
@@ -186,7 +184,6 @@ def finish_segment(root: Path, experiment_id: str, run_name: str, exit_reason: s
             )
         record = dataclasses.replace(record, ended_at=utc_now(), exit_reason=exit_reason)
         atomic_write_json(exp.segment_file(run_name), record.to_json())
-    touch_catalog(root)
     return record
 
 

@@ -11,11 +11,11 @@ Each Ray Train worker (or the single process of a debugging run) runs `grpo_work
         5. old/ref    log-probs recomputed by the engine (and the frozen reference), no grad
         6. update     loss + backward per micro-batch, ONE optimizer step
         7. sync       the replica (or the SGLang servers) takes the gathered ZeRO-3 weights
-        8. record     metrics (rank 0 writes metrics.jsonl), checkpoint every K steps
+        8. record     metrics (rank 0 writes metrics.jsonl and ticks the progress), checkpoint every K steps
 
 Helpers live in their own modules: rollouts (step 1), samples (2), packing/logprobs (4-5), engine
-(5-7), sglang_sync (1 and 7 in server mode), loss (6), step_metrics (8). Nothing here touches
-Prefect or the warehouse: the stage (grpo_stage) records what rank 0 returns.
+(5-7), sglang_sync (1 and 7 in server mode), loss (6), step_metrics and progress (8). Nothing here
+touches Prefect or the warehouse: the stage (grpo_stage) records what rank 0 returns.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import torch
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
 from skillgate_core.credit import RolloutStepFilter
 from skillgate_core.ownership import build_export, save_checkpoint
+from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.rl import collectives
 from skillgate_core.rl.engine import (
@@ -49,6 +50,7 @@ from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
 from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
 from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
+from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
 from skillgate_core.rl.rollouts import rollout_step
@@ -94,6 +96,8 @@ class GRPOJob:
     """Steps already done by earlier segments (0 for a fresh start)."""
     scratch_dir: str = ""
     """A folder for per-rank scratch (slate skill folders)."""
+    progress: ProgressStyle = "lines"
+    """How rank 0 shows progress: a bar (the driver watches a terminal) or a line per step."""
 
 
 @dataclass
@@ -213,8 +217,10 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
     tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch, policy_dir=Path(job.model_dir))
     stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
     per_worker = cfg.prompts_per_step // world
-    metrics_path = Path(job.segment_dir) / "metrics.jsonl"
+    metrics_path = Path(job.segment_dir) / METRICS_FILE
     summary: dict[str, Any] = {"steps": [], "checkpoints": []}
+    progress = step_progress(total=cfg.steps, initial=state.step, desc=f"grpo {job.experiment_id}",
+                             style=job.progress, under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
 
     for step in range(state.step, cfg.steps):
         timer = StepTimer()
@@ -250,11 +256,13 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
                     for record in s["credit_episodes"]:
                         fh.write(json.dumps({"step": step, "profile": profile.name, **record}, sort_keys=True) + "\n")
             summary["steps"].append(row)
+            progress.step(row)
         done = step + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             cursors = collectives.all_gather_objects(stream.cursor)
             path = _checkpoint(engine, job, done, cursors)
             summary["checkpoints"].append({"step": done, "path": path})
+    progress.close()
     if servers is not None:
         servers.close()
     summary["last_step"] = cfg.steps

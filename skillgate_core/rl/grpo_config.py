@@ -148,6 +148,11 @@ class GRPOConfig:
             raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
 
     @property
+    def reusable(self) -> bool:
+        """A resume is never answered from the stage cache (skillgate_core.pipeline): it always trains."""
+        return not self.resume_experiment
+
+    @property
     def lambda_(self) -> float:
         """The selector coefficient in force: the override, or the profile's own."""
         return get_profile(self.profile).selector_coef if self.selector_coef == -1.0 else self.selector_coef

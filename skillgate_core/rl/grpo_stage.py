@@ -3,15 +3,18 @@
     train_grpo(GRPOConfig(profile="selector_clean_oracle_action_credit"),
                {"sft_model": model, "rl_data": rl_data, "bench": bench}, out_dir)
 
-1. The experiment: a fresh run creates (or, after a crash before any checkpoint, reopens)
-   experiment `grpo-PROFILE-HASH` (or `config.experiment_id`); `resume_experiment` continues an
-   existing one from its latest checkpoint. Either way this process lifetime is a new segment.
+1. The experiment (`prepare_experiment`): a fresh run creates (or, after a crash before any
+   checkpoint, reopens) experiment `grpo-PROFILE-HASH` (or `config.experiment_id`);
+   `resume_experiment` continues an existing one from its latest checkpoint (and is never answered
+   from the stage cache: GRPOConfig.reusable). Either way this process lifetime is a new segment,
+   reported as it starts and ends (skillgate_core.stage_events: segment_started, segment_ended).
 2. Training: `grpo.grpo_worker` on `num_workers` Ray Train workers (or in this process), which
    publishes checkpoints into the segment every `checkpoint_every` steps and the final export.
 3. The stage's output `policy_export/` is that export (hard-linked, so no copy of the weights) plus
    export.json naming the experiment, segment and step; metrics.jsonl and curves.png sit beside it.
 
-Nothing here writes the warehouse: the Prefect task records what `metrics` returns.
+Nothing here writes the warehouse: the Prefect task records what it reports and what `metrics`
+returns (experiment_id, run_name, checkpoints, the export, metrics_file).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from skillgate_core.config import canonical_json, config_digest
 from skillgate_core.ownership import (
+    ExperimentRecord,
     create_experiment,
     experiment_dir,
     experiments_root,
@@ -37,15 +41,18 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
-from skillgate_core.ownership.errors import UnknownExperiment
+from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
+from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.paths import state_layout
 from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
+from skillgate_core.rl.progress import progress_style
 from skillgate_core.rl.training_curves import plot_training_curves
+from skillgate_core.stage_events import report
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["default_experiment_id", "train_grpo"]
+__all__ = ["default_experiment_id", "prepare_experiment", "train_grpo"]
 
 
 def default_experiment_id(config: GRPOConfig, inputs: Mapping[str, Path]) -> str:
@@ -55,13 +62,27 @@ def default_experiment_id(config: GRPOConfig, inputs: Mapping[str, Path]) -> str
     return f"grpo-{config.profile.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
-def _open_or_create(root: Path, experiment_id: str, config: GRPOConfig, inputs: Mapping[str, Path]) -> None:
+def prepare_experiment(config: GRPOConfig, inputs: Mapping[str, str | Path]) -> ExperimentRecord:
+    """The experiment this run trains in: `resume_experiment` opened (UnknownExperiment names the
+    known ones), else the fresh run's experiment opened (a crash before any checkpoint: the same
+    experiment goes on) or created. Idempotent: the Prefect task calls it before the run starts, so
+    the run is recorded as the experiment's, and `train_grpo` calls it again."""
+    root = experiments_root(state_layout())
+    root.mkdir(parents=True, exist_ok=True)
+    if config.resume_experiment:
+        return open_experiment(root, config.resume_experiment)[1]
+    paths = {role: Path(p).resolve() for role, p in inputs.items()}
+    experiment_id = config.experiment_id or default_experiment_id(config, paths)
     try:
-        open_experiment(root, experiment_id)  # a crash before any checkpoint: the same experiment goes on
+        return open_experiment(root, experiment_id)[1]
     except UnknownExperiment:
-        create_experiment(root, experiment_id, algorithm=f"grpo:{config.profile}", data=str(inputs["rl_data"]),
-                          init=str(inputs["sft_model"]),
-                          hypothesis=f"GRPO with profile {config.profile} (METHOD.md 7)")
+        pass
+    try:
+        return create_experiment(root, experiment_id, algorithm=f"grpo:{config.profile}", data=str(paths["rl_data"]),
+                                 init=str(paths["sft_model"]),
+                                 hypothesis=f"GRPO with profile {config.profile} (METHOD.md 7)")
+    except ExperimentExists:  # another process created it just now
+        return open_experiment(root, experiment_id)[1]
 
 
 def _experiment_rows(root: Path, experiment_id: str, filename: str) -> list[dict[str, Any]]:
@@ -99,19 +120,18 @@ def _link_tree(source: Path, target: Path) -> None:
 def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Run (or resume) a GRPO experiment; returns the export and the run's facts."""
     root = experiments_root(state_layout())
-    root.mkdir(parents=True, exist_ok=True)
+    experiment_id = prepare_experiment(config, inputs).experiment_id
     resume_from, start_step = None, 0
     if config.resume_experiment:
-        experiment_id = config.resume_experiment
-        exp = experiment_dir(root, experiment_id)
-        latest = latest_checkpoint(exp)
+        latest = latest_checkpoint(experiment_dir(root, experiment_id))
         if latest is None:
             raise ValueError(f"grpo.resume_experiment = {experiment_id!r}: the experiment has no complete "
                              "checkpoint to resume from; start it fresh instead")
+        if latest.step >= config.steps:
+            raise ValueError(f"grpo.resume_experiment = {experiment_id!r}: its latest checkpoint is already at step "
+                             f"{latest.step} and grpo.steps = {config.steps}: nothing left to train; set grpo.steps "
+                             f"above {latest.step} to train it further")
         resume_from, start_step = Path(latest.path), latest.step
-    else:
-        experiment_id = config.experiment_id or default_experiment_id(config, inputs)
-        _open_or_create(root, experiment_id, config, inputs)
     run_name = f"seg-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     segment = start_segment(root, run_name, experiment_id=experiment_id, resume_from=resume_from,
                             expected_step=start_step if resume_from else None, host=socket.gethostname(),
@@ -121,9 +141,10 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         config=config, model_dir=str(inputs["sft_model"]), rl_data=str(inputs["rl_data"]), bench=str(inputs["bench"]),
         experiments_root=str(root), experiment_id=experiment_id, run_name=run_name, segment_dir=str(segment_dir),
         resume_checkpoint=str(resume_from) if resume_from else "", start_step=start_step,
-        scratch_dir=str(out_dir / "scratch"),
+        scratch_dir=str(out_dir / "scratch"), progress=progress_style(),
     )
     try:
+        report("segment_started", segment=segment)
         if config.launcher == "process":
             results = run_in_process(grpo_worker, job).results
         else:
@@ -132,22 +153,22 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
                                   name=f"{experiment_id}-{run_name}")
             results = launch_ray(grpo_worker, job, launch).results
     except BaseException:
-        finish_segment(root, experiment_id, run_name, "failed")
+        report("segment_ended", segment=finish_segment(root, experiment_id, run_name, "failed"))
         raise
-    finish_segment(root, experiment_id, run_name, "completed")
+    report("segment_ended", segment=finish_segment(root, experiment_id, run_name, "completed"))
     summary = results[0]
     export = summary["export"]
     target = out_dir / "policy_export"
     _link_tree(Path(export["path"]), target)
     (target / "export.json").write_text(json.dumps(
         {"experiment_id": experiment_id, "run_name": run_name, **export}, indent=2, sort_keys=True) + "\n")
-    report = out_dir / "training"
-    report.mkdir()
-    rows = _experiment_rows(root, experiment_id, "metrics.jsonl")
-    (report / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    training_dir = out_dir / "training"
+    training_dir.mkdir()
+    rows = _experiment_rows(root, experiment_id, METRICS_FILE)
+    (training_dir / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     credit = _experiment_rows(root, experiment_id, CREDIT_EPISODES_FILE)
-    (report / CREDIT_EPISODES_FILE).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in credit))
-    plot_training_curves(rows, report / "curves.png", title=f"{experiment_id} ({config.profile})")
+    (training_dir / CREDIT_EPISODES_FILE).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in credit))
+    plot_training_curves(rows, training_dir / "curves.png", title=f"{experiment_id} ({config.profile})")
     shutil.rmtree(out_dir / "scratch", ignore_errors=True)
     last = rows[-1] if rows else {}
     metrics: dict[str, Any] = {
@@ -158,9 +179,11 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         "steps": config.steps,
         "export_id": export["export_id"],
         "export_path": export["path"],
-        "checkpoints": [c["step"] for c in summary["checkpoints"]],
-        "metrics_file": str(report / "metrics.jsonl"),
-        "curves": str(report / "curves.png"),
+        "export_step": export["step"],
+        "export_weights_sha256": export["weights_sha256"],
+        "checkpoints": [{"step": c["step"], "path": c["path"]} for c in summary["checkpoints"]],
+        "metrics_file": str(training_dir / "metrics.jsonl"),
+        "curves": str(training_dir / "curves.png"),
         **{f"last_{k}": v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
     }
     return StageOutput(outputs={"policy_export": target}, metrics=metrics)

@@ -1,4 +1,4 @@
-"""Experiments, checkpoints, evaluations and the catalog: the on-disk layout of METHOD.md 10."""
+"""Experiments, checkpoints, evaluations and the on-demand listing: the on-disk layout of METHOD.md 10."""
 
 from __future__ import annotations
 
@@ -14,26 +14,25 @@ from skillgate_core.ownership import (
     ExperimentExists,
     InvalidName,
     OwnershipError,
+    UnknownExperiment,
     UnknownExport,
     build_export,
     count_eval_rows,
     create_experiment,
+    describe_experiments,
     experiment_dir,
     finish_eval,
     finish_segment,
     list_checkpoints,
     list_eval_rows,
     list_experiments,
-    load_catalog,
     load_experiment,
-    refresh_catalog,
     save_checkpoint,
-    scan_catalog,
     start_eval,
     start_segment,
     write_eval_row,
 )
-from skillgate_core.ownership.layout import CATALOG_FILE, TMP_PREFIX
+from skillgate_core.ownership.layout import TMP_PREFIX
 
 
 def test_experiment_json_is_created_once(root: Path, experiment: str):
@@ -95,16 +94,27 @@ def test_evaluations_belong_to_the_experiment_of_their_export(root: Path, experi
         write_eval_row(root, experiment, "ev-1", "t9", {})
 
 
-def test_catalog_indexes_every_experiment(root: Path, experiment: str, model_writer):
+def test_listing_is_read_from_the_folders_when_asked(root: Path, experiment: str, model_writer):
     start_segment(root, "run-a", experiment_id=experiment)
+    save_checkpoint(root, experiment, "run-a", 10, lambda d: (d / "w.bin").write_bytes(b"1"))
     build_export(root, experiment, "step-10", run_name="run-a", step=10, write=model_writer())
     start_eval(root, experiment, "ev-1", export_id="step-10", protocol_fingerprint="fp")
     write_eval_row(root, experiment, "ev-1", "t0", {})
-    catalog = load_catalog(root)  # kept current by the ownership functions themselves
-    entry = catalog["experiments"]["exp-1"]
-    assert entry["exports"] == [{"export_id": "step-10", "run_name": "run-a", "step": 10}]
-    assert entry["evals"][0]["status"] == "running" and entry["segments"][0]["run_name"] == "run-a"
-    assert catalog == json.loads((root / CATALOG_FILE).read_text()) == scan_catalog(root)
+    entry = describe_experiments(root)["exp-1"]
+    exp = experiment_dir(root, experiment)
+    assert entry["algorithm"] == "grpo:skillgate" and entry["path"] == str(exp.root)
+    assert entry["exports"] == [{"export_id": "step-10", "run_name": "run-a", "step": 10, "path": str(exp.export("step-10"))}]
+    assert entry["checkpoints"] == [{"run_name": "run-a", "step": 10, "path": str(exp.checkpoint("run-a", 10))}]
+    assert entry["segments"][0]["run_name"] == "run-a" and entry["segments"][0]["exit_reason"] is None
+    assert entry["evals"][0]["status"] == "running" and entry["evals"][0]["rows"] == 1
+    # every change shows at once (nothing cached), and nothing but the experiment folders is written
     finish_eval(root, experiment, "ev-1", "failed")
-    assert load_catalog(root)["experiments"]["exp-1"]["evals"][0]["status"] == "failed"
-    assert refresh_catalog(root) == load_catalog(root)
+    finish_segment(root, experiment, "run-a", "completed")
+    entry = describe_experiments(root, "exp-1")["exp-1"]
+    assert entry["evals"][0]["status"] == "failed" and entry["segments"][0]["exit_reason"] == "completed"
+    assert sorted(p.name for p in root.iterdir()) == ["exp-1"]
+    create_experiment(root, "exp-0", algorithm="a", data="d", init="i", hypothesis="h")
+    assert list(describe_experiments(root)) == ["exp-0", "exp-1"]
+    assert describe_experiments(root)["exp-0"]["segments"] == []
+    with pytest.raises(UnknownExperiment, match="known: exp-0, exp-1"):
+        describe_experiments(root, "exp-9")

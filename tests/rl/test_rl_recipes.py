@@ -39,3 +39,41 @@ def test_baseline_recipes_feed_eval_like_any_policy(tmp_path):
         assert rows["eval70"].inputs["policy_export"] == f"stage:{stage}"
     dpo = resolve_recipe(find_recipe("dpo", RECIPES_DIR)).configs["dpo"]
     assert (dpo.beta, dpo.loss_type, dpo.pairs_per_task) == (0.1, "sigmoid", 5)  # METHOD.md 7
+
+
+def test_every_grpo_recipe_has_a_deployment_that_takes_resume():
+    """prefect.yaml: rl-train and each rl.<profile> are deployments of the entry flow with a `resume`
+    parameter (an experiment id), which the flow accepts and turns into grpo.resume_experiment."""
+    import inspect
+    from pathlib import Path
+
+    import yaml
+
+    from flows.skillgate import skillgate
+    from skillgate_core.recipes import resume_overrides
+
+    spec = yaml.safe_load((Path(RECIPES_DIR).parents[1] / "prefect.yaml").read_text())
+    deployments = {d["name"]: d for d in spec["deployments"]}
+    accepted = set(inspect.signature(skillgate.fn).parameters)
+    for d in deployments.values():
+        assert set(d["parameters"]) <= accepted, d["name"]
+        find_recipe(d["parameters"]["recipe"], RECIPES_DIR)  # every deployment names a recipe
+    grpo = [r.name for r in list_recipes(RECIPES_DIR) if "grpo" in r.stages and r.name != "demo"]
+    assert len(grpo) == 8
+    for name in grpo:
+        assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "resume": ""}, name
+        assert resume_overrides(find_recipe(name, RECIPES_DIR), "grpo-x-1") == ['grpo.resume_experiment="grpo-x-1"']
+        resolved = resolve_recipe(find_recipe(name, RECIPES_DIR), resume_overrides(find_recipe(name, RECIPES_DIR), "7"))
+        assert resolved.configs["grpo"].resume_experiment == "7" and not resolved.configs["grpo"].reusable
+
+
+def test_resume_needs_an_experiment_id_and_a_training_stage():
+    import pytest
+
+    from skillgate_core.config import ConfigError
+    from skillgate_core.recipes import resume_overrides
+
+    with pytest.raises(ConfigError, match="is not an experiment id"):
+        resume_overrides(find_recipe("rl-train", RECIPES_DIR), "../other")
+    with pytest.raises(ConfigError, match="recipe 'init-model' has no training stage that resumes"):
+        resume_overrides(find_recipe("init-model", RECIPES_DIR), "grpo-x-1")

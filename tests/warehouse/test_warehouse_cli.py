@@ -59,3 +59,24 @@ def test_warehouse_subcommands(scenario: Scenario):
     (scenario.root / "exp-1" / "model" / "exports" / "step-10" / "config.json").unlink()
     res = runner.invoke(app, ["warehouse", "verify"])
     assert res.exit_code == 1 and "digest-mismatch" in res.output
+
+
+def test_experiments_lists_the_folders_when_asked(scenario: Scenario):
+    res = runner.invoke(app, ["experiments", "--json"])
+    assert res.exit_code == 0, res.output
+    exp = json.loads(res.output)["exp-1"]
+    assert [s["run_name"] for s in exp["segments"]] == ["seg-a", "seg-b"]
+    assert [c["step"] for c in exp["checkpoints"]] == [10] and [x["export_id"] for x in exp["exports"]] == [
+        "step-10", "step-20"]
+    res = runner.invoke(app, ["experiments"])
+    assert res.exit_code == 0 and "exp-1" in res.output and "step 10" in res.output
+    res = runner.invoke(app, ["experiments", "exp-9"])
+    assert res.exit_code == 1 and "no experiment 'exp-9'" in res.output
+
+
+def test_the_training_curve_by_sql(scenario: Scenario):
+    res = runner.invoke(app, ["sql", "select step, reward, segment_id from training_curve('exp-1') where step >= 9",
+                              "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert [(r["step"], r["segment_id"]) for r in json.loads(res.output)] == [
+        (9, "exp-1/seg-a"), *((k, "exp-1/seg-b") for k in range(10, 20))]

@@ -9,6 +9,7 @@ import pytest
 from wh_scenario import T0, Scenario, run_started
 
 from warehouse import (
+    CheckpointSaved,
     DatasetVersion,
     EvalMetric,
     EvalMetrics,
@@ -22,6 +23,8 @@ from warehouse import (
     RunInput,
     SegmentEnded,
     SegmentStarted,
+    TrainingMetric,
+    TrainingMetrics,
     event_log,
     ingest,
     query,
@@ -39,7 +42,34 @@ def _export(**kw: Any) -> ModelExported:
     return ModelExported(**{**base, **kw})  # type: ignore[arg-type]
 
 
+def _checkpoint(**kw: Any) -> CheckpointSaved:
+    base = dict(checkpoint_id="exp-1/seg-b/step_00000030", experiment_id="exp-1", segment_id="exp-1/seg-b",
+                run_id="grpo-2", step=30, uri="/x", created_at=T0)
+    return CheckpointSaved(**{**base, **kw})  # type: ignore[arg-type]
+
+
 BAD: dict[str, tuple[list[Any], str]] = {
+    "checkpoint of an unknown segment": ([_checkpoint(segment_id="exp-1/seg-z")], "segment 'exp-1/seg-z' is unknown"),
+    "checkpoint whose segment belongs to another run": ([_checkpoint(run_id="grpo-1")], "foreign key"),
+    "checkpoint whose segment belongs to another experiment": ([_checkpoint(experiment_id="exp-9")], "foreign key"),
+    "a checkpoint recorded twice": ([_checkpoint(), _checkpoint(checkpoint_id="exp-1/seg-b/again")], "Duplicate key"),
+    "training metrics of an unknown segment": (
+        [TrainingMetrics(segment_id="exp-1/seg-z", run_id="grpo-2", metrics=(TrainingMetric(0, "reward", 1.0),))],
+        "segment 'exp-1/seg-z' is unknown"),
+    "training metrics of a segment of another run": (
+        [TrainingMetrics(segment_id="exp-1/seg-b", run_id="grpo-1", metrics=(TrainingMetric(0, "reward", 1.0),))],
+        "foreign key"),
+    "a training metric recorded twice": (
+        [TrainingMetrics(segment_id="exp-1/seg-b", run_id="grpo-2", metrics=(TrainingMetric(10, "reward", 1.0),))],
+        "Duplicate key"),
+    "a training metric that is not finite": (
+        [TrainingMetrics(segment_id="exp-1/seg-b", run_id="grpo-2", metrics=(TrainingMetric(99, "kl", float("nan")),))],
+        "CHECK constraint"),
+    "training metrics of a segment outside any experiment": (
+        [run_started("r-tm", "sft"),
+         SegmentStarted(segment_id="r-tm", run_name="r-tm", run_id="r-tm", ordinal=0, host="h", pid=1, started_at=T0),
+         TrainingMetrics(segment_id="r-tm", run_id="r-tm", metrics=(TrainingMetric(0, "reward", 1.0),))],
+        "belongs to no experiment"),
     "export of an unknown run": ([_export(run_id="grpo-9")], "run 'grpo-9' is unknown"),
     "export whose segment belongs to another run": ([_export(run_id="grpo-1")], "foreign key"),
     "export of an unknown segment": ([_export(segment_id="exp-1/seg-z")], "foreign key"),

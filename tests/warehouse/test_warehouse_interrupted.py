@@ -162,6 +162,7 @@ def test_a_dead_training_run_ends_its_experiment_segment_on_disk_too(state: Stat
         experiment_dir,
         experiments_root,
         load_segment,
+        save_checkpoint,
         start_segment,
     )
     from warehouse import experiment_created
@@ -173,9 +174,16 @@ def test_a_dead_training_run_ends_its_experiment_segment_on_disk_too(state: Stat
     seg = start_segment(root, "run-a", experiment_id="exp-1", pid=int(gone.stdout))  # a trainer that died
     run = StageRunRecorder.start("grpo", TinyModelConfig(), trigger="test", segment=seg, state=state)
     assert {d.kind for d in verify(state, digests=False).drift} == {"dead-run"}
+    # what it left before it died: checkpoint 1 and two metric rows (its task never recorded them)
+    save_checkpoint(root, "exp-1", "run-a", 1, lambda d: (d / "state.bin").write_bytes(b"s1"))
+    experiment_dir(root, "exp-1").metrics_file("run-a").write_text('{"step": 0, "reward": 0.5}\n{"step": 1, "reward": 0.75}\n{"st')
+    assert {d.kind for d in verify(state, digests=False).drift} == {"dead-run", "missing-in-warehouse", "mismatch"}
 
     (marked,) = mark_interrupted(state).marked
     assert marked.run_id == run.run_id and "judged by the pid alone" in marked.detail()
     assert load_segment(experiment_dir(root, "exp-1"), "run-a").exit_reason == "interrupted"
     assert query("select exit_reason from v_segment", state=state).rows == [("interrupted",)]
+    assert query("select checkpoint_id, run_id from checkpoint", state=state).rows == [
+        ("exp-1/run-a/step_00000001", run.run_id)]
+    assert query("select step, value from training_metric order by step", state=state).rows == [(0, 0.5), (1, 0.75)]
     assert verify(state, digests=False).ok

@@ -75,3 +75,26 @@ def test_lineage_tree_walks_metric_to_the_external_benchmark(scenario: Scenario)
         ("metric", scenario.metrics[0]), ("evaluation", scenario.eval_id), ("export", "exp-1/step-20"),
         ("run", "grpo-2"), ("dataset", scenario.rl_sha), ("run", "prep-1"), ("dataset", scenario.bench_sha),
     ]
+
+
+def test_training_curve_continues_across_the_resume(scenario: Scenario):
+    """seg-a trained steps 0-11, seg-b resumed from checkpoint 10 and trained 10-19: the curve is 0-19,
+    with seg-b's rows for the steps both trained (as curves.png draws it); the raw table keeps both."""
+    rows = query("select * from v_training_metric where experiment_id = 'exp-1' and name = 'reward' order by step",
+                 state=scenario.state).dicts()
+    assert [r["step"] for r in rows] == list(range(20))
+    assert [r["optimizer_step"] for r in rows] == list(range(1, 21))
+    assert [r["run_name"] for r in rows] == ["seg-a"] * 10 + ["seg-b"] * 10
+    assert rows[10]["value"] == 1.1 and rows[9]["value"] == 0.09
+    assert {(r["run_id"], r["rl_data_sha256"], r["git_sha"]) for r in rows} == {
+        ("grpo-1", scenario.rl_sha, GIT), ("grpo-2", scenario.rl_sha, GIT)}
+    names = {r[0] for r in query("select distinct name from training_metric", state=scenario.state).rows}
+    assert names == {"reward", "rejected/zero_variance"}  # None, booleans and strings are not numbers
+    raw = query("select count(*) from training_metric where name = 'reward'", state=scenario.state).rows
+    assert raw == [(22,)]
+    curve = query("select * from training_curve('exp-1')", state=scenario.state).dicts()
+    assert [(c["step"], c["reward"], c["segment_id"]) for c in curve][9:12] == [
+        (9, 0.09, "exp-1/seg-a"), (10, 1.1, "exp-1/seg-b"), (11, 1.11, "exp-1/seg-b")]
+    assert curve[0]["kl"] is None
+    ckpt = query("select checkpoint_id, segment_id, run_id, step from checkpoint", state=scenario.state).rows
+    assert ckpt == [("exp-1/seg-a/step_00000010", "exp-1/seg-a", "grpo-1", 10)]

@@ -3,8 +3,10 @@
 (A module with its own name rather than conftest.py, so test modules can import from it.)
 
 `lineage_scenario(state)` records: an external benchmark; a data-prep run deriving RL data from it;
-experiment exp-1 whose first GRPO run (segment seg-a) checkpoints and exports step 10 and is
-preempted, and whose second run resumes in segment seg-b from step 10 and exports step 20; an
+experiment exp-1 whose first GRPO run (segment seg-a) trains steps 0-11, checkpoints and exports
+step 10 and is preempted, and whose second run resumes in segment seg-b from step 10, trains steps
+10-19 (so steps 10 and 11 are trained twice) and exports step 20; per-step training metrics of both
+segments (metrics.jsonl on disk, training_metric rows: reward = step / 100, seg-b's + 1); an
 eval70-style evaluation of step-20 (8 trial rows on disk and in eval_trial, metrics overall and
 per benchmark) by an eval run that read the export and the benchmark. Every file the warehouse
 names exists on disk, so `verify` is clean.
@@ -27,7 +29,6 @@ from skillgate_core.ownership import (
     experiments_root,
     finish_eval,
     finish_segment,
-    refresh_catalog,
     save_checkpoint,
     start_eval,
     start_segment,
@@ -45,6 +46,7 @@ from warehouse import (
     RunFinished,
     RunInput,
     RunStarted,
+    checkpoint_saved,
     eval_key,
     evaluation_started,
     experiment_created,
@@ -54,6 +56,7 @@ from warehouse import (
     record,
     segment_ended,
     segment_started,
+    training_metrics,
 )
 
 T0 = "2025-01-01T00:00:00.000000Z"
@@ -73,6 +76,15 @@ def run_started(run_id: str, stage: str, experiment_id: str | None = None, trigg
     return RunStarted(run_id=run_id, stage=stage, trigger=trigger, git_sha=GIT, git_dirty=False,  # type: ignore[arg-type]
                       config_digest=digest, config_type=f"{stage}Config", config_body=body, started_at=T0,
                       flow_run_id=f"flow-{run_id}", experiment_id=experiment_id)
+
+
+def train_rows(root: Path, run_name: str, steps: range, *, bonus: float) -> list[dict]:
+    """metrics.jsonl rows of a training segment, written into its folder."""
+    rows = [{"step": k, "reward": k / 100 + bonus, "kl": None, "trained": True, "profile": "p",
+             "rejected": {"zero_variance": k % 3}} for k in steps]
+    path = experiment_dir(root, "exp-1").metrics_file(run_name)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
 
 
 @dataclass
@@ -119,7 +131,9 @@ def lineage_scenario(state: StateLayout, *, ingest_each: bool = False) -> Scenar
     rec(run_started("grpo-1", "grpo", "exp-1"), RunInput(run_id="grpo-1", role="rl_data", dataset_sha256=rl_sha))
     seg_a = start_segment(root, "seg-a", experiment_id="exp-1")
     rec(segment_started(seg_a, "grpo-1"))
-    save_checkpoint(root, "exp-1", "seg-a", 10, lambda d: (d / "state.bin").write_bytes(b"s10"))
+    rows_a = train_rows(root, "seg-a", range(12), bonus=0.0)
+    ckpt = save_checkpoint(root, "exp-1", "seg-a", 10, lambda d: (d / "state.bin").write_bytes(b"s10"))
+    rec(checkpoint_saved(ckpt, "exp-1", "grpo-1"), training_metrics("exp-1", "seg-a", "grpo-1", rows_a))
     x10 = build_export(root, "exp-1", "step-10", run_name="seg-a", step=10, write=write_model, lineage={"run_id": "grpo-1"})
     rec(model_exported(x10, "grpo-1"))
     rec(segment_ended(finish_segment(root, "exp-1", "seg-a", "preempted")),
@@ -130,6 +144,7 @@ def lineage_scenario(state: StateLayout, *, ingest_each: bool = False) -> Scenar
     seg_b = start_segment(root, "seg-b", experiment_id="exp-1",
                           resume_from=experiment_dir(root, "exp-1").checkpoints("seg-a"), expected_step=10)
     rec(segment_started(seg_b, "grpo-2"))
+    rec(training_metrics("exp-1", "seg-b", "grpo-2", train_rows(root, "seg-b", range(10, 20), bonus=1.0)))
     x20 = build_export(root, "exp-1", "step-20", run_name="seg-b", step=20, write=write_model, lineage={"run_id": "grpo-2"})
     rec(model_exported(x20, "grpo-2"))
     rec(segment_ended(finish_segment(root, "exp-1", "seg-b", "completed")),
@@ -159,7 +174,6 @@ def lineage_scenario(state: StateLayout, *, ingest_each: bool = False) -> Scenar
     rec(EvaluationFinished(eval_id=eval_id, status="completed", finished_at=T0),
         RunFinished(run_id="eval-1", status="completed", finished_at=T0))
     finish_eval(root, "exp-1", "eval70-step-20", "completed")
-    refresh_catalog(root)
     if not ingest_each:
         report = ingest(state, lock_wait_s=10, db_wait_s=10)
         assert report.rejected == 0 and report.pending == 0, report

@@ -1,0 +1,56 @@
+"""`skillgate experiments [ID] [--json]`: what the experiment folders hold, read from them now.
+
+    skillgate experiments                  # one line per experiment: segments, latest checkpoint, exports
+    skillgate experiments grpo-... --json  # one experiment in full (segments, checkpoints, exports, evals)
+
+Nothing is cached: the listing is derived from the folders when asked (ownership.describe_experiments).
+The same facts are in the warehouse: `skillgate sql "select * from v_segment where experiment_id = ..."`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["register"]
+
+console = Console()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def experiments(
+        experiment_id: str = typer.Argument(None, metavar="[EXPERIMENT_ID]", help="show only this experiment"),
+        as_json: bool = typer.Option(False, "--json", help="print everything as JSON"),
+    ) -> None:
+        """List the experiments under SKILLGATE_HOME/experiments: segments, checkpoints, exports, evaluations."""
+        from skillgate_core.ownership import OwnershipError, describe_experiments, experiments_root
+        from skillgate_core.paths import state_layout
+
+        try:
+            listing = describe_experiments(experiments_root(state_layout()), experiment_id)
+        except OwnershipError as exc:
+            Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1) from None
+        if as_json:
+            print(json.dumps(listing, indent=2))
+            return
+        table = Table(title=f"{len(listing)} experiment(s)")
+        for col in ("experiment", "algorithm", "segments", "latest checkpoint", "exports", "evaluations"):
+            table.add_column(col, overflow="fold")
+        for eid, e in listing.items():
+            segs = e["segments"]
+            last = segs[-1] if segs else None
+            seg_text = f"{len(segs)}" + (f" (last: {last['run_name']}, {last['exit_reason'] or 'running'})" if last else "")
+            ckpt = e["checkpoints"][-1] if e["checkpoints"] else None
+            table.add_row(escape(eid), escape(e["algorithm"]), escape(seg_text),
+                          f"step {ckpt['step']} ({escape(ckpt['run_name'])})" if ckpt else "-",
+                          escape(", ".join(x["export_id"] for x in e["exports"]) or "-"),
+                          escape(", ".join(f"{v['eval_id']} ({v['status']})" for v in e["evals"]) or "-"))
+        console.print(table)
+        if listing:
+            console.print("[dim]resume one: skillgate run rl-train --execute --resume EXPERIMENT_ID grpo.steps=N[/]")

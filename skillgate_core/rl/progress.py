@@ -1,0 +1,91 @@
+"""Training progress on rank 0: one tick per optimizer step, shown the way its output is read.
+
+The driver picks the style (`progress_style()`: it knows whether a person watches a terminal; a
+Ray worker does not):
+
+- "bar" under Ray Train: `ray.experimental.tqdm_ray` (the driver draws the bar and redraws it
+  around the workers' log lines, which stay readable);
+- "bar" in this process: a tqdm bar on stderr;
+- "lines" (a Prefect worker's log, a file, CI): one plain line per step, which Ray prefixes with
+  the worker like any other line.
+
+Every other rank gets a progress that shows nothing.
+
+    progress = step_progress(total=cfg.steps, initial=start_step, desc="grpo exp-1", style=job.progress,
+                             under_ray=ctx.under_ray, enabled=rank == 0)
+    progress.step(row)     # after each optimizer step (row: that step's metrics)
+    progress.close()
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, Literal, TextIO
+
+__all__ = ["ProgressStyle", "StepProgress", "progress_style", "step_progress"]
+
+ProgressStyle = Literal["bar", "lines"]
+
+
+def progress_style(stream: TextIO | None = None) -> ProgressStyle:
+    """'bar' when `stream` (stderr) is a terminal, else 'lines'."""
+    stream = stream or sys.stderr
+    return "bar" if stream.isatty() else "lines"
+
+
+def _summary(row: Mapping[str, Any]) -> str:
+    parts = []
+    for key, label, fmt in (("reward", "reward", "{:.3f}"), ("success_rate", "success", "{:.2f}"),
+                            ("clean_oracle_rate", "clean-oracle", "{:.2f}"), ("kl", "kl", "{:.2e}"),
+                            ("time_step_s", "s/step", "{:.1f}")):
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts.append(f"{label} {fmt.format(value)}")
+    return "  ".join(parts)
+
+
+class StepProgress:
+    """Ticks once per optimizer step; `bar` is a tqdm-like object, or None for plain lines (or nothing)."""
+
+    def __init__(self, *, total: int, initial: int, desc: str, bar: Any = None, stream: TextIO | None = None) -> None:
+        self.total, self.done, self.desc = total, initial, desc
+        self._bar, self._stream = bar, stream
+
+    def step(self, row: Mapping[str, Any]) -> None:
+        self.done += 1
+        summary = _summary(row)
+        if self._bar is not None:
+            self._bar.update(1)
+            if hasattr(self._bar, "set_postfix_str"):
+                self._bar.set_postfix_str(summary, refresh=True)
+            else:  # tqdm_ray shows only the description
+                self._bar.set_description(f"{self.desc}  {summary}")
+        elif self._stream is not None:
+            print(f"{self.desc}: step {self.done}/{self.total}  {summary}", file=self._stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, under_ray: bool,
+                  enabled: bool = True, stream: TextIO | None = None) -> StepProgress:
+    """The progress for this rank and this output (module docstring)."""
+    if not enabled:
+        return StepProgress(total=total, initial=initial, desc=desc)
+    stream = stream or sys.stderr
+    if style == "bar" and under_ray:
+        from ray.experimental.tqdm_ray import tqdm as ray_tqdm
+
+        bar = ray_tqdm(total=total, desc=desc, unit="step")
+        if initial:
+            bar.update(initial)
+        return StepProgress(total=total, initial=initial, desc=desc, bar=bar)
+    if style == "bar":
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, initial=initial, desc=desc, unit="step", file=stream, dynamic_ncols=True)
+        return StepProgress(total=total, initial=initial, desc=desc, bar=bar)
+    return StepProgress(total=total, initial=initial, desc=desc, stream=stream)

@@ -1,0 +1,31 @@
+"""Rank 0's training progress: one readable line per optimizer step off a terminal, nothing elsewhere."""
+
+from __future__ import annotations
+
+import io
+
+from skillgate_core.rl.progress import progress_style, step_progress
+
+
+def test_a_line_per_step_off_a_terminal_and_nothing_on_other_ranks():
+    out = io.StringIO()
+    assert progress_style(out) == "lines"
+    progress = step_progress(total=4, initial=2, desc="grpo exp-1", style="lines", under_ray=False, stream=out)
+    progress.step({"step": 2, "reward": 0.5, "kl": None, "time_step_s": 12.34, "trained": True})
+    progress.step({"step": 3, "reward": 0.25})
+    progress.close()
+    assert out.getvalue().splitlines() == ["grpo exp-1: step 3/4  reward 0.500  s/step 12.3",
+                                           "grpo exp-1: step 4/4  reward 0.250"]
+    quiet = io.StringIO()
+    other = step_progress(total=4, initial=0, desc="x", style="lines", under_ray=False, enabled=False, stream=quiet)
+    other.step({"reward": 1.0})
+    assert quiet.getvalue() == ""
+
+
+def test_a_bar_ticks_once_per_step():
+    out = io.StringIO()
+    progress = step_progress(total=3, initial=1, desc="grpo", style="bar", under_ray=False, stream=out)
+    progress.step({"reward": 1.0})
+    assert progress._bar is not None and progress._bar.n == 2
+    progress.close()
+    assert "2/3" in out.getvalue()
