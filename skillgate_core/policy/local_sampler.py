@@ -21,7 +21,12 @@ from typing import Annotated, Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
 
-__all__ = ["Completion", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs"]
+__all__ = ["Completion", "SamplerKind", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs",
+           "stop_token_ids"]
+
+SamplerKind = Literal["auto", "hf", "static"]
+"""hf = transformers generate (this module); static = static KV cache + compiled decode step
+(`fast_sampler`); auto = static when the model is on CUDA, hf otherwise."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,13 @@ class SamplingConfig:
     """Longest completion; reaching it ends the turn with finish = "length"."""
     seed: NonNegativeInt = 0
     """Seed of the sampling RNG."""
+    sampler: SamplerKind = "auto"
+    """Who samples (fast_sampler.sample_batch dispatches): hf, static, or auto (static on CUDA)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)  # temperature > 0: greedy decoding is not a sampling policy
+        if self.sampler not in ("auto", "hf", "static"):
+            raise ValueError(f"sampler: expected auto, hf or static, got {self.sampler!r}")
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,8 @@ def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
     return model, tok
 
 
-def _stop_ids(tokenizer: Any) -> list[int]:
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """Ids that end a turn: eos, and the ChatML turn / text terminators when the vocabulary has them."""
     ids = {tokenizer.eos_token_id}
     for tok in ("<|im_end|>", "<|endoftext|>"):
         tid = tokenizer.convert_tokens_to_ids(tok)
@@ -90,7 +100,7 @@ def sample_completions(
     for row, prompt in enumerate(prompts):
         input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
         attention[row, width - len(prompt) :] = 1
-    stop = _stop_ids(tokenizer)
+    stop = stop_token_ids(tokenizer)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(config.seed)
     try:

@@ -113,7 +113,7 @@ def _policy(job: GRPOJob, replica: Any, tokenizer: Any, step: int, rank: int) ->
                               seed=_sampling_seed(cfg.seed, step, rank))
         return TeacherPolicy(tokenizer, noise, name="teacher")
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=1.0, max_new_tokens=cfg.max_new_tokens,
-                              seed=_sampling_seed(cfg.seed, step, rank))
+                              seed=_sampling_seed(cfg.seed, step, rank), sampler=cfg.sampler)
     return LocalPolicy(replica, tokenizer, sampling, name="policy")
 
 
