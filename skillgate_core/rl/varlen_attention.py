@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["TORCH_VARLEN", "register", "torch_varlen_available", "varlen_attention_forward"]
+__all__ = ["TORCH_VARLEN", "register", "self_check", "torch_varlen_available", "varlen_attention_forward"]
 
 TORCH_VARLEN = "torch_varlen"
 """The attention implementation name this module registers with transformers."""
@@ -109,6 +109,28 @@ def varlen_attention_forward(
     else:
         out = _per_sample(q, k, v, cu_t.tolist(), scaling)
     return out.reshape(batch, t, heads, dim), None
+
+
+def self_check(device: str | torch.device = "cuda", dtype: torch.dtype = torch.bfloat16) -> str | None:
+    """None when the kernel path runs here (forward against the per-sample reference, and backward);
+    else why not. Cheap (one small packed row): call it before choosing TORCH_VARLEN on a new machine."""
+    try:
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        q, k, v = (torch.randn(1, h, 96, 64, generator=gen).to(device, dtype).requires_grad_() for h in (4, 2, 2))
+        cu = torch.tensor([0, 30, 96], dtype=torch.int32, device=device)
+        out, _ = varlen_attention_forward(torch.nn.Module(), q, k, v, None, scaling=0.125, cu_seq_lens_q=cu,
+                                          cu_seq_lens_k=cu, max_length_q=66, max_length_k=66)
+        flat = [x.detach().float().transpose(1, 2)[0] for x in (q, k, v)]
+        ref = _per_sample(*flat, [0, 30, 96], 0.125)
+        err = float((out[0].detach().float() - ref).norm() / ref.norm())
+        if not err < 2e-2:
+            return f"forward off by {err:.2e} (relative) against per-sample sdpa"
+        out.float().square().sum().backward()
+        if not all(x.grad is not None and bool(torch.isfinite(x.grad).all()) for x in (q, k, v)):
+            return "backward gave no or non-finite gradients"
+    except Exception as exc:  # the caller falls back to sdpa and records why
+        return f"{type(exc).__name__}: {exc}"[:400]
+    return None
 
 
 _REGISTERED = False

@@ -43,3 +43,9 @@ def test_unpacked_batches_and_refusals():
         varlen_attention_forward(torch.nn.Module(), q, k, k, torch.ones(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="KV cache"):
         varlen_attention_forward(torch.nn.Module(), q, torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8), None)
+
+
+def test_self_check_passes_on_the_reference_path():
+    from skillgate_core.rl.varlen_attention import self_check
+
+    assert self_check("cpu", torch.float32) is None
