@@ -229,6 +229,18 @@ def profile_summary(prof: Any, *, rows: int = 15) -> tuple[dict[str, list[dict[s
     return out, table
 
 
+def pick_attn(requested: str) -> tuple[str, str | None]:
+    """The training attention to use, and why 'best' did not pick torch_varlen (None if it did)."""
+    if requested != "best":
+        return requested, None
+    from skillgate_core.rl.varlen_attention import TORCH_VARLEN, self_check, torch_varlen_available
+
+    if not torch_varlen_available():
+        return "auto", "torch varlen kernel unavailable (no CUDA or torch without nn.attention.varlen)"
+    problem = self_check("cuda", torch.bfloat16)
+    return ("auto", problem) if problem else (TORCH_VARLEN, None)
+
+
 # --- our GRPO step (grpo_step_vs_trl.py) ------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -258,22 +270,17 @@ def _phase_names() -> tuple[str, ...]:
 
 def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
     """Our GRPO step, timed: generate (replica + sampler) -> reward len(text) % 7 -> group advantages
-    -> update_policy (N, packing, old log-probs, loss/backward, one optimizer step) -> refresh_replica."""
-    import numpy as np
+    -> update_policy (N, packing, old log-probs, loss/backward, one optimizer step) -> refresh_replica.
+
+    The summary is also written to out_dir/grpo_ours.json before the profiled step, so a profiler
+    failure (or a kill by the caller's timeout) still leaves the timed numbers."""
     from transformers import AutoTokenizer
 
-    from skillgate_core.credit import task_advantages
-    from skillgate_core.policy.fast_sampler import resolve_sampler, sample_batch, static_sampler_for
-    from skillgate_core.policy.local_sampler import SamplingConfig
-    from skillgate_core.rl.engine import build_engine, load_replica, refresh_replica
-    from skillgate_core.rl.grpo import update_policy
+    from skillgate_core.rl.engine import build_engine, load_replica
     from skillgate_core.rl.grpo_config import GRPOConfig
     from skillgate_core.rl.profiles import get_profile
-    from skillgate_core.rl.samples import CreditedSample
-    from skillgate_core.rl.step_metrics import StepTimer
 
     cuda = ctx.device.startswith("cuda")
-    device = torch.device(ctx.device)
     tok = AutoTokenizer.from_pretrained(job.model_dir)
     t0 = time.perf_counter()
     engine = build_engine(job.model_dir, job.engine)
@@ -284,69 +291,94 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
                      prompts_per_step=job.prompts_per_step, group_size=job.gens, use_gpu=cuda,
                      bf16=job.engine.dtype == "bf16", temperature=1.0, max_new_tokens=job.maxlen,
                      micro_batch_tokens=job.micro_batch_tokens, learning_rate=job.engine.lr, sampler=job.sampler)
-    p, g = job.prompts_per_step, job.gens
-    records: list[dict[str, Any]] = []
-    profile_top: dict[str, Any] = {}
-    total = job.warmup + job.steps + int(job.profile)
-    for i in range(total):
-        profiling = job.profile and i == total - 1
-        prof_ctx: Any = contextlib.nullcontext()
-        if profiling:
-            from torch.profiler import ProfilerActivity
-            from torch.profiler import profile as torch_profile
+    state = {"engine": engine, "replica": replica, "tok": tok, "cfg": cfg, "loss": profile.loss,
+             "device": torch.device(ctx.device)}
+    records = []
+    for i in range(job.warmup + job.steps):
+        records.append(_grpo_step(job, state, i, "warmup" if i < job.warmup else "timed"))
+    summary = _grpo_summary(records) | {
+        "setup_s": round(setup_s, 2), "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
+        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None}
+    write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+    if job.profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
 
+        try:
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            prof_ctx = torch_profile(activities=acts)
-        timer = StepTimer(sync_cuda=True)
-        with prof_ctx as prof:
-            start = time.perf_counter()
-            batch = [job.prompts[(i * p + k) % len(job.prompts)] for k in range(p) for _ in range(g)]
-            with timer.phase("generate"):
-                comps = sample_batch(replica, tok, batch, SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen,
-                                                                         seed=job.seed + i, sampler=cfg.sampler))
-            with timer.phase("reward"):
-                rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward
-                samples = []
-                for k in range(p):
-                    adv = task_advantages(rewards[k * g : (k + 1) * g])
-                    for j in range(g):
-                        c = comps[k * g + j]
-                        n = len(c.token_ids)
-                        ones, zeros = np.ones(n), np.zeros(n)
-                        samples.append(CreditedSample(f"prompt{k}", tuple(batch[k * g + j]), tuple(c.token_ids), ones,
-                                                      np.full(n, adv[j]), zeros, ones, zeros))
-            _, losses = update_policy(engine, None, samples, profile.loss, cfg, pad_token_id=tok.pad_token_id or 0,
-                                      device=device, timer=timer)
-            with timer.phase("sync"):
-                refresh_replica(replica, engine)
-            wall = time.perf_counter() - start
-        lengths = [len(c.token_ids) for c in comps]
-        rec = {"step": i, "kind": "profiled" if profiling else "warmup" if i < job.warmup else "timed",
-               "wall_s": round(wall, 4), **{f"{k}_s": round(timer.seconds.get(k, 0.0), 4) for k in _phase_names()},
-               "completion_tokens": sum(lengths), "mean_len": sum(lengths) / len(lengths),
-               "stopped": sum(c.finish == "stop" for c in comps), "reward_mean": sum(rewards) / len(rewards),
-               "policy_loss": sum(float(x.policy_task) for x in losses), "micro_batches": len(losses)}
-        if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) == "static":
-            rec["sampler"] = dict(static_sampler_for(replica, tok).stats)
-        records.append(rec)
-        print("ours", json.dumps(rec), flush=True)
-        if profiling:
-            profile_top, table = profile_summary(prof)
+            with torch_profile(activities=acts) as prof:
+                records.append(_grpo_step(job, state, job.warmup + job.steps, "profiled"))
+            summary["profile_top"], table = profile_summary(prof)
             (Path(job.out_dir) / "grpo_profile.txt").write_text(table)
+        except Exception as exc:  # the timed numbers stand without it
+            summary["profile_error"] = f"{type(exc).__name__}: {exc}"[:800]
+        summary["records"] = records
+        write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+    return summary
+
+
+def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> dict[str, Any]:
+    import numpy as np
+
+    from skillgate_core.credit import task_advantages
+    from skillgate_core.policy.fast_sampler import resolve_sampler, sample_batch, static_sampler_for
+    from skillgate_core.policy.local_sampler import SamplingConfig
+    from skillgate_core.rl.engine import refresh_replica
+    from skillgate_core.rl.grpo import update_policy
+    from skillgate_core.rl.samples import CreditedSample
+    from skillgate_core.rl.step_metrics import StepTimer
+
+    engine, replica, tok, cfg = state["engine"], state["replica"], state["tok"], state["cfg"]
+    p, g = job.prompts_per_step, job.gens
+    timer = StepTimer(sync_cuda=True)
+    start = time.perf_counter()
+    batch = [job.prompts[(i * p + k) % len(job.prompts)] for k in range(p) for _ in range(g)]
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
+    with timer.phase("generate"):
+        comps = sample_batch(replica, tok, batch, sampling)
+    with timer.phase("reward"):
+        rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward
+        samples = []
+        for k in range(p):
+            adv = task_advantages(rewards[k * g : (k + 1) * g])
+            for j in range(g):
+                c = comps[k * g + j]
+                ones, zeros = np.ones(len(c.token_ids)), np.zeros(len(c.token_ids))
+                samples.append(CreditedSample(f"prompt{k}", tuple(batch[k * g + j]), tuple(c.token_ids), ones,
+                                              np.full(len(c.token_ids), adv[j]), zeros, ones, zeros))
+    _, losses = update_policy(engine, None, samples, state["loss"], cfg, pad_token_id=tok.pad_token_id or 0,
+                              device=state["device"], timer=timer)
+    with timer.phase("sync"):
+        refresh_replica(replica, engine)
+    wall = time.perf_counter() - start
+    lengths = [len(c.token_ids) for c in comps]
+    rec = {"step": i, "kind": kind, "wall_s": round(wall, 4),
+           **{f"{k}_s": round(timer.seconds.get(k, 0.0), 4) for k in _phase_names()},
+           "completion_tokens": sum(lengths), "mean_len": sum(lengths) / len(lengths),
+           "generate_tok_per_s": round(sum(lengths) / max(1e-9, timer.seconds["generate"]), 1),
+           "stopped": sum(c.finish == "stop" for c in comps), "reward_mean": sum(rewards) / len(rewards),
+           "policy_loss": sum(float(x.policy_task) for x in losses), "micro_batches": len(losses)}
+    if resolve_sampler(sampling, replica) == "static":
+        rec["sampler"] = dict(static_sampler_for(replica, tok).stats)
+    print("ours", json.dumps(rec), flush=True)
+    return rec
+
+
+def _grpo_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [r for r in records if r["kind"] == "timed"]
     first = [r for r in records if r["kind"] != "profiled"]
     wall = sum(r["wall_s"] for r in timed)
     tokens = sum(r["completion_tokens"] for r in timed)
-    split = {k: round(sum(r[f"{k}_s"] for r in timed) / max(1, len(timed)), 4) for k in _phase_names()}
+    gen = sum(r["generate_s"] for r in timed)
     return {
-        "setup_s": round(setup_s, 2), "steps": len(timed), "s_per_step": round(wall / max(1, len(timed)), 4),
-        "completion_tokens": tokens, "completion_tok_per_s": round(tokens / wall, 1) if wall else None,
+        "steps": len(timed), "s_per_step": round(wall / max(1, len(timed)), 4), "completion_tokens": tokens,
+        "completion_tok_per_s": round(tokens / wall, 1) if wall else None,
+        "generate_tok_per_s": round(tokens / gen, 1) if gen else None,
         "s_per_step_incl_warmup": round(sum(r["wall_s"] for r in first) / max(1, len(first)), 4),
         "completion_tok_per_s_incl_warmup": round(sum(r["completion_tokens"] for r in first)
                                                   / max(1e-9, sum(r["wall_s"] for r in first)), 1),
-        "split_s_per_step": split, "records": records, "profile_top": profile_top,
-        "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
-        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None,
+        "split_s_per_step": {k: round(sum(r[f"{k}_s"] for r in timed) / max(1, len(timed)), 4) for k in _phase_names()},
+        "records": records,
     }
 
 

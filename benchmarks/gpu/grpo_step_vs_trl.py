@@ -66,25 +66,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 steps")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
+    if "--smoke" in (sys.argv[1:] if argv is None else argv):
+        p.set_defaults(**SMOKE)  # smoke values are defaults: flags given beside --smoke still win
     a = p.parse_args(argv)
-    if a.smoke:
-        for k, v in SMOKE.items():
-            setattr(a, k, v)
     if a.bs % a.gens:
         p.error("--bs must be a multiple of --gens")
     return a
-
-
-def pick_attn(requested: str) -> tuple[str, str | None]:
-    """The training attention to use, and why 'best' did not pick torch_varlen (None if it did)."""
-    if requested != "best":
-        return requested, None
-    from skillgate_core.rl.varlen_attention import TORCH_VARLEN, self_check, torch_varlen_available
-
-    if not torch_varlen_available():
-        return "auto", "torch varlen kernel unavailable (no CUDA or torch without nn.attention.varlen)"
-    problem = self_check("cuda", torch.bfloat16)
-    return ("auto", problem) if problem else (TORCH_VARLEN, None)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -114,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     from skillgate_core.rl.engine import EngineConfig
     from skillgate_core.rl.launch import run_in_process
 
-    attn, why_not_varlen = pick_attn(a.attn)
+    attn, why_not_varlen = gpu_bench.pick_attn(a.attn)
     tok = gpu_bench.anchor_tokenizer(a.vocab, a.seed)
     model_dir = work / "model"
     n_params = gpu_bench.save_random_model(gpu_bench.trl_model_config(a, tok), model_dir,
@@ -132,7 +119,10 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / "run", use_gpu=cuda).results[0]
     except Exception as exc:
-        ours = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        partial = out / "grpo_ours.json"  # the worker's timed numbers, if it got that far
+        ours = json.loads(partial.read_text()) if partial.exists() else {}
+        ours["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    (out / "grpo_ours.json").unlink(missing_ok=True)  # merged into the one JSON below
     ours |= {"params_M": round(n_params / 1e6, 1), "attn_requested": a.attn, "attn_used": attn,
              "torch_varlen_not_used_because": why_not_varlen}
     result["ours"] = ours
@@ -153,6 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("SUMMARY grpo_step_vs_trl", json.dumps({
         "trl_tok_s": trl.get("completion_tok_per_s"), "trl_s_step": trl.get("s_per_step"),
         "ours_tok_s": ours.get("completion_tok_per_s"), "ours_s_step": ours.get("s_per_step"),
+        "ours_generate_tok_s": ours.get("generate_tok_per_s"),
         "ours_split": ours.get("split_s_per_step"), "ratio": summary, "error": ours.get("error") or trl.get("error"),
         "json": str(path)}), flush=True)
     return result
