@@ -54,7 +54,8 @@ from skillgate_core.policy.local_sampler import (
     stop_token_ids,
 )
 
-__all__ = ["StaticSampler", "resolve_sampler", "sample_batch", "sample_completions_static", "static_sampler_for"]
+__all__ = ["StaticSampler", "resolve_sampler", "sample_batch", "sample_completions_static", "sample_next",
+           "static_sampler_for"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
@@ -167,6 +168,12 @@ class StaticSampler:
         if self.compiled:
             options = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
             step = torch.compile(step, **options)
+            # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
+            # and past dynamo's default limit (8) the step would silently run eagerly
+            dynamo_config = torch._dynamo.config
+            for name in ("recompile_limit", "cache_size_limit"):
+                if hasattr(dynamo_config, name):
+                    setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
         self._step = step
         self.stats: dict[str, Any] = {}
         """What the last call did: batch / cache buckets, decode steps, prefill chunks."""
