@@ -141,7 +141,8 @@ STAGES: tuple[StageSpec, ...] = (
         summary="rebuild the paper's tables and figures from raw evaluation rows",
         inputs=("eval_rows",),
         outputs=("report",),
-        planned_in="a later step (paper build)",
+        config="skillgate_core.evaluation.paper_config:PaperConfig",
+        entrypoint="skillgate_core.evaluation.paper:build_paper_tables",
     ),
 )
 

@@ -21,11 +21,15 @@ from skillgate_core.config import config_from_mapping
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.stages import get_stage
+from tasks.paper import publish_paper_report
 from warehouse import StageRunRecorder
 
 __all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
 
 TRIGGER_TAG_PREFIX = "trigger:"
+
+_PUBLISHERS = {"paper-tables": publish_paper_report}
+"""Stages whose output deserves its own artifact beyond the outputs table."""
 
 
 def _trigger() -> str:
@@ -52,4 +56,6 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
         table=rows,
         description=f"Outputs of stage {stage} (config {record.config_digest[:12]}, reused={record.reused})",
     )
+    if stage in _PUBLISHERS:
+        _PUBLISHERS[stage](record.to_json())
     return {**record.to_json(), "run_id": run.run_id}

@@ -4,7 +4,8 @@ check: the validity gate on every task package under the PATHs (a package folder
 them): one row per task (valid / which gate failed / flaky / error) and exit 0 only if every task is
 valid. import: copy Harbor / Terminal-Bench tasks into SkillGate packages, one row per task with
 what was changed and what to check by hand; exit 1 if any failed. gc: remove sandboxes whose
-owning process is gone (and, with --images, task images built on an older base image).
+owning process is gone (and, with --images, task images built on an older base image); every run
+(check, episodes, collect) also does this first, so gc is only needed to clean up without a run.
 """
 
 from __future__ import annotations
@@ -75,7 +76,11 @@ def register(app: typer.Typer) -> None:
         """Import Harbor / Terminal-Bench tasks as SkillGate task packages."""
         from skillgate_core.envs.harbor_import import import_harbor
 
-        reports = import_harbor(harbor_dir, dest, overwrite=overwrite)
+        try:
+            reports = import_harbor(harbor_dir, dest, overwrite=overwrite)
+        except FileNotFoundError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from exc
         table = Table(title=f"import {harbor_dir} -> {dest}")
         for col in ("task", "status", "backends", "notes"):
             table.add_column(col)

@@ -24,6 +24,7 @@ from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory,
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
+from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.slate_manifest import MANIFEST_FILE
@@ -108,6 +109,7 @@ def span_report(trajectory: Trajectory, tokenizer) -> dict:
 
 def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Play the teacher on sampled tasks; write trajectories.parquet and summary.json."""
+    reap_orphans()  # before the model loads: a killed earlier collect's sandboxes go first
     import polars as pl
     from tqdm import tqdm
     from transformers import AutoTokenizer

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
-from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, start_sandbox
+from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, reap_orphans, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.sandbox_group import SandboxGroup
 from skillgate_core.envs.task_package import TaskPackage
@@ -319,7 +319,9 @@ def run_episodes(
     """Play every spec to the end in lockstep turns and grade it; results in spec order.
 
     If anything raises, every sandbox started is stopped before the error propagates (module docstring).
+    Sandboxes a killed earlier run left behind (owner process gone) are reaped first.
     """
+    reap_orphans(sandbox_config)
     group = SandboxGroup()
     pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
     try:

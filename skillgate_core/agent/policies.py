@@ -2,6 +2,8 @@
 
 - `LocalPolicy`: samples each active episode's next turn from an HF model in one batched call,
   keeping ids and log-probs (what GRPO trains on).
+- `SGLangPolicy`: the same from SGLang servers (server mode): one /generate call for every active
+  episode, each with its own token budget.
 - `TeacherPolicy`: the embedded-default teacher for trajectory collection (DESIGN.md): it plays the
   task's reference route through the real harness: first turn reads the oracle skill (with
   configurable selection noise: sometimes a misleading skill, sometimes none), second turn runs the
@@ -22,10 +24,19 @@ from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
 from skillgate_core.policy.fast_sampler import sample_batch
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
+from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.skills import skill_location
 from skillgate_core.skills.procedure import extract_procedure
 
-__all__ = ["TURN_END", "LocalPolicy", "TeacherConfig", "TeacherPolicy", "first_read_turn", "turn_token_ids"]
+__all__ = [
+    "TURN_END",
+    "LocalPolicy",
+    "SGLangPolicy",
+    "TeacherConfig",
+    "TeacherPolicy",
+    "first_read_turn",
+    "turn_token_ids",
+]
 
 TURN_END = "<|im_end|>"
 """What ends an assistant turn in the ChatML template every policy here uses (a sampled token)."""
@@ -47,6 +58,22 @@ class LocalPolicy:
                       seed=self.sampling.seed + self._calls)
         self._calls += 1
         return sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+
+
+class SGLangPolicy:
+    """Server-mode sampling: every active episode's next turn in one batched /generate call.
+
+    Each episode keeps its own budget, min(view.max_new_tokens, sampling.max_new_tokens) (SGLang
+    takes one sampling_params per prompt), so an episode near its context limit does not shorten
+    the others' turns. Ids and log-probs are the server's (policy/sglang_client.py).
+    """
+
+    def __init__(self, client: SGLangClient, sampling: SamplingConfig, name: str = "sglang") -> None:
+        self.client, self.sampling, self.name = client, sampling, name
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        budgets = [max(1, min(v.max_new_tokens, self.sampling.max_new_tokens)) for v in views]
+        return self.client.generate([v.context_ids for v in views], self.sampling, max_new_tokens=budgets)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ Contract:
 - apply_patch: neither `patch` nor `git` is in the base image (skillgate/base:bookworm), so unified
   diffs are applied by the small applier in this module on the host, over file content read through
   the sandbox, and written back through it (see `apply_unified_diff`).
+- find/grep globs: see skillgate_core/agent/globs.py (brace alternatives and pattern length are
+  bounded, and matching cannot backtrack exponentially: both run on the host, not in the sandbox).
 - exec/process: see skillgate_core/agent/shell.py (cwd/env persistence; background jobs run on
   Docker only, on bubblewrap `background=true` is an error saying so).
 """
@@ -36,12 +38,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillgate_core.agent.globs import (
+    MAX_BRACE_EXPANSIONS,
+    MAX_GLOB_CHARS,
+    GlobError,
+    expand_braces,
+    find_superset,
+    glob_matcher,
+)
 from skillgate_core.agent.shell import BackgroundUnsupported, PersistentShell, UnknownJob
 from skillgate_core.agent.tool_schemas import TOOL_NAMES, TOOL_SCHEMAS
 from skillgate_core.envs.sandbox import Sandbox
 from skillgate_core.tool_calls import ToolCall
 
 __all__ = [
+    "MAX_BRACE_EXPANSIONS",
+    "MAX_GLOB_CHARS",
     "OUTPUT_CHARS",
     "PatchError",
     "ToolBox",
@@ -442,72 +454,6 @@ def apply_unified_diff(text: str, hunks: Sequence[Hunk], path: str = "file") -> 
     return "".join(out + rest)
 
 
-# ---------------------------------------------------------------- globs (find)
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """'*.{py,md}' -> ['*.py', '*.md'] (nested braces too; an unmatched brace is literal)."""
-    depth, start = 0, -1
-    for i, ch in enumerate(pattern):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner, options, level, last = pattern[start + 1:i], [], 0, 0
-                for j, c in enumerate(inner):
-                    level += (c == "{") - (c == "}")
-                    if c == "," and level == 0:
-                        options.append(inner[last:j])
-                        last = j + 1
-                options.append(inner[last:])
-                if len(options) == 1:
-                    continue
-                head, tail = pattern[:start], pattern[i + 1:]
-                return [x for opt in options for x in _expand_braces(head + opt + tail)]
-    return [pattern]
-
-
-def _glob_regex(pattern: str) -> str:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2:]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
-
-
-def glob_matcher(pattern: str, anchored: bool | None = None) -> Callable[[str], bool]:
-    """A test for relative paths: `*`/`?` stay within one path part, `**/` spans any number of folders,
-    `{a,b}` alternates. A pattern without '/' matches the last path part at any depth (like fd),
-    unless `anchored` says it is matched against the whole relative path."""
-    options = _expand_braces(pattern)
-    anchored = "/" in pattern if anchored is None else anchored
-    regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in options) + r"\Z", re.DOTALL)
-    if anchored:
-        return lambda rel: bool(regex.match(rel))
-    return lambda rel: bool(regex.match(rel.rsplit("/", 1)[-1]))
-
-
 # ---------------------------------------------------------------- the tools
 
 
@@ -521,11 +467,6 @@ def _grep_key(line: str) -> tuple[str, int]:
 
 def _has_glob(part: str) -> bool:
     return any(c in part for c in "*?[{")
-
-
-def _find_escape(path: str) -> str:
-    """A literal path for find's -path (its glob characters escaped)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", path)
 
 
 class ToolBox:
@@ -765,10 +706,14 @@ class ToolBox:
         if not pattern or len(pattern) > _MAX_ARG_CHARS or "\0" in pattern:
             raise ToolError(f"argument 'pattern': expected a non-empty regular expression of at most "
                             f"{_MAX_ARG_CHARS} characters")
-        if glob is not None and (not glob or len(glob) > _MAX_ARG_CHARS or "\0" in glob):
-            raise ToolError("argument 'glob': expected a non-empty file-name glob such as '*.py'")
+        if glob is not None and (not glob or len(glob) > MAX_GLOB_CHARS or "\0" in glob):
+            raise ToolError(f"argument 'glob': expected a non-empty file-name glob such as '*.py' of at most "
+                            f"{MAX_GLOB_CHARS} characters")
         path = self.resolve(args.get("path", "."))
-        include = [f"--include={shlex.quote(g)}" for g in _expand_braces(glob)] if glob else []
+        try:
+            include = [f"--include={shlex.quote(g)}" for g in expand_braces(glob)] if glob else []
+        except GlobError as exc:
+            raise ToolError(f"argument 'glob': {exc}") from exc
         script = (f"grep -rnHEI --exclude-dir=.git {' '.join(include)} -e {shlex.quote(pattern)} -- "
                   f"{shlex.quote(path)}")
         code, out, err, dropped = self._sh(script, budget)
@@ -808,8 +753,9 @@ class ToolBox:
 
     def _find(self, args: dict[str, Any], budget: float) -> dict[str, Any]:
         pattern = args["pattern"].strip()
-        if not pattern or len(pattern) > _MAX_ARG_CHARS or "\0" in pattern:
-            raise ToolError("argument 'pattern': expected a glob such as '*.py' or 'src/**/*.ts'")
+        if not pattern or len(pattern) > MAX_GLOB_CHARS or "\0" in pattern:
+            raise ToolError(f"argument 'pattern': expected a glob such as '*.py' or 'src/**/*.ts' of at most "
+                            f"{MAX_GLOB_CHARS} characters")
         base = self.resolve(args.get("path", "."))
         if pattern.startswith("/"):  # an absolute glob: its literal folders become the base
             base, pattern = "/", pattern.lstrip("/")
@@ -818,14 +764,16 @@ class ToolBox:
         while anchored and len(parts) > 1 and not _has_glob(parts[0]):
             base = posixpath.join(base, parts.pop(0))
         rel_pattern = "/".join(parts)
-        options = _expand_braces(rel_pattern)
-        prefix = _find_escape(base.rstrip("/") + "/")
-        if anchored:  # find's '*' crosses '/', so this is a superset; glob_matcher decides
-            tests = [f"-path {shlex.quote(prefix + p.replace('**/', '*').replace('**', '*'))}" for p in options]
-        else:
-            tests = [f"-name {shlex.quote(p)}" for p in options]
+        try:
+            options = expand_braces(rel_pattern)
+            match = glob_matcher(rel_pattern, anchored)
+        except GlobError as exc:
+            raise ToolError(f"argument 'pattern': {exc}") from exc
+        # find lists a coarse superset (one '*' each: its fnmatch backtracks too); glob_matcher decides.
+        prefix = base.rstrip("/") + "/" if anchored else ""
+        tests = dict.fromkeys(f"{'-path' if anchored else '-name'} {shlex.quote(find_superset(p, prefix))}"
+                              for p in options)
         entries = self._listing(base, "", "\\( " + " -o ".join(tests) + " \\)", budget)
-        match = glob_matcher(rel_pattern, anchored)
         root = base.rstrip("/") + "/"
         found = sorted(p + ("/" if kind == "d" else "") for kind, p, _ in entries
                        if p.startswith(root) and match(p[len(root):]))

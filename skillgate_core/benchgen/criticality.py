@@ -24,6 +24,7 @@ from typing import Any
 from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
+from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_skills_dir
@@ -98,6 +99,7 @@ def _slate_library(bench: Path, task_dir: Path, into: Path) -> Path:
 def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backend: str = "bwrap",
                         jobs: int = 2) -> CriticalityReport:
     """Run every agent on `per_family` sampled tasks per family and tabulate success rates."""
+    reap_orphans()
     rows = sample_tasks(bench, per_family, seed)
     with tempfile.TemporaryDirectory(prefix="skillgate-criticality-") as scratch:
         plans = []

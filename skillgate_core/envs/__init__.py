@@ -8,8 +8,9 @@
 
 Modules: task_package (Harbor layout loader; its skills.json is parsed by
 skillgate_core.slate_manifest, below this layer), dockerfile_subset
-(the Dockerfile subset bubblewrap honours), harbor_import, sandbox (the interface), sandbox_config,
-bwrap_sandbox, docker_sandbox, docker_images, cgroups, verifier, scripted_episode, validity_gate.
+(the Dockerfile subset bubblewrap honours), image_root (building it without following links),
+harbor_import, sandbox (the interface), sandbox_config, bwrap_sandbox, docker_sandbox, docker_images,
+cgroups, verifier, scripted_episode, validity_gate.
 """
 
 from skillgate_core.envs.harbor_import import ImportReport, import_harbor

@@ -2,13 +2,14 @@
 
 Layout of one session (as root; SESSIONS = /var/tmp/skillgate-sandboxes):
 
-    SESSIONS/<id>.json      owner pid + start time (orphan cleanup), cgroup, mount
+    SESSIONS/<id>.json      owner pid + start time, host, pid namespace (orphan cleanup), cgroup, mount
     SESSIONS/<id>/          a tmpfs of workspace_limit_mb (ENOSPC when the agent fills it)
       root/app, root/tmp, root/root, root/logs, root/var/tmp, root/solution, ...
                             bound rw at /app, /tmp, ... (/solution stays empty but for the oracle)
       skills/               a copy of the skills folder, bound read-only at /skills
       verify/               created by begin_verification(): its own small tmpfs holding
         tests/, logs_verifier/   bound at /tests and /logs/verifier for the verifier's commands
+        fresh-tmp/, fresh-var-tmp/, fresh-root/   bound over /tmp, /var/tmp, /root (HOME) for them
 
 Each command runs as
 
@@ -45,9 +46,17 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from skillgate_core.envs import image_root
 from skillgate_core.envs.cgroups import SandboxCgroup, create_cgroup, open_cgroup
 from skillgate_core.envs.dockerfile_subset import materialize
-from skillgate_core.envs.sandbox import TIMEOUT_EXIT_CODE, OutputBuffer, RawResult, Sandbox, SandboxError
+from skillgate_core.envs.sandbox import (
+    TIMEOUT_EXIT_CODE,
+    OutputBuffer,
+    RawResult,
+    Sandbox,
+    SandboxError,
+    owner_pid_namespace,
+)
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
 
@@ -59,6 +68,8 @@ _LAUNCH = ('ulimit -c 0 && ulimit -n 4096 && ulimit -f "$1" || exit 125; '
            'if [ "$2" != - ]; then ulimit -p "$2" && ulimit -v "$3" || exit 125; fi; shift 3; '
            'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"')
 _KILL_GRACE_S = 5.0
+_FRESH_FOR_VERIFIER = (("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/root", 0o700))
+"""Folders the verifier gets empty (with these modes) instead of the agent's."""
 
 
 @functools.cache
@@ -136,20 +147,22 @@ class BwrapSandbox(Sandbox):
         materialize(self.task.dockerfile, self.task.environment_dir, root)
         for path, mode in ((self.workdir, 0o755), ("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/root", 0o700),
                            ("/logs/agent", 0o755), ("/solution", 0o755)):
-            p = root / path.lstrip("/")
-            p.mkdir(parents=True, exist_ok=True)
-            p.chmod(mode)
+            # Never through a link the task's COPY left (image_root): we are root on the host here.
+            image_root.make_dirs(root, path)
+            image_root.chmod(root, path, lambda _mode, _is_dir, mode=mode: mode)
         if self.as_root:
             _chown_tree(root, self.uid, self.gid)
         if skills_dir is not None:
-            shutil.copytree(skills_dir, self.dir / "skills", symlinks=False)
+            # start_sandbox refused links; still, never copy one's target (we are root here).
+            shutil.copytree(skills_dir, self.dir / "skills", symlinks=True, ignore=_links_and_special_files)
             for p in [self.dir / "skills", *(self.dir / "skills").rglob("*")]:
                 p.chmod((p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & 0o7555)
         self._base_args = self._bwrap_args(root, skills_dir is not None)
 
     def _write_meta(self) -> None:
         meta = {"session_id": self.session_id, "task_id": self.task.task_id, "owner_pid": os.getpid(),
-                "owner_start": _process_start(os.getpid()), "created": time.time(), "dir": str(self.dir),
+                "owner_start": _process_start(os.getpid()), "owner_host": os.uname().nodename,
+                "owner_pidns": owner_pid_namespace(), "created": time.time(), "dir": str(self.dir),
                 "mounted": self.mounted, "cgroup": self.cgroup.name if self.cgroup else ""}
         tmp = self.meta_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta))
@@ -165,6 +178,8 @@ class BwrapSandbox(Sandbox):
                 "--tmpfs", "/", *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                 "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
         for top in sorted(p.name for p in root.iterdir()):
+            if (root / top).is_symlink():  # a bind follows links on the host (materialize refuses them)
+                raise SandboxError(f"{self.session_id}: /{top} is a symbolic link; refusing to bind it")
             args += ["--bind", str(root / top), f"/{top}"]
         if with_skills:
             args += ["--ro-bind", str(self.dir / "skills"), "/skills"]
@@ -234,6 +249,11 @@ class BwrapSandbox(Sandbox):
     def alive(self) -> bool:
         return not self._stopped and self.dir.is_dir() and (not self.mounted or os.path.ismount(self.dir))
 
+    def agent_writable_dirs(self) -> tuple[str, ...]:
+        # Every top-level folder of the session is bound read-write (/app, /data, /var, ...).
+        tops = tuple(f"/{p.name}" for p in (self.dir / "root").iterdir()) if (self.dir / "root").is_dir() else ()
+        return (*super().agent_writable_dirs(), *tops)
+
     def kill_processes(self) -> None:
         # Each command's PID namespace already died with it; the cgroup sweep is the second line.
         if self.cgroup is not None and not self.cgroup.kill_all():
@@ -255,18 +275,29 @@ class BwrapSandbox(Sandbox):
             _remove(verify)
             verify.mkdir()
             if self.as_root:
-                # Its own small tmpfs: an agent that filled the workspace cannot starve the grader.
-                size = _tree_bytes(tests_dir) + 64 * 2**20
+                # Its own tmpfs: an agent that filled the workspace cannot starve the grader (whose
+                # fresh /tmp lives here too; pages count only when written).
+                size = _tree_bytes(tests_dir) + (self.workspace_mb + 64) * 2**20
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev",
                                 "skillgate-verify", str(verify)], check=True, capture_output=True)
             shutil.copytree(tests_dir, verify / "tests")
             (verify / "logs_verifier").mkdir()
+            fresh: list[str] = []
+            for path, mode in _FRESH_FOR_VERIFIER:
+                if self.workdir == path or self.workdir.startswith(path + "/"):
+                    continue  # the graded workspace itself lives there: it stays
+                d = verify / ("fresh" + path.replace("/", "-"))
+                d.mkdir()
+                d.chmod(mode)
+                fresh += ["--bind", str(d), path]
             if self.as_root:
                 for p in (logs, logs / "verifier"):
                     os.chown(p, self.uid, self.gid)
                 _chown_tree(verify, self.uid, self.gid)
+            # Bound over the session's own /tmp, /var/tmp, /root: the verifier never sees what the
+            # agent left there (a .pth in ~/.local, rc files, planted temp files).
             self._verify_args = ["--bind", str(verify / "tests"), "/tests",
-                                 "--bind", str(verify / "logs_verifier"), "/logs/verifier"]
+                                 "--bind", str(verify / "logs_verifier"), "/logs/verifier", *fresh]
             self.verifying = True
 
     def stop(self) -> None:
@@ -371,7 +402,13 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 def _tree_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _links_and_special_files(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore hook: leave out links, FIFOs, sockets and devices."""
+    return [n for n in names if os.path.islink(os.path.join(folder, n))
+            or not (os.path.isdir(os.path.join(folder, n)) or os.path.isfile(os.path.join(folder, n)))]
 
 
 def _remove(path: Path) -> None:
@@ -429,19 +466,28 @@ def _destroy_session(directory: Path, meta_file: Path, cgroup: SandboxCgroup | N
 
 
 def cleanup_orphans(config: SandboxConfig | None = None) -> int:
-    """Destroy sessions whose owner process is gone; returns how many."""
+    """Destroy sessions whose owner process is gone; returns how many. A session recorded by another
+    host or PID namespace is skipped (its owner pid means nothing here); what is destroyed is always
+    SESSIONS/<id> and cgroup <id> for the meta file's own id, whatever else the file says."""
     sessions = (config or SandboxConfig()).sessions_path()
     if not sessions.is_dir():
         return 0
+    host, pidns = os.uname().nodename, owner_pid_namespace()
     removed = 0
     for meta_file in sorted(sessions.glob("*.json")):
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, json.JSONDecodeError):
             continue
+        if meta.get("owner_host", host) != host or meta.get("owner_pidns", pidns) != pidns:
+            continue  # (files written before these keys existed are judged here, as they always were)
         if meta.get("owner_start") and _process_start(int(meta["owner_pid"])) == meta["owner_start"]:
             continue  # owner still running
-        cgroup = open_cgroup(meta["cgroup"]) if meta.get("cgroup") else None
-        _destroy_session(Path(meta["dir"]), meta_file, cgroup, bool(meta.get("mounted")))
+        session_id = meta_file.stem
+        cgroup = open_cgroup(session_id) if meta.get("cgroup") == session_id else None
+        try:
+            _destroy_session(sessions / session_id, meta_file, cgroup, bool(meta.get("mounted")))
+        except OSError:
+            continue  # (another process reaping the same orphan at the same moment)
         removed += 1
     return removed

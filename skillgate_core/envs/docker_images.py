@@ -6,7 +6,8 @@
   (an explicit `image_map` entry, else the image itself when it is present locally, else the base
   image), plus one extra layer that snapshots the WORKDIR into /.skillgate/workspace.tar: the
   sandbox's workspace is a size-capped tmpfs volume, and Docker does not pre-fill those.
-  Builds are cached by content: tag = skillgate/task-<id>:<sha256 of Dockerfile, context, base>.
+  Builds are cached by content: tag = skillgate/task-<id>:<sha256 of Dockerfile, context, base,
+  build settings>. Builds have no network (network_mode none), like the sandboxes they make.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = ["docker_client", "ensure_base_image", "map_from_lines", "prune_task_i
 LABEL = "org.skillgate.sandbox"
 WORKSPACE_SEED = "/.skillgate/workspace.tar"
 BASE_IMAGE_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "base_image.sh"
+_BUILD_SETTINGS = "network=none"
+"""How images are built, part of the cache key: a change here rebuilds instead of reusing."""
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 
 
@@ -127,7 +130,8 @@ def task_image(task: TaskPackage, config: SandboxConfig | None = None) -> tuple[
              f"RUN mkdir -p /.skillgate && tar -C {workdir} -cf {WORKSPACE_SEED} .\n"
              + (f"USER {user}\n" if user else ""))
     context_digest = path_sha256(task.environment_dir) if task.environment_dir.is_dir() else ""
-    key = hashlib.sha256("\0".join([text, context_digest, base_id]).encode()).hexdigest()[:16]
+    # _BUILD_SETTINGS: images built before the builds went offline are not reused.
+    key = hashlib.sha256("\0".join([text, context_digest, base_id, _BUILD_SETTINGS]).encode()).hexdigest()[:16]
     slug = re.sub(r"[^a-z0-9._-]+", "-", task.task_id.lower()).strip("-.")[:100] or "task"
     tag = f"skillgate/task-{slug}:{key}"
     if _image_exists(client, tag):
@@ -151,8 +155,10 @@ def _build(client: Any, task: TaskPackage, dockerfile_text: str, tag: str, timeo
         (ctx / "Dockerfile.skillgate").write_text(dockerfile_text, encoding="utf-8")
         log: list[str] = []
         try:
+            # network_mode none: the author's RUN lines are as offline as the sandbox will be.
             for chunk in client.api.build(path=str(ctx), dockerfile="Dockerfile.skillgate", tag=tag, rm=True,
                                           forcerm=True, pull=False, decode=True, timeout=int(timeout),
+                                          network_mode="none",
                                           labels={LABEL: "image", "org.skillgate.task": task.task_id,
                                                   "org.skillgate.base": base_id}):
                 if "stream" in chunk:

@@ -1,6 +1,6 @@
 """The Docker backend: one container per episode, commands through `docker exec`.
 
-The container (labels org.skillgate.sandbox=1, .session, .owner for orphan cleanup):
+The container (labels org.skillgate.sandbox=1, .session, .owner and .owner_pidns for orphan cleanup):
 - image: the task's Dockerfile built on local images (docker_images.py), never pulled;
 - --network none (unless the task allows internet and the config allows network at all);
 - memory (no extra swap), CPUs, pids limits; RLIMIT_FSIZE; no-new-privileges; a few capabilities
@@ -15,7 +15,11 @@ Each exec runs `timeout -s KILL T bash -c CMD`, which kills the command's proces
 deadline; the host also gives up reading at T + grace. Output is read from the exec socket with
 per-stream caps. Before verification every process but PID 1 is killed: the container is frozen
 (`docker pause`), the processes are SIGKILLed from the host, then thawed, so a fork bomb cannot
-outrun the sweep; without root we fall back to `kill -9 -1` inside the container.
+outrun the sweep; without root we fall back to `kill -9 -1` inside the container. The verifier then
+runs in a fresh container of the same image and limits that shares only the workspace volume (the
+agent's container is removed): its /tmp, /root, /run, /dev/shm and image filesystem are the image's
+own, not what the agent left. Our helper commands run with HELPER_ENV (a system-only PATH), never
+the image's PATH, which may name folders the agent writes.
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from typing import Any
 
 from skillgate_core.envs.docker_images import LABEL, WORKSPACE_SEED, docker_client, task_image
 from skillgate_core.envs.sandbox import (
+    HELPER_ENV,
     TIMEOUT_EXIT_CODE,
     OutputBuffer,
     RawResult,
     Sandbox,
     SandboxError,
+    owner_pid_namespace,
     tar_bytes,
 )
 from skillgate_core.envs.sandbox_config import SandboxConfig
@@ -49,6 +55,8 @@ from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = ["DockerSandbox", "cleanup_orphans", "unavailable_reason"]
 
+OWNER_PIDNS_LABEL = "org.skillgate.owner_pidns"
+"""The owner's PID namespace (a label of its own: older readers split org.skillgate.owner on ':')."""
 _INIT = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE; while :; do sleep 86400 & wait $!; done'
 _GRACE_S = 3.0
 _DROP_CAPS = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT"]
@@ -103,7 +111,8 @@ class DockerSandbox(Sandbox):
         memory_mb = min(env_cfg.memory_mb, config.memory_limit_mb)
         workspace_mb = min(env_cfg.storage_mb, config.workspace_limit_mb)
         labels = {LABEL: "1", "org.skillgate.session": self.session_id, "org.skillgate.task": task.task_id,
-                  "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}"}
+                  "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}",
+                  OWNER_PIDNS_LABEL: owner_pid_namespace()}
         try:
             self.api.create_volume(self.volume, driver="local", labels=labels,
                                    driver_opts={"type": "tmpfs", "device": "tmpfs",
@@ -125,11 +134,8 @@ class DockerSandbox(Sandbox):
                                              hard=config.file_size_limit_mb * 2**20),
                          docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
                          docker.types.Ulimit(name="core", soft=0, hard=0)])
-            created = self.api.create_container(self.image, command=["/bin/sh", "-c", _INIT], name=self.session_id,
-                                                hostname="sandbox", working_dir=self.workdir, labels=labels,
-                                                host_config=host_config, user="root")
-            self.container_id = created["Id"]
-            self.api.start(self.container_id)
+            self._container_spec = {"host_config": host_config, "labels": labels}
+            self.container_id = self._start_container(self.session_id)
             seed = self._run_root(f"tar -xf {WORKSPACE_SEED} -C {self.workdir} && mkdir -p /logs/agent")
             if seed.exit_code != 0:
                 raise SandboxError(f"seeding the workspace failed: {seed.stderr.decode('utf-8', 'replace')[:300]}")
@@ -140,6 +146,15 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"docker sandbox for {task.task_id} failed to start: {type(exc).__name__}: "
                                f"{exc}") from exc
 
+    def _start_container(self, name: str) -> str:
+        """Create and start a container of the sandbox's image, limits and mounts (the workspace volume
+        included); returns its id."""
+        created = self.api.create_container(self.image, command=["/bin/sh", "-c", _INIT], name=name,
+                                            hostname="sandbox", working_dir=self.workdir, user="root",
+                                            **self._container_spec)
+        self.api.start(created["Id"])
+        return str(created["Id"])
+
     # -- commands -------------------------------------------------------------------------------
 
     def _run(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str],
@@ -148,7 +163,10 @@ class DockerSandbox(Sandbox):
         return self._exec(wrapped, timeout=timeout, cwd=cwd, env=env, stdin=stdin, user=self.exec_user)
 
     def _run_root(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> RawResult:
-        return self._exec(["/bin/sh", "-c", script], timeout=timeout, cwd="/", env={}, stdin=stdin, user="root")
+        # HELPER_ENV: the image's PATH may name folders the agent writes (a fake `mkdir` in /app/bin
+        # would otherwise run here, as root).
+        return self._exec(["/bin/sh", "-c", script], timeout=timeout, cwd="/", env=HELPER_ENV, stdin=stdin,
+                          user="root")
 
     def _exec(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str], stdin: bytes | None,
               user: str) -> RawResult:
@@ -202,6 +220,18 @@ class DockerSandbox(Sandbox):
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def image_env(self) -> dict[str, str]:
+        env = dict(self.env)
+        with contextlib.suppress(Exception):
+            for item in (self.api.inspect_image(self.image).get("Config") or {}).get("Env") or []:
+                key, _, value = item.partition("=")
+                env.setdefault(key, value)
+        return env
+
+    def verifier_home(self) -> str:
+        # A fresh /root for root; another USER keeps the image's HOME (fresh too: a new container).
+        return "/root" if self.exec_user in ("", "root", "0") else self.image_env().get("HOME", "/")
+
     def alive(self) -> bool:
         if self._stopped or not self.container_id:
             return False
@@ -247,10 +277,22 @@ class DockerSandbox(Sandbox):
         raise SandboxError(f"{self.session_id}: processes survive SIGKILL")
 
     def begin_verification(self, tests_dir: Path) -> None:
+        """The verifier gets a fresh container of the same image sharing only the workspace volume: the
+        agent's /tmp, HOME, /run, /dev/shm, /logs, its processes and anything it wrote to the image's
+        filesystem (when that is writable) are not there. The agent's processes are killed first, so
+        nothing writes to the workspace while it is graded; the volume outlives the swap because the
+        new container holds it before the old one goes."""
         with self._lock:
             self.kill_processes()
-            reset = self._run_root("rm -rf /logs/verifier /tests/* /tests/.[!.]* /tests/..?* 2>/dev/null; "
-                                   "mkdir -p /logs/verifier /tests && chmod 777 /logs/verifier && tar -xf - -C /tests",
+            agent_container = self.container_id
+            try:
+                self.container_id = self._start_container(f"{self.session_id}-verify")
+            except Exception as exc:
+                self.container_id = agent_container
+                raise SandboxError(f"{self.session_id}: starting the verifier's container failed: {exc}") from exc
+            with contextlib.suppress(Exception):
+                self.api.remove_container(agent_container, force=True, v=True)
+            reset = self._run_root("mkdir -p /logs/verifier /tests && chmod 777 /logs/verifier && tar -xf - -C /tests",
                                    stdin=tar_bytes(tests_dir))
             if reset.exit_code != 0:
                 raise SandboxError(f"{self.session_id}: installing /tests failed: "
@@ -259,9 +301,11 @@ class DockerSandbox(Sandbox):
 
     def stop(self) -> None:
         self._stopped = True
-        if self.container_id:
-            with contextlib.suppress(Exception):
-                self.api.remove_container(self.container_id, force=True, v=True)
+        # Both containers by name: the agent's may still be there if the swap to the verifier's failed.
+        for name in (self.container_id, self.session_id, f"{self.session_id}-verify"):
+            if name:
+                with contextlib.suppress(Exception):
+                    self.api.remove_container(name, force=True, v=True)
         with contextlib.suppress(Exception):
             self.api.remove_volume(self.volume, force=True)
 
@@ -345,10 +389,17 @@ def _process_start(pid: int) -> str:
         return ""
 
 
-def _owner_alive(labels: Mapping[str, str] | None) -> bool:
-    node, _, rest = (labels or {}).get("org.skillgate.owner", "").partition(":")
+def _orphaned(labels: Mapping[str, str] | None) -> bool:
+    """Whether the owner recorded in the labels is a process of this host and PID namespace that is
+    gone. Anything else (alive, another host or namespace, no owner label) is not ours to remove."""
+    labels = labels or {}
+    node, _, rest = labels.get("org.skillgate.owner", "").partition(":")
     pid, _, started = rest.partition(":")
-    return node == os.uname().nodename and pid.isdigit() and bool(started) and _process_start(int(pid)) == started
+    if node != os.uname().nodename or not pid.isdigit() or not started:
+        return False
+    if labels.get(OWNER_PIDNS_LABEL, owner_pid_namespace()) != owner_pid_namespace():
+        return False
+    return _process_start(int(pid)) != started
 
 
 def cleanup_orphans() -> int:
@@ -356,13 +407,13 @@ def cleanup_orphans() -> int:
     api = docker_client().api
     removed = 0
     for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        if _owner_alive(c.get("Labels")):
+        if not _orphaned(c.get("Labels")):
             continue
         with contextlib.suppress(Exception):
             api.remove_container(c["Id"], force=True, v=True)
             removed += 1
     for v in (api.volumes(filters={"label": f"{LABEL}=1"}) or {}).get("Volumes") or []:
-        if not _owner_alive(v.get("Labels")):
+        if _orphaned(v.get("Labels")):
             with contextlib.suppress(Exception):
                 api.remove_volume(v["Name"], force=True)
     return removed

@@ -25,12 +25,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import posixpath
 import re
 import shlex
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
+
+from skillgate_core.envs import image_root
 
 __all__ = [
     "SYSTEM_DIRS",
@@ -185,28 +187,37 @@ def parse_dockerfile(text: str, source: str = "Dockerfile") -> DockerfileSpec:
 
 
 def materialize(spec: DockerfileSpec, context: Path, root: Path) -> None:
-    """Apply `spec`'s file steps inside `root` (root/app stands for /app). Needs bwrap_compatible."""
+    """Apply `spec`'s file steps inside `root` (root/app stands for /app). Needs bwrap_compatible.
+
+    Runs as root on the host, so no step ever goes through a symbolic link (image_root): a link
+    copied from the context stays a link for the sandbox, and a step whose path passes through one
+    is a DockerfileError naming the line and the link."""
     if not spec.bwrap_compatible:
         raise DockerfileError(f"{spec.source}: needs Docker: {'; '.join(spec.needs_docker)}")
     ctx = context.resolve()
     ignore = _dockerignore(ctx)
+    root.mkdir(parents=True, exist_ok=True)
     for step in spec.steps:
-        if step.kind == "mkdir":
-            for p in step.paths:
-                _in_root(root, p).mkdir(parents=True, exist_ok=True)
-        elif step.kind == "touch":
-            for p in step.paths:
-                target = _in_root(root, p)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.touch()
-        elif step.kind == "chmod":
-            for p in step.paths:
-                target = _in_root(root, p)
-                if not target.exists():
-                    raise DockerfileError(f"{spec.source}:{step.line}: chmod: {p} does not exist in the image")
-                _chmod(target, step.mode, spec.source, step.line)
-        else:
-            _copy_step(step, ctx, root, ignore, spec.source)
+        where = f"{spec.source}:{step.line}"
+        try:
+            if step.kind == "mkdir":
+                for p in step.paths:
+                    image_root.make_dirs(root, p)
+            elif step.kind == "touch":
+                for p in step.paths:
+                    image_root.touch(root, p)
+            elif step.kind == "chmod":
+                for p in step.paths:
+                    try:
+                        _chmod(root, p, step.mode, spec.source, step.line)
+                    except (FileNotFoundError, NotADirectoryError):
+                        raise DockerfileError(f"{where}: chmod: {p} does not exist in the image") from None
+            else:
+                _copy_step(step, ctx, root, ignore, spec.source)
+        except image_root.UnsafePath as exc:
+            raise DockerfileError(f"{where}: {exc}") from exc
+        except OSError as exc:
+            raise DockerfileError(f"{where}: {step.kind} {exc.filename or ''}: {exc.strerror or exc}") from exc
 
 
 # ---------------------------------------------------------------- parsing helpers
@@ -404,11 +415,6 @@ def _check_writable_target(path: str, where: str, needs: list[str]) -> None:
 # ---------------------------------------------------------------- materializing
 
 
-def _in_root(root: Path, image_path: str) -> Path:
-    rel = PurePosixPath(_normpath(image_path)).relative_to("/")
-    return root.joinpath(*rel.parts)
-
-
 def _dockerignore(ctx: Path) -> list[tuple[bool, str]]:
     """[(negated, pattern)] from ctx/.dockerignore; the last matching pattern decides."""
     f = ctx / ".dockerignore"
@@ -457,47 +463,41 @@ def _expand_sources(step: FileStep, ctx: Path, source: str) -> list[Path]:
 
 def _copy_step(step: FileStep, ctx: Path, root: Path, rules: list[tuple[bool, str]], source: str) -> None:
     sources = _expand_sources(step, ctx, source)
-    dest = _in_root(root, step.dest)
-    into_dir = step.dest.endswith("/") or len(sources) > 1 or dest.is_dir()
+    dest = step.dest.rstrip("/") or "/"
+    into_dir = step.dest.endswith("/") or len(sources) > 1 or image_root.is_dir(root, dest)
     for src in sources:
         rel = src.relative_to(ctx).as_posix() if src != ctx else ""
         if src.is_dir() and not src.is_symlink():
-            dest.mkdir(parents=True, exist_ok=True)
-            for item in sorted(src.rglob("*")):
+            image_root.make_dirs(root, dest)
+            for item in sorted(src.rglob("*")):  # (rglob does not descend into linked folders)
                 item_rel = item.relative_to(ctx).as_posix()
                 if _ignored(item_rel, rules):
                     continue
-                target = dest / item.relative_to(src)
-                _copy_one(item, target, step.mode, source, step.line)
+                _copy_one(item, posixpath.join(dest, item.relative_to(src).as_posix()), root, step.mode, source,
+                          step.line)
         else:
             if rel and _ignored(rel, rules):
                 continue
-            target = dest / src.name if into_dir else dest
-            _copy_one(src, target, step.mode, source, step.line)
+            _copy_one(src, posixpath.join(dest, src.name) if into_dir else dest, root, step.mode, source, step.line)
 
 
-def _copy_one(src: Path, target: Path, mode: str, source: str, line: int) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _copy_one(src: Path, image_path: str, root: Path, mode: str, source: str, line: int) -> None:
     if src.is_symlink():
-        if target.is_symlink() or target.exists():
-            target.unlink()
-        target.symlink_to(os.readlink(src))
-    elif src.is_dir():
-        target.mkdir(parents=True, exist_ok=True)
+        image_root.make_symlink(root, image_path, os.readlink(src))
+        return
+    if src.is_dir():
+        image_root.make_dirs(root, image_path)
     else:
-        shutil.copy2(src, target)
-    if mode and not target.is_symlink():
-        _chmod(target, mode, source, line)
+        image_root.copy_file(root, image_path, src)
+    if mode:
+        _chmod(root, image_path, mode, source, line)
 
 
-def _chmod(target: Path, mode: str, source: str, line: int) -> None:
+def _chmod(root: Path, image_path: str, mode: str, source: str, line: int) -> None:
     recursive = mode.startswith("-R ")
     spec = mode[3:] if recursive else mode
-    paths = [target, *sorted(target.rglob("*"))] if recursive and target.is_dir() else [target]
-    for p in paths:
-        if p.is_symlink():
-            continue
-        p.chmod(_apply_mode(p.stat().st_mode & 0o7777, spec, p.is_dir(), source, line))
+    image_root.chmod(root, image_path, lambda current, is_dir: _apply_mode(current, spec, is_dir, source, line),
+                     recursive)
 
 
 def _apply_mode(current: int, spec: str, is_dir: bool, source: str, line: int) -> int:

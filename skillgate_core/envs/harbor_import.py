@@ -9,7 +9,10 @@ Each task is copied to DEST/<task id>/ with task.toml rewritten into our canonic
   dropped, each with a note;
 - Harbor's default allow_internet = true is written out explicitly, since our sandboxes only give
   network when the SandboxConfig allows it (the note says so).
-Then the copy is loaded with the strict loader, and checks worth a human look are noted: a verifier
+The id is checked before it is used as a path (an absolute or `../` id would leave DEST), the copy
+is staged and loaded inside DEST, and only a copy that loads takes the place of DEST/<id>: nothing
+outside DEST is written or deleted, and a failed import leaves DEST as it was. The strict load
+refuses symbolic links that leave the package. Checks worth a human look are noted: a verifier
 or solution that downloads tools (no network in our sandboxes), tests/ or solution/ files copied
 into the image (the agent would see them), a solution that reads /skills (SkillGym's check), and
 which backend can run it (bubblewrap or Docker only).
@@ -19,12 +22,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from skillgate_core.envs.task_package import (
+    TASK_ID,
     AgentSection,
     EnvironmentSection,
     SolutionSection,
@@ -33,6 +38,7 @@ from skillgate_core.envs.task_package import (
     VerifierSection,
     load_task_package,
 )
+from skillgate_core.envs.verifier import SEARCH_PATHS
 
 __all__ = ["ImportReport", "find_harbor_tasks", "import_harbor", "import_harbor_task", "to_toml"]
 
@@ -76,36 +82,88 @@ def import_harbor(harbor_dir: str | Path, dest_root: str | Path, overwrite: bool
     src = Path(harbor_dir).expanduser().resolve()
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a directory (expected a Harbor task or dataset folder)")
-    tasks = find_harbor_tasks(src)
+    dest = Path(dest_root).expanduser().resolve()
+    # Packages already imported under DEST (DEST inside the dataset) are not imported again.
+    tasks = [t for t in find_harbor_tasks(src) if t != dest and dest not in t.parents]
     if not tasks:
         raise FileNotFoundError(f"{src}: no task.toml found (expected a Harbor task or dataset folder)")
-    return [import_harbor_task(t, Path(dest_root), overwrite) for t in tasks]
+    done: dict[str, Path] = {}
+    reports = []
+    for task in tasks:
+        report = import_harbor_task(task, dest, overwrite, done)
+        if report.ok:
+            done[report.task_id] = task
+        reports.append(report)
+    return reports
 
 
-def import_harbor_task(src: Path, dest_root: Path, overwrite: bool = False) -> ImportReport:
-    """Import the Harbor task at `src` into dest_root/<task id>/."""
+def import_harbor_task(src: Path, dest_root: Path, overwrite: bool = False,
+                       already: dict[str, Path] | None = None) -> ImportReport:
+    """Import the Harbor task at `src` into dest_root/<task id>/.
+
+    Nothing outside dest_root is ever written or deleted: the id is checked before it is used as a
+    path, the copy is built and loaded in a staging folder inside dest_root, and only a copy that
+    loads replaces dest_root/<id> (an existing package is kept when the new one fails). `already`
+    maps the ids imported earlier in the same run to their sources (a repeated id is refused)."""
     notes: list[str] = []
+    src = src.resolve()
     toml_path = src / "task.toml"
     try:
         data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         return ImportReport(str(src), "", "", False, error=f"{toml_path}: {exc}")
     canonical, task_id = _canonical_config(data, src, notes)
-    dest = dest_root.resolve() / task_id
-    if dest.exists():
-        if not overwrite:
-            return ImportReport(str(src), "", task_id, False, error=f"{dest}: exists (use overwrite)")
-        shutil.rmtree(dest)
-    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-    (dest / "task.toml").write_text(to_toml(canonical), encoding="utf-8")
-    for script in (dest / "tests" / "test.sh", dest / "solution" / "solve.sh"):
-        if script.is_file():
-            script.chmod(script.stat().st_mode | 0o111)
-    _content_notes(dest, notes)
+
+    def failed(why: str) -> ImportReport:
+        return ImportReport(str(src), "", task_id, False, tuple(notes), error=why)
+
+    if not TASK_ID.match(task_id):
+        return failed(f"{toml_path}: task.id: {task_id!r} is not a task id (expected 1-128 letters, digits, '.', "
+                      "'_' or '-', starting with a letter or digit); nothing was written")
+    root = dest_root.resolve()
+    dest = root / task_id
+    if root == src or src in root.parents:
+        return failed(f"{root}: inside the task folder {src} (expected DEST outside it); nothing was written")
+    if already is not None and task_id in already:
+        return failed(f"{toml_path}: task.id: '{task_id}' already imported from {already[task_id]} in this run; "
+                      "nothing was written")
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        return failed(f"{dest}: exists and is not a package folder (a link or a file); nothing was written")
+    if dest.exists() and not overwrite:
+        return failed(f"{dest}: exists (use overwrite)")
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".import-{task_id}-", dir=root))
+    work = staging / task_id
     try:
-        package = load_task_package(dest)
-    except TaskPackageError as exc:
-        return ImportReport(str(src), str(dest), task_id, False, tuple(notes), error=str(exc))
+        shutil.copytree(src, work, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+        (work / "task.toml").write_text(to_toml(canonical), encoding="utf-8")
+        try:
+            package = load_task_package(work)  # links leaving the package are refused here
+        except TaskPackageError as exc:
+            return failed(str(exc).replace(str(work), str(src)))
+        for script in (work / "tests" / "test.sh", work / "solution" / "solve.sh"):
+            if script.is_file():
+                script.chmod(script.stat().st_mode | 0o111)
+        _content_notes(work, notes)
+        for name in SEARCH_PATHS:
+            inside = [p for p in package.env.get(name, "").split(":")
+                      if p == package.workdir or p.startswith(package.workdir.rstrip("/") + "/")]
+            if inside and name not in package.config.verifier.env:
+                notes.append(f"environment/Dockerfile puts the workspace on {name} ({', '.join(inside)}): the "
+                             f"verifier drops it (planted code would run in the grader); set [verifier] env "
+                             f"{name} if the tests must import the graded code")
+        if dest.exists():  # the old package goes only once the new one is in place
+            old = staging / ".replaced"
+            dest.rename(old)
+            try:
+                work.rename(dest)
+            except OSError:
+                old.rename(dest)
+                raise
+        else:
+            work.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     if not package.has_solution:
         notes.append("no solution/solve.sh: the validity gate cannot pass it")
     return ImportReport(str(src), str(dest), task_id, True, tuple(notes), package.needs_docker)

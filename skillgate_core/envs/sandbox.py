@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import abc
 import io
+import os
 import tarfile
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +37,15 @@ from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = [
     "ExecResult",
+    "HELPER_ENV",
     "OutputBuffer",
+    "SYSTEM_PATH",
     "Sandbox",
     "SandboxError",
     "available_backends",
     "cleanup_orphans",
+    "owner_pid_namespace",
+    "reap_orphans",
     "resolve_backend",
     "start_sandbox",
 ]
@@ -47,6 +53,13 @@ __all__ = [
 Backend = Literal["auto", "docker", "bwrap"]
 TIMEOUT_EXIT_CODE = 124
 """exit_code reported for a command killed at its timeout (as coreutils `timeout` does)."""
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The system's own binaries: read-only on both backends (bubblewrap binds the host's /usr read-only,
+Docker's image filesystem is read-only), so nothing the agent wrote can be found on it."""
+HELPER_ENV = {"PATH": SYSTEM_PATH, "LD_PRELOAD": "", "LD_AUDIT": "", "BASH_ENV": "", "ENV": ""}
+"""Layered over the image's environment for our own helper commands (read_file, write_file, the
+verifier's setup): an image PATH may name folders the agent writes (`ENV PATH=/app/bin:$PATH`), and a
+fake `head` there would otherwise decide what the reward file says."""
 
 
 class SandboxError(RuntimeError):
@@ -124,8 +137,7 @@ class Sandbox(abc.ABC):
         self.config = config
         self.workdir = task.workdir
         """Default cwd of exec()."""
-        self.env = {"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "LANG": "C.UTF-8", **task.env}
+        self.env = {"HOME": "/root", "PATH": SYSTEM_PATH, "LANG": "C.UTF-8", **task.env}
         """Default environment of exec() (the image's ENV)."""
         self.verifying = False
         """True after begin_verification(): /tests is present and /logs/verifier is fresh."""
@@ -147,7 +159,7 @@ class Sandbox(abc.ABC):
         limit = max_bytes or self.config.output_limit_bytes
         raw = self._run(["/bin/sh", "-c", 'if [ -d "$1" ]; then echo "is a directory" >&2; exit 21; fi; '
                          'exec head -c "$2" -- "$1"', "sh", path, str(limit)],
-                        timeout=60, cwd=self.workdir, env=self.env, stdin=None)
+                        timeout=60, cwd=self.workdir, env={**self.env, **HELPER_ENV}, stdin=None)
         if raw.exit_code == 21:
             raise IsADirectoryError(f"{self.session_id}:{path}: is a directory")
         if raw.exit_code != 0:
@@ -162,7 +174,7 @@ class Sandbox(abc.ABC):
         payload = data.encode() if isinstance(data, str) else data
         raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"',
                          "sh", path, format(mode, "o")],
-                        timeout=60, cwd=self.workdir, env=self.env, stdin=payload)
+                        timeout=60, cwd=self.workdir, env={**self.env, **HELPER_ENV}, stdin=payload)
         if raw.exit_code != 0:
             raise OSError(f"{self.session_id}:{path}: write failed: "
                           f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
@@ -170,14 +182,26 @@ class Sandbox(abc.ABC):
     def upload_dir(self, local_dir: Path, dest: str) -> None:
         """Copy a host folder into the sandbox at `dest` (a tar stream through a command inside)."""
         raw = self._run(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -xf - -C "$1"', "sh", dest],
-                        timeout=120, cwd="/", env=self.env, stdin=tar_bytes(local_dir))
+                        timeout=120, cwd="/", env={**self.env, **HELPER_ENV}, stdin=tar_bytes(local_dir))
         if raw.exit_code != 0:
             raise OSError(f"{self.session_id}:{dest}: upload failed: "
                           f"{raw.stderr.decode('utf-8', 'replace').strip() or f'exit {raw.exit_code}'}")
 
     def exists(self, path: str) -> bool:
-        return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/", env=self.env,
-                         stdin=None).exit_code == 0
+        return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/",
+                         env={**self.env, **HELPER_ENV}, stdin=None).exit_code == 0
+
+    def image_env(self) -> dict[str, str]:
+        """The environment the image defines (its ENV lines): what the verifier's own is built from."""
+        return dict(self.env)
+
+    def agent_writable_dirs(self) -> tuple[str, ...]:
+        """Folders the agent could have written (the verifier takes no binary from them)."""
+        return (self.workdir, "/tmp", "/var/tmp", "/root", "/logs", "/solution", "/tests", "/dev/shm", "/run")
+
+    def verifier_home(self) -> str:
+        """HOME for the verifier: a folder begin_verification() made fresh."""
+        return "/root"
 
     def __enter__(self) -> Sandbox:
         return self
@@ -206,7 +230,9 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def begin_verification(self, tests_dir: Path) -> None:
         """Kill the agent's processes, install a fresh copy of tests_dir at /tests and an empty
-        /logs/verifier (whatever the agent left there is gone). Later exec() calls see both."""
+        /logs/verifier (whatever the agent left there is gone), and give later exec() calls fresh
+        /tmp, /var/tmp, /root and /dev/shm: of what the agent wrote, only the workspace (WORKDIR and
+        the task's own folders) is left for the verifier to grade."""
 
     @abc.abstractmethod
     def stop(self) -> None:
@@ -276,6 +302,8 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
     skills = Path(skills_dir).resolve() if skills_dir is not None else None
     if skills is not None and not skills.is_dir():
         raise SandboxError(f"skills_dir {skills}: not a directory")
+    if skills is not None:
+        _refuse_skill_links(skills)
     start = time.perf_counter()
     if chosen == "docker":
         from skillgate_core.envs.docker_sandbox import DockerSandbox
@@ -289,8 +317,43 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
     return box
 
 
+def _refuse_skill_links(skills: Path) -> None:
+    """A skills folder holds regular files and folders only, the same on both backends: bubblewrap
+    copies it as root (a link would bring its target, any host file, along) and Docker binds it
+    (links would resolve inside the container). `skillgate skills check` names such links too."""
+    for folder, dirs, files in os.walk(skills):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise SandboxError(f"skills_dir {path}: symbolic link to {os.readlink(path)}; a skills folder "
+                                   "holds regular files and folders only")
+            if not (path.is_dir() or path.is_file()):
+                raise SandboxError(f"skills_dir {path}: not a regular file or folder")
+
+
+def owner_pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]"): an owner's pid means something only there,
+    so orphan cleanup never judges a sandbox recorded from another namespace (or host)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def reap_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
+    """What every run entry point (episodes, task check, collect) calls first: cleanup_orphans, so a
+    SIGKILLed run's sandboxes go at the next run instead of waiting for `skillgate task gc`. It only
+    removes sandboxes whose owner process is gone, and never fails the run (a warning instead)."""
+    try:
+        return cleanup_orphans(config)
+    except Exception as exc:  # a busy daemon or a vanished folder must not stop the run itself
+        warnings.warn(f"reaping orphaned sandboxes failed: {type(exc).__name__}: {exc}", stacklevel=2)
+        return {}
+
+
 def cleanup_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
-    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}."""
+    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}.
+    Sandboxes recorded by another host or PID namespace are left alone (their owner cannot be seen)."""
     from skillgate_core.envs import bwrap_sandbox, docker_sandbox
 
     cfg = config or SandboxConfig()

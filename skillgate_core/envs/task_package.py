@@ -18,6 +18,7 @@ field and what was expected. Harbor's `memory = "2G"` / `storage = "10G"` spelli
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from skillgate_core.slate_manifest import MANIFEST_FILE, Slate, SlateError, load
 
 __all__ = [
     "DEFAULT_WORKDIR",
+    "MAX_TIMEOUT_SEC",
+    "TASK_ID",
     "AgentSection",
     "EnvironmentSection",
     "SolutionSection",
@@ -45,12 +48,23 @@ __all__ = [
 
 DEFAULT_WORKDIR = "/app"
 """The agent's working directory when the Dockerfile sets none (Terminal-Bench's convention)."""
-_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""What a task id may be: it names a folder (DEST/<id>) and an image tag, so never a path."""
+MAX_TIMEOUT_SEC = 24 * 3600.0
+"""Longest agent, verifier or build timeout a task may ask for: a larger (or infinite) one is a typo
+or an attack on the runner (a check that never ends), and no benchmark task needs a day."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 
 
 class TaskPackageError(ConfigError):
     """A task package is malformed; the message names the file, the field and what was expected."""
+
+
+def _check_timeout(name: str, value: float) -> None:
+    # `not 0 < value <= MAX` is also true for NaN (every comparison with NaN is false).
+    if not 0 < value <= MAX_TIMEOUT_SEC:
+        raise ValueError(f"{name}: expected a positive number of seconds, at most {MAX_TIMEOUT_SEC:.0f} (24 h), "
+                         f"got {value}")
 
 
 @dataclass(frozen=True)
@@ -69,8 +83,7 @@ class AgentSection:
     """Wall-clock budget of the agent's episode (seconds)."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_sec > 0:
-            raise ValueError(f"timeout_sec: expected a positive number of seconds, got {self.timeout_sec}")
+        _check_timeout("timeout_sec", self.timeout_sec)
 
 
 @dataclass(frozen=True)
@@ -83,8 +96,7 @@ class VerifierSection:
     """Extra environment variables for tests/test.sh."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_sec > 0:
-            raise ValueError(f"timeout_sec: expected a positive number of seconds, got {self.timeout_sec}")
+        _check_timeout("timeout_sec", self.timeout_sec)
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ class EnvironmentSection:
     """Harbor's skills folder inside the image; informational (our skills are mounted at /skills)."""
 
     def __post_init__(self) -> None:
+        _check_timeout("build_timeout_sec", self.build_timeout_sec)
         if not self.cpus > 0:
             raise ValueError(f"cpus: expected a positive number, got {self.cpus}")
         if self.memory_mb < 16:
@@ -235,11 +248,12 @@ def load_task_package(path: str | Path) -> TaskPackage:
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise TaskPackageError(f"{root}: not a directory (a task package is a folder with task.toml)")
+    _check_links(root)
     toml_path = root / "task.toml"
     config = parse_task_toml(_read_text(toml_path, "task.toml", "[task] id, [agent], [verifier], [environment]"),
                              str(toml_path))
     task_id = config.task.id or root.name
-    if not _TASK_ID.match(task_id):
+    if not TASK_ID.match(task_id):
         where = f"{toml_path}: task.id" if config.task.id else f"{root}: folder name (no [task] id)"
         raise TaskPackageError(f"{where}: '{task_id}' is not a task id (letters, digits, '.', '_', '-'; <= 128)")
     if config.environment.gpus:
@@ -279,6 +293,21 @@ def load_task_package(path: str | Path) -> TaskPackage:
 
     return TaskPackage(root=root, task_id=task_id, config=config, instruction=instruction,
                        dockerfile=dockerfile, slate=slate, digest=path_sha256(root))
+
+
+def _check_links(root: Path) -> None:
+    """Refuse a symbolic link that leaves the package: everything reads the package as root on the
+    host (the loader, the bubblewrap build, the copy of tests/ into the sandbox), so such a link would
+    hand a host file to the task. Links between the package's own files stay allowed."""
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            resolved = Path(os.path.realpath(path))
+            if resolved != root and root not in resolved.parents:
+                raise TaskPackageError(f"{path}: symbolic link to {os.readlink(path)} leaves the task package "
+                                       f"(expected links to stay inside {root}; a package never reaches host files)")
 
 
 def _read_text(path: Path, name: str, expected: str) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.envs.sandbox import Backend, SandboxError, resolve_backend
+from skillgate_core.envs.sandbox import Backend, SandboxError, reap_orphans, resolve_backend
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.scripted_episode import EpisodeOutcome, nop_agent, oracle_agent, run_scripted_episode
 from skillgate_core.envs.task_package import TaskPackage, TaskPackageError, load_task_package
@@ -83,7 +83,13 @@ Runner = Callable[[TaskPackage, str], EpisodeOutcome]
 
 def check_task(path: str | Path, backend: Backend = "auto", repeats: int = 2,
                config: SandboxConfig | None = None, runner: Runner | None = None) -> GateReport:
-    """Run the gate on the package at `path`."""
+    """Run the gate on the package at `path` (after reaping the sandboxes of killed runs)."""
+    reap_orphans(config)
+    return _check_task(path, backend, repeats, config, runner)
+
+
+def _check_task(path: str | Path, backend: Backend, repeats: int, config: SandboxConfig | None,
+                runner: Runner | None) -> GateReport:
     if repeats < 1:
         raise ValueError(f"repeats: expected >= 1, got {repeats}")
     try:
@@ -142,6 +148,7 @@ def find_task_dirs(paths: Iterable[str | Path]) -> list[Path]:
 def check_tasks(paths: Sequence[str | Path], backend: Backend = "auto", repeats: int = 2,
                 config: SandboxConfig | None = None, jobs: int = 4) -> list[GateReport]:
     """check_task for every task under `paths`, `jobs` tasks at a time; reports in input order."""
+    reap_orphans(config)  # once for the whole run: what a killed earlier run left behind
     dirs = find_task_dirs(paths)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda d: check_task(d, backend, repeats, config), dirs))
+        return list(pool.map(lambda d: _check_task(d, backend, repeats, config, None), dirs))

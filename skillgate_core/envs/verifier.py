@@ -1,4 +1,4 @@
-"""The verifier: grade the workspace an episode left, in the same sandbox, after the agent is gone.
+"""The verifier: grade the workspace an episode left, once the agent is gone and out of its reach.
 
     result = verify(box, task, EpisodeStatus.COMPLETED)
     result.score, result.raw_score, result.missing_reward, result.status, result.detail
@@ -7,14 +7,24 @@ Order (METHOD.md 2-3; Harbor's convention):
 1. every process the agent started is killed (its background jobs cannot tamper with grading);
 2. tests/ is copied in at /tests (the agent never saw it), /logs/verifier is created empty
    (a reward file the agent planted is gone);
-3. `bash /tests/test.sh` runs as a fresh process tree, cwd = WORKDIR, env = image ENV + [verifier] env,
-   under [verifier] timeout_sec;
+3. `/bin/bash /tests/test.sh` runs as a fresh process tree (on Docker in a fresh container sharing
+   only the workspace volume; on bubblewrap with fresh /tmp, /var/tmp and /root bound in), cwd =
+   WORKDIR, under [verifier] timeout_sec, with the environment `verifier_env` sets: the image's ENV,
+   but PATH, PYTHONPATH and LD_LIBRARY_PATH without any folder the agent could write (PATH gets the
+   system folders), HOME = the fresh /root, BASH_ENV / ENV / LD_PRELOAD / LD_AUDIT / PYTHONSTARTUP /
+   PYTHONHOME / PYTHONUSERBASE blanked, and Python isolated from the agent (PYTHONNOUSERSITE: no user
+   site-packages, so no planted .pth or usercustomize; PYTHONSAFEPATH: `python3 -m x` / `-c` from the
+   workspace do not put the workspace first on sys.path); then [verifier] env on top (a task may opt
+   out there, e.g. PYTHONSAFEPATH = ""). The agent's persistent-shell state (exports, functions,
+   aliases) never reaches it;
 4. the score is read from /logs/verifier/reward.txt, else reward.json ({"reward": x} or a number):
    score = clip(raw, 0, 1); a missing or non-numeric reward -> 0 with missing_reward=True.
 
-Infrastructure failure (the sandbox died, could not install the tests, or the verifier ran past its
-timeout) is status ABORTED with score 0 and never counts as a graded 0: training drops the group,
-evaluation counts it as an error (METHOD.md 2).
+Infrastructure failure (the sandbox died or could not install the tests) is status ABORTED with
+score 0 and never counts as a graded 0: training drops the group, evaluation counts it as an error
+(METHOD.md 2). Tests that run past [verifier] timeout_sec in a sandbox that is still alive are a
+graded 0 (flagged `verifier_timeout`): the validity gate showed the tests finish on a good workspace,
+so the hang comes from what the agent left, and it must not buy the agent a dropped group.
 """
 
 from __future__ import annotations
@@ -26,11 +36,23 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from skillgate_core.envs.sandbox import Sandbox, SandboxError
+from skillgate_core.envs.sandbox import HELPER_ENV, SYSTEM_PATH, Sandbox, SandboxError
 from skillgate_core.envs.task_package import TaskPackage
 
-__all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verify"]
+__all__ = ["REWARD_JSON", "REWARD_TXT", "EpisodeStatus", "VerifierResult", "parse_reward", "verifier_env",
+           "verify"]
 
+VERIFIER_PYTHON = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+"""Python isolated from what the agent could prepare (the env form of `python3 -I`, which keeps PYTHONPATH
+working for tests that import the graded code)."""
+NOT_INHERITED = ("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE",
+                 "PYTHONINSPECT")
+"""Image variables that make a shell, the loader or Python run code from a file at start: blanked for
+the verifier ([verifier] env may set them)."""
+SEARCH_PATHS = ("PYTHONPATH", "LD_LIBRARY_PATH")
+"""Image search paths the verifier keeps only the agent-proof entries of, like PATH: a workspace folder
+on them runs planted code at start (sitecustomize.py, even encodings/, or a libc.so.6). A task whose
+tests import the graded code through one sets it in [verifier] env, knowingly."""
 REWARD_TXT = "/logs/verifier/reward.txt"
 REWARD_JSON = "/logs/verifier/reward.json"
 _MAX_REWARD_BYTES = 64 * 1024
@@ -111,6 +133,30 @@ def parse_reward(text: str, kind: str) -> tuple[float | None, dict[str, Any], st
     return value, extra, ""
 
 
+def verifier_env(sandbox: Sandbox, task: TaskPackage) -> dict[str, str]:
+    """The environment tests/test.sh runs with (see the module docstring); set here, never inherited."""
+    image = sandbox.image_env()
+    writable = sandbox.agent_writable_dirs()
+
+    def kept(name: str, default: str = "") -> list[str]:
+        return [p for p in image.get(name, default).split(":")
+                if p.startswith("/") and not any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)]
+
+    path = kept("PATH", SYSTEM_PATH)
+    path += [p for p in SYSTEM_PATH.split(":") if p not in path]
+    lists = {name: ":".join(kept(name)) for name in SEARCH_PATHS if name in image}
+    return {**dict.fromkeys(NOT_INHERITED, ""), **lists, "PATH": ":".join(path), "HOME": sandbox.verifier_home(),
+            "TMPDIR": "/tmp", **VERIFIER_PYTHON, **task.config.verifier.env}
+
+
+_UNLINK_GRADER_LINKS = (
+    "/usr/bin/find . -xdev -type l -print0 | while IFS= read -r -d '' link; do "
+    'target=$(/usr/bin/readlink -m -- "$link"); '
+    'case "$target" in /tests|/tests/*|/logs|/logs/*) /bin/rm -f -- "$link";; esac; done'
+)
+"""Removes every symbolic link in the workspace whose target lies under /tests or /logs."""
+
+
 def verify(sandbox: Sandbox, task: TaskPackage,
            episode_status: EpisodeStatus = EpisodeStatus.COMPLETED) -> VerifierResult:
     """Grade the sandbox's current workspace with task's tests (see the module docstring)."""
@@ -120,12 +166,23 @@ def verify(sandbox: Sandbox, task: TaskPackage,
     timeout = task.config.verifier.timeout_sec
     try:
         sandbox.begin_verification(task.tests_dir)
-        run = sandbox.exec("bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
-                           env=task.config.verifier.env)
-        if run.timed_out:
-            return aborted(f"verifier timed out after {timeout:g} s", time.perf_counter() - start)
+        # Links into /tests or /logs can only have been planted to hand the tests their own expected
+        # files (or the reward file) as the agent's output: those paths did not exist while the agent
+        # ran. They are removed before grading, so the workspace is graded on what the agent wrote.
+        sandbox.exec(_UNLINK_GRADER_LINKS, timeout=60, cwd=sandbox.workdir, env=HELPER_ENV)
+        run = sandbox.exec("exec /bin/bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
+                           env=verifier_env(sandbox, task))
         if not sandbox.alive():
             return aborted("sandbox died during verification", time.perf_counter() - start, run.exit_code)
+        if run.timed_out:
+            # The validity gate proved these tests finish in time on the reference solution's
+            # workspace, and the sandbox is alive: what hangs them is the workspace the agent left
+            # (e.g. a FIFO where an output file belongs). That is a failed grade, not an
+            # infrastructure failure: were it ABORTED, training would drop the whole group, and an
+            # agent could make a failure vanish instead of earning its 0.
+            return VerifierResult(0.0, 0.0, False, episode_status,
+                                  f"verifier timed out after {timeout:g} s on this workspace: graded 0",
+                                  "", run.exit_code, time.perf_counter() - start, {"verifier_timeout": True})
         raw, extra, problem, source = None, {}, "", ""
         for path, kind in ((REWARD_TXT, "txt"), (REWARD_JSON, "json")):
             try:

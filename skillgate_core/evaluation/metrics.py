@@ -1,5 +1,10 @@
 """Evaluation metrics (METHOD.md 8). Errors are unresolved trials and stay in the denominator.
 
+`summarize_trials` gives every METHOD.md 8 number of one set of trials (one method on one protocol):
+trial success overall and per benchmark (family), unbiased pass@k, outcome counts (errors on their
+own), selection metrics, and the behaviour cost (reads, turns, tokens, seconds per trial).
+`Trial.from_row` reads one eval_trials.parquet row.
+
 >>> pass_at_k(n=4, c=1, k=4)   # {resolved, fail, error, fail}: pass@4 = 1
 1.0
 >>> pass_at_k(n=4, c=1, k=1)   # ... and trial success 1/4
@@ -9,14 +14,24 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any, Literal
 
-__all__ = ["READ_CATEGORIES", "Trial", "pass_at_k", "summarize_trials"]
+__all__ = [
+    "OUTCOMES",
+    "READ_CATEGORIES",
+    "Trial",
+    "behaviour_cost",
+    "outcome_counts",
+    "pass_at_k",
+    "summarize_trials",
+    "task_success_counts",
+]
 
 READ_CATEGORIES = ("oracle", "misleading", "relevant", "irrelevant", "unadvertised")
+OUTCOMES = ("resolved", "fail", "error")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -54,13 +69,54 @@ class Trial:
     """Skill names read, in order, aligned with `reads` (unique reads and clean-oracle use names)."""
     skill_reasoning: bool = False
     """Whether the first turn opened with <skill_reasoning>."""
+    turns: int = 0
+    """Assistant turns of the episode."""
+    response_tokens: int = 0
+    """Tokens the policy generated over the episode."""
+    loss_tokens: int = 0
+    """Sampled tokens that a trainer would put a loss on (loss mask = 1)."""
+    seconds: float = 0.0
+    """Wall seconds of the trial (episode + verification)."""
 
     def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"trial {self.task_id}#{self.repeat}: outcome {self.outcome!r} is not one of {OUTCOMES}")
         if len(self.reads) != len(self.read_names):
             raise ValueError(
                 f"trial {self.task_id}#{self.repeat}: {len(self.reads)} read categories but "
                 f"{len(self.read_names)} read names; they must be aligned (one name per read)"
             )
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Trial:
+        """One eval_trials.parquet row (extra columns are ignored; cost columns may be missing)."""
+        return cls(
+            task_id=str(row["task_id"]),
+            benchmark=str(row["benchmark"]),
+            repeat=int(row["repeat"]),
+            outcome=row["outcome"],
+            reads=tuple(row.get("reads") or ()),
+            read_names=tuple(row.get("read_names") or ()),
+            skill_reasoning=bool(row.get("skill_reasoning") or False),
+            turns=int(row.get("turns") or 0),
+            response_tokens=int(row.get("response_tokens") or 0),
+            loss_tokens=int(row.get("loss_tokens") or 0),
+            seconds=float(row.get("seconds") or 0.0),
+        )
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome == "resolved"
+
+    @property
+    def first_read(self) -> str | None:
+        """Category of the first skill read, None when nothing was read."""
+        return self.reads[0] if self.reads else None
+
+    @property
+    def read_sequence(self) -> str:
+        """The read categories in order as letters, e.g. '[O,M]'; '[]' for no read (the strata key)."""
+        return "[" + ",".join(c[0].upper() for c in self.reads) + "]"
 
     @property
     def clean_oracle(self) -> bool:
@@ -78,36 +134,81 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+def task_success_counts(trials: Sequence[Trial]) -> dict[str, tuple[int, int]]:
+    """task_id -> (trials n, resolved c), tasks in sorted order. Errored trials count in n only."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for t in trials:
+        counts[t.task_id][0] += 1
+        counts[t.task_id][1] += t.resolved
+    return {task: (n, c) for task, (n, c) in sorted(counts.items())}
+
+
+def outcome_counts(trials: Sequence[Trial]) -> dict[str, int]:
+    """Trials per outcome: resolved, fail, error (an error is also unresolved everywhere else)."""
+    found = Counter(t.outcome for t in trials)
+    return {o: found[o] for o in OUTCOMES}
+
+
+def behaviour_cost(trials: Sequence[Trial]) -> dict[str, float]:
+    """What a trial costs, per trial: skill reads (every read action), distinct skills read, assistant
+    turns, generated tokens, loss tokens, wall seconds; and generated tokens per resolved trial."""
+    if not trials:
+        raise ValueError("no trials to cost")
+    n = len(trials)
+    resolved = sum(t.resolved for t in trials)
+    tokens = sum(t.response_tokens for t in trials)
+    return {
+        "reads_per_trial": sum(len(t.reads) for t in trials) / n,
+        "unique_reads_per_trial": sum(t.unique_reads for t in trials) / n,
+        "turns_per_trial": sum(t.turns for t in trials) / n,
+        "response_tokens_per_trial": tokens / n,
+        "loss_tokens_per_trial": sum(t.loss_tokens for t in trials) / n,
+        "seconds_per_trial": sum(t.seconds for t in trials) / n,
+        "response_tokens_per_resolved": tokens / resolved if resolved else None,
+    }
+
+
+def _success_block(trials: Sequence[Trial], ks: Sequence[int]) -> dict[str, Any]:
+    """Trial success, outcome counts and pass@k of one set of trials (overall or one benchmark)."""
+    per_task = task_success_counts(trials)
+    repeats = {n for n, _ in per_task.values()}
+    out: dict[str, Any] = {
+        "trials": len(trials),
+        "tasks": len(per_task),
+        "resolved": sum(c for _, c in per_task.values()),
+        "errors": sum(t.outcome == "error" for t in trials),
+        "outcomes": outcome_counts(trials),
+        "trial_success": sum(c for _, c in per_task.values()) / len(trials),
+        "repeats": sorted(repeats),
+    }
+    for k in ks:
+        if all(k <= r for r in repeats):  # pass@k needs at least k trials of every task
+            out[f"pass@{k}"] = sum(pass_at_k(n, c, k) for n, c in per_task.values()) / len(per_task)
+    max_r = max(repeats)
+    out["tasks_with_at_least"] = {
+        f">={j}/{max_r}": sum(c >= j for _, c in per_task.values()) for j in range(1, max_r + 1)
+    }
+    return out
+
+
 def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dict[str, Any]:
     """The METHOD.md 8 metrics over a set of trials. Errors count as unresolved, in every denominator,
-    and are also reported as their own count. Rates with an empty denominator are None."""
+    and are also reported as their own count. Rates with an empty denominator are None.
+
+    `by_benchmark` repeats the success block (trials, errors, trial success, pass@k, tasks solved
+    >= j times) per benchmark (family); `cost` is `behaviour_cost`.
+    """
     if not trials:
         raise ValueError("no trials to summarize")
     n = len(trials)
-    resolved = [t.outcome == "resolved" for t in trials]
+    resolved = [t.resolved for t in trials]
     read = [bool(t.reads) for t in trials]
-    by_task: dict[str, list[Trial]] = defaultdict(list)
+    out: dict[str, Any] = _success_block(trials, ks)
+    per_bench: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
-        by_task[t.task_id].append(t)
-    repeats = {len(v) for v in by_task.values()}
-    out: dict[str, Any] = {
-        "trials": n,
-        "tasks": len(by_task),
-        "errors": sum(t.outcome == "error" for t in trials),
-        "trial_success": sum(resolved) / n,
-    }
-    per_bench: dict[str, list[bool]] = defaultdict(list)
-    for t, ok in zip(trials, resolved, strict=True):
-        per_bench[t.benchmark].append(ok)
-    out["trial_success_by_benchmark"] = {b: sum(v) / len(v) for b, v in sorted(per_bench.items())}
-    for k in ks:
-        if all(k <= r for r in repeats):
-            out[f"pass@{k}"] = sum(
-                pass_at_k(len(v), sum(x.outcome == "resolved" for x in v), k) for v in by_task.values()
-            ) / len(by_task)
-    max_r = max(repeats)
-    solved_counts = [sum(x.outcome == "resolved" for x in v) for v in by_task.values()]
-    out["tasks_with_at_least"] = {f">={j}/{max_r}": sum(c >= j for c in solved_counts) for j in range(1, max_r + 1)}
+        per_bench[t.benchmark].append(t)
+    out["by_benchmark"] = {b: _success_block(v, ks) for b, v in sorted(per_bench.items())}
+    out["trial_success_by_benchmark"] = {b: v["trial_success"] for b, v in out["by_benchmark"].items()}
     out["read_rate"] = sum(read) / n
     out["p_resolved_given_read"] = _rate(sum(r and ok for r, ok in zip(read, resolved, strict=True)), sum(read))
     out["p_resolved_given_no_read"] = _rate(
@@ -123,4 +224,8 @@ def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dic
     out["unique_reads_per_trial"] = sum(t.unique_reads for t in trials) / n
     first = Counter(t.reads[0] for t in trials if t.reads)
     out["first_read_category"] = {c: _rate(first[c], sum(read)) for c in READ_CATEGORIES}
+    # Over ALL trials (a policy that never reads has 0 here): the x axis of the selector trade-off.
+    out["oracle_first_read_rate"] = first["oracle"] / n
+    out["misleading_first_read_rate"] = first["misleading"] / n
+    out["cost"] = behaviour_cost(trials)
     return out

@@ -96,7 +96,7 @@ def register_protocol(protocol: EvalProtocol, root: str | Path) -> Path:
 
 def assert_same_protocol(fingerprints: Iterable[tuple[str, str]]) -> str:
     """Refuse a comparison whose rows (label, fingerprint) do not share one fingerprint; returns it."""
-    rows = list(fingerprints)
+    rows = sorted(set(fingerprints))  # one mention per (label, fingerprint): tables pass one per row
     distinct = sorted({fp for _, fp in rows})
     if len(distinct) != 1:
         detail = ", ".join(f"{label}={fp[:10]}" for label, fp in rows)

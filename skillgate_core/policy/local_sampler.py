@@ -21,8 +21,15 @@ from typing import Annotated, Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
 
-__all__ = ["Completion", "SamplerKind", "SamplingConfig", "load_policy", "sample_completions", "sequence_logprobs",
-           "stop_token_ids"]
+__all__ = [
+    "Completion",
+    "SamplerKind",
+    "SamplingConfig",
+    "load_policy",
+    "sample_completions",
+    "sequence_logprobs",
+    "stop_token_ids",
+]
 
 SamplerKind = Literal["auto", "hf", "static"]
 """hf = transformers generate (this module); static = static KV cache + compiled decode step
@@ -75,7 +82,8 @@ def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
 
 
 def stop_token_ids(tokenizer: Any) -> list[int]:
-    """Ids that end a turn: eos, and the ChatML turn / text terminators when the vocabulary has them."""
+    """The ids that end a turn: eos, and <|im_end|> / <|endoftext|> where the vocabulary has them
+    (every sampler stops on the same set)."""
     ids = {tokenizer.eos_token_id}
     for tok in ("<|im_end|>", "<|endoftext|>"):
         tid = tokenizer.convert_tokens_to_ids(tok)

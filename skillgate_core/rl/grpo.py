@@ -10,12 +10,12 @@ Each Ray Train worker (or the single process of a debugging run) runs `grpo_work
         4. pack       samples -> micro-batches under a token budget; every rank runs the same count
         5. old/ref    log-probs recomputed by the engine (and the frozen reference), no grad
         6. update     loss + backward per micro-batch, ONE optimizer step
-        7. sync       the replica takes the gathered ZeRO-3 weights
+        7. sync       the replica (or the SGLang servers) takes the gathered ZeRO-3 weights
         8. record     metrics (rank 0 writes metrics.jsonl), checkpoint every K steps
 
 Helpers live in their own modules: rollouts (step 1), samples (2), packing/logprobs (4-5), engine
-(5-7), loss (6), step_metrics (8). Nothing here touches Prefect or the warehouse: the stage
-(grpo_stage) records what rank 0 returns.
+(5-7), sglang_sync (1 and 7 in server mode), loss (6), step_metrics (8). Nothing here touches
+Prefect or the warehouse: the stage (grpo_stage) records what rank 0 returns.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
 from skillgate_core.rl.rollouts import rollout_step
 from skillgate_core.rl.samples import CreditedSample, build_samples
+from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
 
 __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
@@ -107,7 +108,7 @@ def _sampling_seed(seed: int, step: int, rank: int) -> int:
     return int(hashlib.sha256(f"grpo-sampling::{seed}::{step}::{rank}".encode()).hexdigest()[:8], 16)
 
 
-def _policy(job: GRPOJob, replica: Any, tokenizer: Any, step: int, rank: int) -> Any:
+def _policy(job: GRPOJob, replica: Any, servers: ServerRollouts | None, tokenizer: Any, step: int, rank: int) -> Any:
     cfg = job.config
     if cfg.rollout_source == "teacher":
         noise = TeacherConfig(cfg.teacher_misleading_rate, cfg.teacher_no_read_rate,
@@ -115,7 +116,20 @@ def _policy(job: GRPOJob, replica: Any, tokenizer: Any, step: int, rank: int) ->
         return TeacherPolicy(tokenizer, noise, name="teacher")
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=1.0, max_new_tokens=cfg.max_new_tokens,
                               seed=_sampling_seed(cfg.seed, step, rank), sampler=cfg.sampler)
+    if servers is not None:
+        return servers.policy(sampling, name="policy")
     return LocalPolicy(replica, tokenizer, sampling, name="policy")
+
+
+def _servers(job: GRPOJob, tokenizer: Any) -> ServerRollouts | None:
+    """Server mode: this rank's client of the SGLang servers (every rank checks they answer)."""
+    cfg = job.config
+    if cfg.rollout_source != "sglang":
+        return None
+    weights_dir = cfg.sglang_weights_dir or str(Path(job.segment_dir) / "sglang-weights")
+    servers = ServerRollouts(cfg, tokenizer, model_dir=job.model_dir, weights_dir=weights_dir)
+    servers.check_health()
+    return servers
 
 
 def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: Any,
@@ -199,9 +213,12 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
         state = _State(step=int(saved["step"]), cursors=list(saved["cursors"]))
         if replica is not None:
             refresh_replica(replica, engine)
+    servers = _servers(job, tokenizer)
+    if servers is not None:  # the servers start from exactly the engine's weights, fresh or resumed
+        servers.push(engine, steps_done=state.step)
 
     scratch = Path(job.scratch_dir or job.segment_dir) / f"rank{rank}"
-    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch)
+    tasks = load_rl_tasks(Path(job.rl_data), Path(job.bench), scratch, policy_dir=Path(job.model_dir))
     stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
     per_worker = cfg.prompts_per_step // world
     metrics_path = Path(job.segment_dir) / "metrics.jsonl"
@@ -214,18 +231,20 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
                                         forces=profile.forces_acceptance, force_after_groups=cfg.force_after_groups,
                                         force_after_samples=cfg.force_after_samples)
         with timer.phase("rollout"):
-            groups, rollout = rollout_step(tasks, stream, _policy(job, replica, tokenizer, step, rank), tokenizer,
-                                           profile, cfg, step_filter, target_groups=per_worker)
+            groups, rollout = rollout_step(tasks, stream, _policy(job, replica, servers, tokenizer, step, rank),
+                                           tokenizer, profile, cfg, step_filter, target_groups=per_worker)
         # 2. credit
         samples, facts = build_samples(groups, profile, chunk_groups=cfg.chunk_groups)
         # 3-6. normaliser, packing, old/ref log-probs, one optimizer step
         with timer.phase("train"):
             normaliser, losses = update_policy(engine, reference, samples, profile.loss, cfg,
                                                pad_token_id=tokenizer.pad_token_id or 0, device=device)
-        # 7. the replica takes the new weights (every rank enters the gather)
+        # 7. the replica or the servers take the new weights (every rank enters the gather)
         with timer.phase("sync"):
             if replica is not None and normaliser > 0:
                 refresh_replica(replica, engine)
+            if servers is not None and normaliser > 0:
+                servers.push(engine, steps_done=step + 1)  # rank 0 writes + calls the servers; then a barrier
         # 8. metrics and checkpoints
         mine = rank_summary(groups=groups, rollout=rollout, facts=facts, filter_counts=step_filter.counts(),
                             losses=losses, timer=timer.seconds)
@@ -244,6 +263,8 @@ def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
             cursors = collectives.all_gather_objects(stream.cursor)
             path = _checkpoint(engine, job, done, cursors)
             summary["checkpoints"].append({"step": done, "path": path})
+    if servers is not None:
+        servers.close()
     summary["last_step"] = cfg.steps
     summary["export"] = _export(engine, job, cfg.steps, tokenizer)
     return summary

@@ -21,16 +21,19 @@ from skillgate_core.config_ranges import (
 )
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.policy.local_sampler import SamplerKind
+from skillgate_core.policy.sglang_client import parse_urls
 from skillgate_core.rl.loss import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 
 __all__ = ["GRPOConfig", "RolloutSource"]
 
-RolloutSource = Literal["policy", "teacher"]
-"""policy = the colocated replica samples (on-policy GRPO); teacher = the reference teacher with
-selection noise plays the episodes and the policy is trained on them off-policy (the old log-probs
-are the engine's own, so the first-step ratio is 1). `teacher` exists for CPU smoke runs, where a
-tiny model solves nothing and every group would be rejected as zero-variance."""
+RolloutSource = Literal["policy", "teacher", "sglang"]
+"""policy = the colocated replica samples (on-policy GRPO); sglang = SGLang servers sample (server
+mode, CUDA machines: infra/sglang_server.sh starts one) and rank 0 pushes the weights to them after
+every optimizer step (rl/sglang_sync.py); teacher = the reference teacher with selection noise plays
+the episodes and the policy is trained on them off-policy (the old log-probs are the engine's own,
+so the first-step ratio is 1). `teacher` exists for CPU smoke runs, where a tiny model solves
+nothing and every group would be rejected as zero-variance."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,13 @@ class GRPOConfig:
     use_gpu: bool = False
     """NCCL + CUDA when true, gloo + CPU otherwise."""
     rollout_source: RolloutSource = "policy"
-    """Who plays the episodes: the policy's replica, or the noisy teacher (see RolloutSource)."""
+    """Who plays the episodes: the policy's replica, SGLang servers, or the noisy teacher (see RolloutSource)."""
+    sglang_urls: str = ""
+    """rollout_source = sglang: the servers' base URLs, comma-separated (http://host:30000,http://host2:30000)."""
+    sglang_weights_dir: str = ""
+    """rollout_source = sglang: where pushed weights go; servers read them at that path ('' = the run's segment)."""
+    sglang_timeout_s: PositiveFloat = 600.0
+    """rollout_source = sglang: seconds one /generate or weight-update call may take."""
     teacher_misleading_rate: Probability = 0.3
     """Teacher rollouts: probability of reading a misleading skill first."""
     teacher_no_read_rate: Probability = 0.2
@@ -86,8 +95,8 @@ class GRPOConfig:
     temperature: PositiveFloat = 1.0
     """Sampling temperature; the trainer divides logits by the same value."""
     sampler: SamplerKind = "auto"
-    """Replica sampler: hf (transformers generate), static (static KV cache + CUDA-graph decode step,
-    policy.fast_sampler), auto = static on GPU, hf on CPU."""
+    """rollout_source = policy: the replica's sampler: hf (transformers generate), static (static KV
+    cache + CUDA-graph decode step, policy.fast_sampler), auto = static on GPU, hf on CPU."""
     max_new_tokens: PositiveInt = 96
     """Longest assistant turn."""
     max_turns: PositiveInt = 4
@@ -132,6 +141,13 @@ class GRPOConfig:
             raise ValueError(f"grpo.selector_coef must be >= 0 (or -1 for the profile's own), got {self.selector_coef}")
         if self.teacher_misleading_rate + self.teacher_no_read_rate > 1:
             raise ValueError("grpo.teacher_misleading_rate + teacher_no_read_rate must be <= 1")
+        if self.rollout_source == "sglang":
+            if not self.sglang_urls.strip():
+                raise ValueError("grpo.rollout_source = 'sglang' needs grpo.sglang_urls (e.g. 'http://127.0.0.1:30000')")
+            try:
+                parse_urls(self.sglang_urls)
+            except ValueError as exc:
+                raise ValueError(f"grpo.sglang_urls: {exc}") from exc
         if self.launcher == "process" and self.num_workers != 1:
             raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.data_prep import OUTPUT_FILE
 from skillgate_core.rl.rollouts import RLTask
 from skillgate_core.skills import read_slate, slate_skills_dir
@@ -23,16 +24,23 @@ class RLTasksError(ValueError):
     """The RL table does not match the bench; the message names the task and the mismatch."""
 
 
-def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path) -> list[RLTask]:
-    """Every row of `rl_data/rl_train.parquet` as an RLTask; slate skill folders go under `scratch`."""
+def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path | None = None) -> list[RLTask]:
+    """Every row of `rl_data/rl_train.parquet` as an RLTask; slate skill folders go under `scratch`.
+
+    With `policy_dir`, the table must have been rendered with that policy's tokenizer (the prompt
+    ids are token ids of ONE tokenizer: another one would train on ids that mean other text)."""
     import polars as pl
 
     table = rl_data / OUTPUT_FILE if rl_data.is_dir() else rl_data
     if not table.is_file():
         raise RLTasksError(f"{table}: missing; expected the output of the rl-data-prep stage")
     tasks = []
+    expected = tokenizer_digest(policy_dir) if policy_dir is not None else None
     for row in pl.read_parquet(table).iter_rows(named=True):
         where = f"{table} task {row['task_id']}"
+        if expected is not None and row["tokenizer_digest"] != expected:
+            raise RLTasksError(f"{where}: rendered with tokenizer {row['tokenizer_digest'][:12]}, but the policy "
+                               f"{policy_dir} has tokenizer {expected[:12]}; rerun rl-data-prep with this policy")
         package = bench / row["task_path"]
         slate = read_slate(package / "skills.json")
         frozen = [(e["name"], e["category"]) for e in row["slate"]]

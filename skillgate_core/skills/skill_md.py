@@ -18,6 +18,8 @@ Rules (agentskills/agentskills docs/specification.mdx):
 - Front matter nested deeper than FRONT_MATTER_MAX_DEPTH is refused before it is built: a hostile
   file (20,000 nested brackets) would otherwise exhaust Python's recursion limit inside the YAML
   loader and stop whoever checks the library, not just this skill.
+- The folder holds regular files and folders only: a symbolic link (which could name any host
+  file) or a FIFO/device anywhere in it is an error on the field `files`.
 """
 
 from __future__ import annotations
@@ -188,6 +190,9 @@ def _parse(folder: Path) -> tuple[Skill | None, list[SkillProblem]]:
     def warn(field_name: str, message: str, path: Path = md) -> None:
         problems.append(SkillProblem(path, field_name, message, "warning"))
 
+    _check_files(folder, error)
+    if md.is_symlink():
+        return None, problems  # (named by _check_files; never read through)
     if not md.is_file():
         error(SKILL_FILE, f"expected a {SKILL_FILE} file in the skill folder", folder)
         return None, problems
@@ -277,6 +282,22 @@ def _nests_deeper_than(text: str, limit: int) -> bool:
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
     return False
+
+
+def _check_files(folder: Path, error: _Report) -> None:
+    """A skill holds regular files and folders only. A symbolic link can name any host file, and
+    whoever copies or mounts the skill (as root) would hand that file to the agent; a FIFO or device
+    blocks or misleads whoever reads it. (The skill folder itself may be a link.)"""
+    if not folder.is_dir():
+        return
+    for current, dirs, files in os.walk(folder):  # does not descend into linked folders
+        for name in sorted(dirs + files):
+            path = Path(current) / name
+            if path.is_symlink():
+                error("files", f"symbolic link to {os.readlink(path)}: expected regular files and folders only "
+                               "(a link can reach any host file; snapshots and sandboxes refuse it)", path)
+            elif not (path.is_dir() or path.is_file()):
+                error("files", "expected regular files and folders only, found a FIFO, socket or device", path)
 
 
 def _check_name(front: dict, folder_name: str, error: _Report) -> str | None:

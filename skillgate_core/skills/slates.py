@@ -17,8 +17,10 @@ below both skills and envs, so task packages and slates share one parser; it is 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -151,10 +153,32 @@ def read_slate(path: str | Path) -> Slate:
 
 
 def slate_skills_dir(library: Path, names: Iterable[str], into: Path) -> Path:
-    """A folder holding only these skills of a library folder: what /skills shows in an episode."""
+    """A folder holding only these skills of a library folder: what /skills shows in an episode.
+
+    A symbolic link inside a skill is refused (SlateError naming it), never copied through: the
+    copy would otherwise carry the link's target, any host file, into the sandbox. Each skill is
+    copied beside its place and renamed in, so a refused one leaves nothing behind."""
     into.mkdir(parents=True, exist_ok=True)
     for name in names:
         target = into / name
-        if not target.exists():
-            shutil.copytree(library / name, target)
+        if target.exists():
+            continue
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=into))
+        try:
+            shutil.copytree(library / name, staging / name, ignore=_refuse_links)
+            (staging / name).rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return into
+
+
+def _refuse_links(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore hook, used as a check: SlateError for a link or a special file."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_symlink():
+            raise SlateError(f"{path}: symbolic link to {os.readlink(path)}; a skill holds regular files and "
+                             "folders only (skillgate skills check names every one)")
+        if not (path.is_dir() or path.is_file()):
+            raise SlateError(f"{path}: not a regular file or folder; a skill holds regular files and folders only")
+    return []

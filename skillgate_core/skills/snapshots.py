@@ -92,17 +92,19 @@ def snapshot_skills(skill_dirs: Iterable[str | Path], root: str | Path | None = 
     """
     base = Path(root) if root is not None else state_layout().skill_snapshots
     base.mkdir(parents=True, exist_ok=True)
-    skills = [load_skill(d) for d in skill_dirs]
+    dirs = [Path(d) for d in skill_dirs]
+    for d in dirs:  # links first: they are a SnapshotError here (load_skill would call them a SkillError)
+        _, links = _scan(d)
+        if links:
+            raise SnapshotError(d, links)
+    skills = [load_skill(d) for d in dirs]
     if not skills:
         raise SnapshotError(base, ["no skill folders given"])
     _raise_on_duplicates((s.name, s.skill_md) for s in skills)
     tmp = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=base))
     try:
         for skill in skills:
-            _, links = _scan(skill.folder)
-            if links:
-                raise SnapshotError(skill.folder, links)
-            shutil.copytree(skill.folder, tmp / skill.name)
+            shutil.copytree(skill.folder, tmp / skill.name, symlinks=True)  # (a link that raced in stays one)
         # Digest what was copied, not the sources: a source edited mid-copy cannot slip through.
         files, problems = _scan(tmp)
         if problems:

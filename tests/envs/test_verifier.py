@@ -65,12 +65,25 @@ def test_verifier_sees_env_and_workdir(make_task, bwrap_ready):
         assert verify(box, task).score == 1.0
 
 
-def test_verifier_timeout_is_aborted_not_zero(make_task, backend):
+def test_verifier_timeout_in_a_live_sandbox_is_a_graded_zero(make_task, backend):
+    # Not ABORTED: an agent that makes the tests hang (a FIFO at the graded path) must earn its 0,
+    # not a dropped group.
     task = make_task(toml="[verifier]\ntimeout_sec = 1.5\n", test_sh="sleep 60; echo 1 > /logs/verifier/reward.txt\n")
     with start_sandbox(task, backend=backend) as box:
         result = verify(box, task)
-    assert result.status is EpisodeStatus.ABORTED and result.aborted and not result.missing_reward
-    assert result.score == 0.0 and result.raw_score is None and "timed out after 1.5 s" in result.detail
+    assert result.status is EpisodeStatus.COMPLETED and not result.aborted and not result.missing_reward
+    assert result.score == 0.0 and result.raw_score == 0.0 and "timed out after 1.5 s" in result.detail
+    assert result.extra == {"verifier_timeout": True}
+
+
+def test_a_fifo_at_the_graded_path_earns_a_zero(make_task, backend):
+    task = make_task(toml="[verifier]\ntimeout_sec = 2\n",
+                     test_sh='[ "$(cat greeting.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt '
+                             "|| echo 0 > /logs/verifier/reward.txt\n")
+    with start_sandbox(task, backend=backend) as box:
+        assert box.exec("mkfifo greeting.txt").exit_code == 0
+        result = verify(box, task)
+    assert not result.aborted and result.score == 0.0 and result.raw_score == 0.0
 
 
 def test_dead_sandbox_is_aborted(make_task, backend):
@@ -91,3 +104,17 @@ def test_aborted_episode_is_not_verified(make_task, bwrap_ready):
     with start_sandbox(task, backend="bwrap") as box:
         result = verify(box, task, EpisodeStatus.ABORTED)
     assert result.aborted and not box.verifying and math.isclose(result.score, 0.0)
+
+
+@pytest.mark.parametrize("link", ["/tests/expected.txt", "../tests/expected.txt", "/logs/verifier/../../tests/expected.txt"])
+def test_a_link_to_the_tests_own_expected_file_is_not_graded(make_task, backend, link):
+    # The tests ship their expected output; a workspace link to it must not pass for the output.
+    task = make_task(test_sh='cmp -s greeting.txt /tests/expected.txt && echo 1 > /logs/verifier/reward.txt '
+                             "|| echo 0 > /logs/verifier/reward.txt\n",
+                     files={"tests/expected.txt": "hello\n"})
+    with start_sandbox(task, backend=backend) as box:
+        assert box.exec(f"ln -s {link} greeting.txt").exit_code == 0
+        assert verify(box, task).score == 0.0
+    with start_sandbox(task, backend=backend) as box:  # the honest output still passes
+        assert box.exec("printf 'hello\\n' > greeting.txt").exit_code == 0
+        assert verify(box, task).score == 1.0

@@ -157,4 +157,4 @@ def test_plan_reports_missing_inputs_and_unbuilt_stages(tmp_path):
     sft, tables = plan_recipe(resolve_recipe(load_recipe(path)))
     assert sft.built and set(sft.missing) == {"base_model", "trajectories"}
     assert sft.note == "missing inputs: base_model, trajectories"
-    assert not tables.built and "not built yet" in tables.note and tables.missing == ("eval_rows",)
+    assert tables.built and tables.missing == ("eval_rows",) and tables.note == "missing inputs: eval_rows"

@@ -1,4 +1,4 @@
-"""GPU check of the distributed training layer (not a pytest module: CI has no GPU). NOT YET RUN.
+"""GPU check of the distributed training layer (not a pytest module: CI has no GPU). Run on nvidia-h200-x2 on 2026-11-30: benchmarks/results/gpu_check_h200x2.json.
 
 On the GPU machine, from the repo root, with the dev bundle (shared/gpu/README.md: deepspeed, ray):
 

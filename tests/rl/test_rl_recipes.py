@@ -25,14 +25,17 @@ def test_every_rl_recipe_prepares_data_for_the_profile_it_trains():
     assert checked >= 8  # rl-train, the seven rl.<profile> recipes (and demo)
 
 
-def test_baseline_recipes_feed_eval_like_any_policy():
+def test_baseline_recipes_feed_eval_like_any_policy(tmp_path):
+    bench, model = tmp_path / "b", tmp_path / "m"
+    bench.mkdir()
+    model.mkdir()
     for name, stage, cls in (("bc", "bc", BCStageConfig), ("dpo", "dpo", DPOStageConfig)):
         spec = get_stage(stage)
         assert spec.built and spec.inputs == ("sft_model", "rl_data") and spec.outputs == ("policy_export",)
-        resolved = resolve_recipe(find_recipe(name, RECIPES_DIR), ["inputs.bench=/b", "inputs.sft_model=/m"])
+        resolved = resolve_recipe(find_recipe(name, RECIPES_DIR), [f"inputs.bench={bench}", f"inputs.sft_model={model}"])
         assert isinstance(resolved.configs[stage], cls)
         rows = {r.stage: r for r in plan_recipe(resolved)}
-        assert rows[stage].inputs == {"sft_model": "/m (does not exist)", "rl_data": "stage:rl-data-prep"}
+        assert rows[stage].inputs == {"sft_model": str(model), "rl_data": "stage:rl-data-prep"}
         assert rows["eval70"].inputs["policy_export"] == f"stage:{stage}"
     dpo = resolve_recipe(find_recipe("dpo", RECIPES_DIR)).configs["dpo"]
     assert (dpo.beta, dpo.loss_type, dpo.pairs_per_task) == (0.1, "sigmoid", 5)  # METHOD.md 7

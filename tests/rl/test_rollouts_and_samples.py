@@ -110,3 +110,14 @@ def test_a_step_that_cannot_fill_gives_up_after_its_budget(tasks, tokenizer):
     groups, stats, step_filter, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", misleading=0.0)
     assert groups == [] and stats.gave_up
     assert step_filter.counts()["zero_variance"] == 6
+
+
+def test_rl_tasks_refuse_a_table_rendered_with_another_tokenizer(tmp_path, bench, policy, tiny_model_dir):
+    from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
+    from skillgate_core.rl.rl_tasks import RLTasksError, load_rl_tasks
+
+    prepare_rl_data(RLDataPrepConfig(max_tasks=2), {"bench": bench, "sft_model": policy}, tmp_path / "rl")
+    tasks = load_rl_tasks(tmp_path / "rl", bench, tmp_path / "scratch", policy_dir=policy)
+    assert len(tasks) == 2 and tasks[0].prompt_ids
+    with pytest.raises(RLTasksError, match="tokenizer"):
+        load_rl_tasks(tmp_path / "rl", bench, tmp_path / "scratch2", policy_dir=tiny_model_dir)

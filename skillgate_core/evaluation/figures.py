@@ -1,0 +1,195 @@
+"""The paper's figures as PNGs (matplotlib Agg), from the same data as the tables.
+
+Every figure labels its axes with units and is saved without a timestamp or a software tag, so the
+same data gives the same bytes. Each PNG carries its own description in text chunks (`Title`, and
+`Axes`: a JSON list of {title, xlabel, ylabel} per panel, read back from the file by the tests and by
+anyone who wants to check a figure without looking at it):
+
+    PIL.Image.open("selector_tradeoff.png").text["Axes"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillgate_core.evaluation.bootstrap import PairedBootstrap
+
+__all__ = [
+    "bootstrap_figure",
+    "credit_starvation_figure",
+    "main_results_figure",
+    "read_strata_figure",
+    "selector_tradeoff_figure",
+    "training_selection_figure",
+]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "skillgate"  # irrelevant for PNG; keeps any SVG export stable too
+    return plt
+
+
+def _save(fig: Any, path: Path, title: str, dpi: int) -> dict[str, Any]:
+    """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict."""
+    axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()} for ax in fig.axes]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, metadata={"Software": None, "Title": title, "Axes": json.dumps(axes, sort_keys=True)})
+    _pyplot().close(fig)
+    return {"title": title, "axes": axes}
+
+
+def main_results_figure(data: Sequence[Mapping[str, Any]], k: int, path: Path, dpi: int) -> dict[str, Any]:
+    """Grouped bars: trial success and pass@k (%) per benchmark, one bar per method."""
+    plt = _pyplot()
+    scopes = sorted({b for d in data for b in d["by_benchmark"]} - {"all"}) + ["all"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    width = 0.8 / max(1, len(data))
+    x = np.arange(len(scopes))
+    for ax, key, label in ((axes[0], "trial_success", "trial success (% of trials)"),
+                           (axes[1], f"pass@{k}", f"pass@{k} (% of tasks)")):
+        for i, d in enumerate(data):
+            values = [100 * v if (v := d["by_benchmark"].get(s, {}).get(key)) is not None else float("nan")
+                      for s in scopes]  # nan: no bar (pass@k undefined with fewer than k trials)
+            ax.bar(x + (i - (len(data) - 1) / 2) * width, values, width, label=d["method"])
+        ax.set_xticks(x, scopes, rotation=15, ha="right")
+        ax.set_ylim(0, 100)
+        ax.set_xlabel("benchmark (family)")
+        ax.set_ylabel(label)
+        ax.set_title(label.split(" (")[0])
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    return _save(fig, path, "Main results: trial success and pass@k by benchmark", dpi)
+
+
+def selector_tradeoff_figure(data: Sequence[Mapping[str, Any]], path: Path, dpi: int) -> dict[str, Any]:
+    """Scatter: oracle first-read rate (x) against trial success (y), one labelled point per method."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 5), constrained_layout=True)
+    for d in data:
+        x, y = 100 * d["oracle_first_read_rate"], 100 * d["trial_success"]
+        ax.scatter([x], [y], s=40)
+        ax.annotate(d["method"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.set_xlim(-2, 102)
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel("oracle read first (% of trials)")
+    ax.set_ylabel("trial success (% of trials)")
+    ax.set_title("Selector trade-off")
+    ax.grid(alpha=0.3)
+    return _save(fig, path, "Selector trade-off: oracle first-read rate vs trial success", dpi)
+
+
+def read_strata_figure(strata: Mapping[str, Any], path: Path, dpi: int) -> dict[str, Any]:
+    """Horizontal grouped bars: trial success within each read sequence, one bar per method."""
+    plt = _pyplot()
+    keys, methods, cells = strata["strata"], strata["methods"], strata["cells"]
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * max(4, len(keys)) + 1.5), constrained_layout=True)
+    height = 0.8 / max(1, len(methods))
+    y = np.arange(len(keys))
+    for i, m in enumerate(methods):
+        values = [100 * cells[s][m]["resolved"] / cells[s][m]["trials"] if cells[s][m]["trials"] else 0.0
+                  for s in keys]
+        ys = y + (i - (len(methods) - 1) / 2) * height
+        ax.barh(ys, values, height, label=m)
+        for yy, v, s in zip(ys, values, keys, strict=True):  # resolved/trials: an empty bar is not a 0% bar
+            c = cells[s][m]
+            ax.text(min(v, 88) + 1, yy, f"{c['resolved']}/{c['trials']}" if c["trials"] else "no trials",
+                    va="center", fontsize=5.5)
+    ax.set_yticks(y, keys)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("trial success within the stratum (% of its trials)")
+    ax.set_ylabel("read sequence (O/M/R/I/U = oracle/misleading/relevant/irrelevant/unadvertised)")
+    ax.set_title("Success within the same read sequence")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path, "Trial success conditioned on the read sequence", dpi)
+
+
+def bootstrap_figure(result: PairedBootstrap, path: Path, dpi: int) -> dict[str, Any]:
+    """Histograms of the resampled differences, with the observed difference and the percentile interval."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(result.intervals), figsize=(5.2 * len(result.intervals), 4),
+                             constrained_layout=True, squeeze=False)
+    for ax, interval in zip(axes[0], result.intervals, strict=True):
+        values = 100 * result.distributions[interval.statistic]
+        ax.hist(values, bins=40, color="0.65")
+        ax.axvline(100 * interval.difference, color="C3", label="observed")
+        for j, edge in enumerate((interval.ci_low, interval.ci_high)):
+            ax.axvline(100 * edge, color="C0", linestyle="--",
+                       label=f"{100 * result.confidence:g}% interval" if j == 0 else None)
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_xlabel(f"{interval.statistic} difference, method - baseline (percentage points)")
+        ax.set_ylabel(f"bootstrap resamples (count of {result.resamples})")
+        ax.set_title(f"{interval.statistic}: {100 * interval.difference:+.1f} pp "
+                     f"[{100 * interval.ci_low:+.1f}, {100 * interval.ci_high:+.1f}]")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"{result.method} - {result.baseline} ({result.tasks} tasks, paired by task)", fontsize=9)
+    return _save(fig, path, f"Paired task-cluster bootstrap: {result.method} - {result.baseline}", dpi)
+
+
+def credit_starvation_figure(bins: Sequence[Mapping[str, Any]], path: Path, dpi: int) -> dict[str, Any]:
+    """Per response-length bin: read-call and identity-token shares of loss tokens, and the oracle-read
+    negative-advantage rate, one line per profile."""
+    plt = _pyplot()
+    labels = [b["bin"] for b in sorted({(b["bin_low"], b["bin"]): b for b in bins}.values(), key=lambda b: b["bin_low"])]
+    position = {label: i for i, label in enumerate(labels)}
+    profiles = sorted({b["profile"] for b in bins})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    for j, profile in enumerate(profiles):
+        mine = [b for b in bins if b["profile"] == profile]
+        xs = [position[b["bin"]] for b in mine]
+        for key, style, name in (("read_call_token_share", "-", "read call"), ("identity_token_share", ":", "identity")):
+            pts = [(x, 100 * b[key]) for x, b in zip(xs, mine, strict=True) if b[key] is not None]
+            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=f"C{j}",
+                         label=f"{profile}: {name}")
+        pts = [(x, 100 * b["oracle_negative_advantage_rate"]) for x, b in zip(xs, mine, strict=True)
+               if b["oracle_negative_advantage_rate"] is not None]
+        axes[1].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=f"C{j}", label=profile)
+    for ax in axes:
+        ax.set_xticks(range(len(labels)), labels, rotation=15, ha="right")
+        ax.set_xlabel("response length bin (generated tokens)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper right")
+    axes[0].set_ylabel("share of loss tokens (%)")
+    axes[0].set_title("Selection tokens in the loss")
+    axes[1].set_ylabel("oracle reads with negative selector advantage (%)")
+    axes[1].set_ylim(0, 100)
+    axes[1].set_title("Oracle reads pushed down")
+    return _save(fig, path, "Credit starvation by response length", dpi)
+
+
+def training_selection_figure(runs: Sequence[tuple[str, str, Sequence[Mapping[str, Any]]]], path: Path,
+                              dpi: int) -> dict[str, Any]:
+    """Over the optimizer step: oracle read rate and clean-oracle rate, and the identity-token share."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    for j, (profile, source, rows) in enumerate(runs):
+        rows = sorted(rows, key=lambda r: int(r["step"]))
+        label = profile if sum(p == profile for p, _, _ in runs) == 1 else f"{profile} ({source})"
+        for key, style in (("oracle_read_rate", "-"), ("clean_oracle_rate", ":")):
+            pts = [(int(r["step"]) + 1, 100 * float(r[key])) for r in rows if r.get(key) is not None]
+            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], style, color=f"C{j}",
+                         label=f"{label}: {key.removesuffix('_rate').replace('_', ' ')}")
+        pts = [(int(r["step"]) + 1, 100 * float(r["selection_token_share"])) for r in rows
+               if r.get("selection_token_share") is not None]
+        axes[1].plot([p[0] for p in pts], [p[1] for p in pts], color=f"C{j}", label=label)
+    axes[0].set_ylabel("share of slate episodes (%)")
+    axes[0].set_ylim(0, 100)
+    axes[0].set_title("Oracle reads during training")
+    axes[1].set_ylabel("identity tokens (% of loss tokens)")
+    axes[1].set_title("Selection tokens in the loss")
+    for ax in axes:
+        ax.set_xlabel("optimizer step (count)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    return _save(fig, path, "GRPO training: selection over steps", dpi)

@@ -1,0 +1,337 @@
+"""The paper build (METHOD.md 9): every table and figure, rebuilt from raw rows only.
+
+    build_paper(Path("evals"), Path("paper"), PaperConfig(), training_dirs=[Path("runs")])
+
+reads every eval_trials.parquet under `evals/` (several evaluations = several methods) and every
+training metrics.jsonl / credit_episodes.jsonl under `evals/` and the training dirs, and writes
+
+    paper/report.md                      every table (markdown) with its figures linked
+    paper/paper.json                     every number: inputs (sha256), config, metrics, tables, bootstrap
+    paper/tables/SECTION/KEY.md, .tex    one file per table and format
+    paper/figures/SECTION/KEY.png        one file per figure
+
+SECTION is a protocol name (`eval70_v1__mixed__r4`; rows of several protocols give several sections,
+never one mixed table) or `training`. The build is deterministic: the same rows give the same bytes
+(no timestamps, no absolute paths, sorted inputs, a seeded bootstrap). A table whose rows carry two
+fingerprints refuses (ProtocolMismatchError), before any file is written.
+
+As a stage (`paper-tables`): input role eval_rows (a folder), output role report (this folder).
+CLI: `skillgate paper build ROWS_DIR [--training DIR] --out DIR`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.config import config_to_dict
+from skillgate_core.digests import atomic_write_text, file_sha256
+from skillgate_core.evaluation import figures
+from skillgate_core.evaluation.bootstrap import PairedBootstrap, paired_bootstrap
+from skillgate_core.evaluation.metrics import summarize_trials
+from skillgate_core.evaluation.paper_config import PaperConfig
+from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
+from skillgate_core.evaluation.tables import (
+    Table,
+    ablation_table,
+    behaviour_cost_table,
+    bootstrap_table,
+    check_comparable,
+    credit_starvation_bins,
+    credit_starvation_table,
+    main_results_table,
+    read_strata,
+    read_strata_table,
+    selector_tradeoff_table,
+    to_latex,
+    to_markdown,
+    training_summary_table,
+)
+from skillgate_core.stage_output import StageOutput
+
+__all__ = [
+    "CREDIT_EPISODES_FILE",
+    "CREDIT_EPISODE_KEYS",
+    "METRICS_FILE",
+    "PaperBuild",
+    "PaperConfig",
+    "PaperOutputError",
+    "TrainingData",
+    "build_paper",
+    "build_paper_tables",
+    "read_training",
+]
+
+METRICS_FILE = "metrics.jsonl"
+CREDIT_EPISODES_FILE = "credit_episodes.jsonl"
+CREDIT_EPISODE_KEYS = ("step", "response_tokens", "loss_tokens", "read_call_tokens", "identity_tokens",
+                       "oracle_actions", "oracle_negative_actions", "profile")
+"""One row of credit_episodes.jsonl: one trained episode."""
+TRAINING_SECTION = "training"
+
+
+class PaperOutputError(ValueError):
+    """The output folder holds something that is not an earlier paper build."""
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Training-side inputs: metrics.jsonl runs and credit_episodes.jsonl episodes."""
+
+    runs: list[tuple[str, str, list[dict[str, Any]]]]
+    """(profile, source file, its metrics rows of that profile), sorted."""
+    episodes: list[dict[str, Any]]
+    """Every credit_episodes.jsonl row."""
+    files: list[dict[str, Any]]
+    """{source, kind, sha256, rows} per file read."""
+
+
+def _jsonl(path: Path, required: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The file's rows; None when no row has any of `required` (a file of that name with other content,
+    e.g. an evaluation's own metrics.jsonl: it is listed as ignored); a row missing some of them raises."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not any(k in row for row in rows for k in required):
+        return None
+    for i, row in enumerate(rows, 1):
+        missing = [k for k in required if k not in row]
+        if missing:
+            raise ValueError(f"{path} row {i}: missing key(s) {', '.join(missing)}")
+    return rows
+
+
+def read_training(dirs: Sequence[Path]) -> TrainingData:
+    """Every metrics.jsonl and credit_episodes.jsonl under `dirs` (each file once, sources relative to its dir)."""
+    seen: set[Path] = set()
+    found: list[tuple[str, str, Path]] = []
+    for root in dirs:
+        root = Path(root)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: training folder does not exist")
+        for name in (METRICS_FILE, CREDIT_EPISODES_FILE):
+            for path in sorted(root.rglob(name)):
+                if path.resolve() not in seen:
+                    seen.add(path.resolve())
+                    found.append((name, path.relative_to(root).as_posix(), path))
+    runs: list[tuple[str, str, list[dict[str, Any]]]] = []
+    episodes: list[dict[str, Any]] = []
+    files = []
+    for name, source, path in sorted(found, key=lambda f: (f[0], f[1])):
+        rows = _jsonl(path, ("step", "profile") if name == METRICS_FILE else CREDIT_EPISODE_KEYS)
+        if rows is None:
+            files.append({"source": source, "kind": name, "sha256": file_sha256(path), "rows": 0,
+                          "ignored": "no training rows (no step/profile keys)"})
+            continue
+        if name == METRICS_FILE:
+            by_profile: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for r in rows:
+                by_profile[str(r["profile"])].append(r)
+            runs += [(p, source, sorted(rs, key=lambda r: int(r["step"]))) for p, rs in sorted(by_profile.items())]
+        else:
+            episodes += rows
+        files.append({"source": source, "kind": name, "sha256": file_sha256(path), "rows": len(rows)})
+    return TrainingData(runs=sorted(runs, key=lambda r: (r[0], r[1])), episodes=episodes, files=files)
+
+
+@dataclass
+class _Section:
+    """One section of the report: its tables and the figures to draw (drawn only after every table built)."""
+
+    name: str
+    heading: str
+    intro: list[str]
+    tables: list[Table] = field(default_factory=list)
+    figures: dict[str, Callable[[Path], dict[str, Any]]] = field(default_factory=dict)
+    """figure key -> draw(path); placed after the table of the same key (or at the end)."""
+    after: dict[str, str] = field(default_factory=dict)
+    """figure key -> table key it follows."""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tuple[str, PairedBootstrap]]:
+    by = {m.method: m for m in methods}
+    a, b = by[config.method], by[config.baseline]
+    scopes = [("all", None)] + [(bench, bench) for bench in sorted({t.benchmark for t in a.trials})]
+    out = []
+    for scope, bench in scopes:
+        ta = [t for t in a.trials if bench is None or t.benchmark == bench]
+        tb = [t for t in b.trials if bench is None or t.benchmark == bench]
+        out.append((scope, paired_bootstrap(
+            ta, tb, method_label=a.method, baseline_label=b.method, method_fingerprint=a.fingerprint,
+            baseline_fingerprint=b.fingerprint, k=config.k, resamples=config.bootstrap_resamples,
+            seed=config.bootstrap_seed, confidence=config.confidence)))
+    return out
+
+
+def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfig) -> _Section:
+    main = main_results_table(methods, config.k)  # the first table: refuses two fingerprints, naming both
+    fingerprint = check_comparable(methods, main.key)
+    ids = sorted({p for m in methods for p in m.protocol_ids})
+    intro = [f"Protocol `{', '.join(ids)}`, fingerprint `{fingerprint}`.", "",
+             "| method | trials | tasks | experiments | rows from |", "|---|---:|---:|---|---|"]
+    intro += [f"| {m.method} | {len(m.trials)} | {len({t.task_id for t in m.trials})} | "
+              f"{', '.join(m.experiments) or '-'} | {', '.join(m.sources)} |" for m in methods]
+    section = _Section(name=name, heading=f"Protocol {name}", intro=intro)
+    section.tables.append(main)
+    section.figures["main_results"] = lambda p, d=main.data: figures.main_results_figure(
+        [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in d], config.k, p, config.dpi)
+    section.after["main_results"] = "main_results"
+
+    names = {m.method for m in methods}
+    if {config.method, config.baseline} <= names:
+        results = _bootstraps(methods, config)
+        section.tables.append(bootstrap_table(results))
+        overall = results[0][1]
+        section.figures["paired_bootstrap"] = lambda p, r=overall: figures.bootstrap_figure(r, p, config.dpi)
+        section.after["paired_bootstrap"] = "paired_bootstrap"
+        section.data["bootstrap"] = {"skipped": None}
+    else:
+        missing = sorted({config.method, config.baseline} - names)
+        section.data["bootstrap"] = {"skipped": f"no rows for method(s) {', '.join(missing)}"}
+        table = bootstrap_table([])
+        section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: no rows for method(s) "
+                                    f"{', '.join(missing)}.", table.columns, (), []))
+
+    section.tables.append(ablation_table(methods, config.ablation_methods, config.k))
+    tradeoff = selector_tradeoff_table(methods)
+    section.tables.append(tradeoff)
+    section.figures["selector_tradeoff"] = lambda p, d=tradeoff.data: figures.selector_tradeoff_figure(d, p, config.dpi)
+    section.after["selector_tradeoff"] = "selector_tradeoff"
+    section.tables.append(read_strata_table(methods, config.max_strata))
+    strata = read_strata(methods, config.max_strata)
+    section.figures["read_strata"] = lambda p, s=strata: figures.read_strata_figure(s, p, config.dpi)
+    section.after["read_strata"] = "read_strata"
+    section.tables.append(behaviour_cost_table(methods))
+    section.data["protocol_ids"] = ids
+    section.data["fingerprint"] = fingerprint
+    section.data["methods"] = {
+        m.method: {"experiments": list(m.experiments), "exports": list(m.exports), "sources": list(m.sources),
+                   "metrics": summarize_trials(m.trials, ks=sorted({1, config.k}))}
+        for m in methods
+    }
+    return section
+
+
+def _training_section(training: TrainingData, config: PaperConfig) -> _Section | None:
+    if not training.runs and not training.episodes:
+        return None
+    section = _Section(name=TRAINING_SECTION, heading="Training",
+                       intro=["Training files: " + ", ".join(f"`{f['source']}`" + (" (ignored: not training rows)"
+                                                                               if f.get("ignored") else "")
+                                                            for f in training.files) + "."])
+    if training.runs:
+        section.tables.append(training_summary_table(training.runs, config.training_window))
+        section.figures["training_selection"] = lambda p: figures.training_selection_figure(training.runs, p,
+                                                                                            config.dpi)
+        section.after["training_selection"] = "training_summary"
+    if training.episodes:
+        section.tables.append(credit_starvation_table(training.episodes, config.length_bin_edges))
+        bins = credit_starvation_bins(training.episodes, config.length_bin_edges)
+        section.figures["credit_starvation"] = lambda p: figures.credit_starvation_figure(bins, p, config.dpi)
+        section.after["credit_starvation"] = "credit_starvation"
+    return section
+
+
+def _prepare(out: Path) -> None:
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "paper.json").is_file():
+            raise PaperOutputError(f"{out}: not empty and not an earlier paper build (no paper.json); choose an "
+                                   "empty or new folder")
+        for name in ("tables", "figures"):
+            shutil.rmtree(out / name, ignore_errors=True)
+        for name in ("report.md", "paper.json"):
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass(frozen=True)
+class PaperBuild:
+    """What `build_paper` wrote (paths relative to `out`) and a few headline numbers."""
+
+    out: Path
+    tables: tuple[str, ...]
+    figures: tuple[str, ...]
+    metrics: Mapping[str, Any]
+
+
+def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
+                training_dirs: Sequence[Path] = ()) -> PaperBuild:
+    """Build every table and figure from the eval rows under `rows_dir` (+ training files); see the module doc."""
+    rows_dir, out = Path(rows_dir), Path(out)
+    rows = read_eval_rows(rows_dir)
+    training = read_training([rows_dir if rows_dir.is_dir() else rows_dir.parent, *training_dirs])
+    sections = [_protocol_section(name, methods, config) for name, methods in group_by_protocol(rows).items()]
+    training_section = _training_section(training, config)
+    if training_section:
+        sections.append(training_section)
+
+    _prepare(out)  # only now: a refused comparison leaves the output folder as it was
+    eval_files = defaultdict(int)
+    for r in rows:
+        eval_files[r["source"]] += 1
+    root = rows_dir if rows_dir.is_dir() else rows_dir.parent
+    doc: dict[str, Any] = {
+        "schema": "skillgate-paper/1",
+        "config": config_to_dict(config),
+        "inputs": {"eval_rows": [{"source": s, "sha256": file_sha256(root / s), "rows": n}
+                                 for s, n in sorted(eval_files.items())],
+                   "training": training.files},
+        "protocols": {},
+        "training": None,
+    }
+    report = ["# SkillGate: paper tables and figures", "",
+              "Rebuilt from raw evaluation rows and training metrics only (`skillgate paper build`); every "
+              "number is also in `paper.json`.", ""]
+    written_tables, written_figures = [], []
+    for section in sections:
+        report += [f"## {section.heading}", "", *section.intro, ""]
+        table_data, figure_data = {}, {}
+        drawn: dict[str, list[str]] = defaultdict(list)
+        for key, draw in section.figures.items():
+            rel = f"figures/{section.name}/{key}.png"
+            info = draw(out / rel)
+            figure_data[key] = {"file": rel, **info}
+            drawn[section.after.get(key, "")].append(f"![{info['title']}]({rel})")
+            written_figures.append(rel)
+        for table in section.tables:
+            for ext, render in (("md", to_markdown), ("tex", to_latex)):
+                rel = f"tables/{section.name}/{table.key}.{ext}"
+                atomic_write_text(out / rel, render(table))
+                written_tables.append(rel)
+            table_data[table.key] = {"title": table.title, "columns": list(table.columns),
+                                     "rows": [list(r) for r in table.rows], "data": table.data}
+            report += [to_markdown(table), *drawn.pop(table.key, []), ""]
+        for links in drawn.values():
+            report += [*links, ""]
+        entry = {**section.data, "tables": table_data, "figures": figure_data}
+        if section.name == TRAINING_SECTION:
+            doc["training"] = entry
+        else:
+            doc["protocols"][section.name] = entry
+    atomic_write_text(out / "report.md", "\n".join(report).rstrip("\n") + "\n")
+    atomic_write_text(out / "paper.json", json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    metrics: dict[str, Any] = {
+        "protocols": sorted(doc["protocols"]),
+        "methods": sorted({m for p in doc["protocols"].values() for m in p["methods"]}),
+        "trials": len(rows),
+        "tables": len(written_tables) // 2,
+        "figures": len(written_figures),
+        "training_files": len(training.files),
+    }
+    for name, p in doc["protocols"].items():
+        boot = p["tables"].get("paired_bootstrap", {}).get("data") or []
+        for interval in (boot[0]["intervals"] if boot else []):
+            metrics[f"{name}/{interval['statistic']}_difference"] = interval["difference"]
+            metrics[f"{name}/{interval['statistic']}_ci"] = [interval["ci_low"], interval["ci_high"]]
+    return PaperBuild(out=out, tables=tuple(written_tables), figures=tuple(written_figures), metrics=metrics)
+
+
+def build_paper_tables(config: PaperConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
+    """Stage `paper-tables`: eval_rows (a folder of evaluations, training files allowed inside) -> report/."""
+    report = Path(out_dir) / "report"
+    built = build_paper(Path(inputs["eval_rows"]), report, config)
+    return StageOutput(outputs={"report": report}, metrics=dict(built.metrics))

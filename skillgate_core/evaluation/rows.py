@@ -1,0 +1,197 @@
+"""Raw evaluation rows: the eval_trials.parquet schema, reading a folder of them, grouping by method.
+
+One evaluation (one policy on one frozen protocol) writes one `eval_trials.parquet`, one row per
+trial; a folder may hold several evaluations (several methods), at any depth:
+
+    rows = read_eval_rows(Path("evals"))          # every eval_trials.parquet under evals/, sorted
+    for name, methods in group_by_protocol(rows).items():
+        ...                                       # MethodTrials per `method`, one protocol name each
+
+Rows are grouped by *protocol name* (`eval70_v1__mixed__r4`: the protocol id without its fingerprint
+hex): a protocol name whose rows carry two fingerprints is kept together, so that the table that
+compares them refuses (METHOD.md 8, comparison hygiene) instead of silently splitting it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillgate_core.evaluation.metrics import OUTCOMES, Trial
+
+__all__ = [
+    "EVAL_TRIALS_FILE",
+    "REQUIRED_COLUMNS",
+    "TRIAL_SCHEMA",
+    "EvalRowsError",
+    "MethodTrials",
+    "group_by_protocol",
+    "protocol_name",
+    "read_eval_rows",
+    "write_eval_rows",
+]
+
+EVAL_TRIALS_FILE = "eval_trials.parquet"
+
+TRIAL_SCHEMA: tuple[tuple[str, str], ...] = (
+    ("protocol_id", "string"),
+    ("fingerprint", "string"),
+    ("method", "string"),
+    ("experiment_id", "string"),
+    ("export_id", "string"),
+    ("policy", "string"),
+    ("task_id", "string"),
+    ("benchmark", "string"),
+    ("repeat", "int32"),
+    ("status", "string"),
+    ("outcome", "string"),
+    ("score", "float64"),
+    ("raw_score", "float64"),
+    ("error", "string"),
+    ("reads", "list<string>"),
+    ("read_names", "list<string>"),
+    ("first_read_category", "string"),
+    ("skill_reasoning", "bool"),
+    ("turns", "int32"),
+    ("response_tokens", "int32"),
+    ("loss_tokens", "int32"),
+    ("seconds", "float64"),
+    ("seed", "int64"),
+)
+"""Column -> Arrow type of one trial row, in file order (raw_score and first_read_category may be null)."""
+
+REQUIRED_COLUMNS = ("protocol_id", "fingerprint", "method", "task_id", "benchmark", "repeat", "outcome",
+                    "reads", "read_names")
+"""What the paper build cannot do without; the cost columns default to 0 when absent."""
+
+_STATUSES = ("completed", "truncated", "aborted")
+
+
+class EvalRowsError(ValueError):
+    """An eval_trials.parquet file is missing a column, holds an impossible row, or repeats a trial."""
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),
+             "bool": pa.bool_(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(name, types[kind]) for name, kind in TRIAL_SCHEMA])
+
+
+def write_eval_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Write trial rows with the exact TRIAL_SCHEMA (the runner's format; tests use it too)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+    table = pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def _check_row(row: Mapping[str, Any], where: str) -> None:
+    if row["outcome"] not in OUTCOMES:
+        raise EvalRowsError(f"{where}: outcome {row['outcome']!r} is not one of {', '.join(OUTCOMES)}")
+    status = row.get("status")
+    if status is not None and status not in _STATUSES:
+        raise EvalRowsError(f"{where}: status {status!r} is not one of {', '.join(_STATUSES)}")
+    if status == "aborted" and row["outcome"] != "error":
+        raise EvalRowsError(f"{where}: an aborted trial must have outcome 'error', got {row['outcome']!r}")
+    reads = list(row["reads"] or [])
+    first = row.get("first_read_category", reads[0] if reads else None)
+    if first != (reads[0] if reads else None):
+        raise EvalRowsError(f"{where}: first_read_category {first!r} disagrees with reads {reads}")
+
+
+def read_eval_rows(folder: Path) -> list[dict[str, Any]]:
+    """Every row of every eval_trials.parquet under `folder` (or of the one file `folder` names).
+
+    Files are read in sorted relative-path order; each row gets `source` = that relative path, so the
+    result does not depend on where the folder lives. Raises FileNotFoundError when there is none.
+    """
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    if folder.is_file():
+        files, root = [folder], folder.parent
+    else:
+        files, root = sorted(folder.rglob(EVAL_TRIALS_FILE)), folder
+    if not files:
+        raise FileNotFoundError(f"{folder}: no {EVAL_TRIALS_FILE} found (one per evaluation, at any depth)")
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        table = pq.read_table(path)
+        missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+        if missing:
+            raise EvalRowsError(f"{path}: missing column(s) {', '.join(missing)}")
+        for i, row in enumerate(table.to_pylist()):
+            _check_row(row, f"{path} row {i}")
+            rows.append({**row, "source": rel})
+    return rows
+
+
+def protocol_name(protocol_id: str) -> str:
+    """`eval70_v1__mixed__r4__3fa2c01b9e` -> `eval70_v1__mixed__r4` (ids of another shape: unchanged)."""
+    parts = protocol_id.split("__")
+    return "__".join(parts[:-1]) if len(parts) >= 4 else protocol_id
+
+
+@dataclass(frozen=True)
+class MethodTrials:
+    """Every trial of one method on one protocol name (possibly several evaluations of it)."""
+
+    method: str
+    """The `method` column: what tables call it."""
+    protocol_ids: tuple[str, ...]
+    """Protocol ids its rows carry (one, unless the rows are not comparable)."""
+    fingerprints: tuple[str, ...]
+    """Protocol fingerprints its rows carry (one, unless the rows are not comparable)."""
+    trials: tuple[Trial, ...]
+    """Its trials, sorted by (benchmark, task, repeat, export)."""
+    experiments: tuple[str, ...]
+    """Experiment ids of the evaluated models."""
+    exports: tuple[str, ...]
+    """Export ids of the evaluated models."""
+    sources: tuple[str, ...]
+    """Relative paths of the files its rows came from."""
+
+    @property
+    def fingerprint(self) -> str:
+        if len(self.fingerprints) != 1:
+            raise ValueError(f"method {self.method}: rows carry {len(self.fingerprints)} fingerprints")
+        return self.fingerprints[0]
+
+
+def _method_trials(method: str, rows: Iterable[Mapping[str, Any]]) -> MethodTrials:
+    rows = sorted(rows, key=lambda r: (r["benchmark"], r["task_id"], int(r["repeat"]), str(r.get("export_id") or ""),
+                                       r["source"]))
+    seen: dict[tuple[str, str, int], str] = {}
+    for r in rows:
+        key = (str(r.get("export_id") or ""), r["task_id"], int(r["repeat"]))
+        if key in seen:
+            raise EvalRowsError(f"method {method}: trial {key[1]}#{key[2]} of export {key[0] or '?'} appears twice "
+                                f"({seen[key]} and {r['source']})")
+        seen[key] = r["source"]
+    return MethodTrials(
+        method=method,
+        protocol_ids=tuple(sorted({r["protocol_id"] for r in rows})),
+        fingerprints=tuple(sorted({r["fingerprint"] for r in rows})),
+        trials=tuple(Trial.from_row(r) for r in rows),
+        experiments=tuple(sorted({str(r.get("experiment_id") or "") for r in rows} - {""})),
+        exports=tuple(sorted({str(r.get("export_id") or "") for r in rows} - {""})),
+        sources=tuple(sorted({r["source"] for r in rows})),
+    )
+
+
+def group_by_protocol(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[MethodTrials]]:
+    """protocol name -> its methods (sorted by method), protocol names sorted."""
+    by: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by[protocol_name(r["protocol_id"])][r["method"]].append(r)
+    return {name: [_method_trials(m, rs) for m, rs in sorted(methods.items())] for name, methods in sorted(by.items())}

@@ -1,0 +1,176 @@
+"""pass@k against brute force, vector 9, the behaviour cost, and the paired bootstrap against exact
+enumeration of every resample (METHOD.md 8-9)."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from skillgate_core.evaluation.bootstrap import (
+    TaskSetMismatchError,
+    bootstrap_differences,
+    paired_bootstrap,
+)
+from skillgate_core.evaluation.metrics import Trial, behaviour_cost, pass_at_k, summarize_trials
+from skillgate_core.evaluation.protocol import ProtocolMismatchError
+
+FP = "a" * 64
+
+
+def trials(spec: dict[str, list[str]], bench: str = "b") -> list[Trial]:
+    """task -> outcomes, in repeat order."""
+    return [Trial(task, bench, r, o) for task, outcomes in spec.items() for r, o in enumerate(outcomes)]
+
+
+def test_vector_9_from_parquet_shaped_rows():
+    rows = [{"task_id": "t", "benchmark": "b", "repeat": r, "outcome": o, "reads": [], "read_names": []}
+            for r, o in enumerate(["resolved", "fail", "error", "fail"])]
+    m = summarize_trials([Trial.from_row(r) for r in rows])
+    assert m["trial_success"] == 0.25 and m["pass@4"] == 1.0 and m["pass@1"] == 0.25
+    assert m["errors"] == 1 and m["outcomes"] == {"resolved": 1, "fail": 2, "error": 1}
+    assert m["by_benchmark"]["b"]["pass@4"] == 1.0 and m["by_benchmark"]["b"]["errors"] == 1
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_pass_at_k_equals_brute_force_over_k_subsets(n):
+    for c in range(n + 1):
+        outcomes = [1] * c + [0] * (n - c)
+        for k in range(1, n + 1):
+            subsets = list(itertools.combinations(range(n), k))
+            exact = Fraction(sum(any(outcomes[i] for i in s) for s in subsets), len(subsets))
+            assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-15, abs=1e-15), (n, c, k)
+
+
+def test_summarized_pass_at_k_is_the_task_mean_of_brute_force():
+    spec = {"a": ["resolved", "fail", "fail", "fail", "error", "resolved"], "b": ["fail"] * 6,
+            "c": ["resolved", "resolved", "error", "fail", "fail", "fail"]}
+    m = summarize_trials(trials(spec), ks=(1, 2, 4, 6))
+    for k in (1, 2, 4, 6):
+        brute = []
+        for outcomes in spec.values():
+            subsets = list(itertools.combinations(outcomes, k))
+            brute.append(sum("resolved" in s for s in subsets) / len(subsets))
+        assert m[f"pass@{k}"] == pytest.approx(sum(brute) / len(brute), rel=1e-12)
+    assert m["errors"] == 2 and m["trial_success"] == 4 / 18
+
+
+def test_pass_at_k_is_skipped_when_a_task_has_fewer_trials():
+    m = summarize_trials(trials({"a": ["resolved"] * 4, "b": ["fail"] * 3}), ks=(1, 4))
+    # pass@1 is a mean over tasks; trial success pools trials (they differ when repeats differ)
+    assert "pass@4" not in m and m["pass@1"] == 0.5 and m["trial_success"] == 4 / 7
+
+
+def test_behaviour_cost_and_first_read_rates():
+    ts = [Trial("a", "x", 0, "resolved", ("oracle", "misleading"), ("o", "m"), turns=4, response_tokens=100,
+                loss_tokens=90, seconds=2.0),
+          Trial("a", "x", 1, "fail", (), (), turns=2, response_tokens=50, loss_tokens=40, seconds=1.0)]
+    cost = behaviour_cost(ts)
+    assert cost == {"reads_per_trial": 1.0, "unique_reads_per_trial": 1.0, "turns_per_trial": 3.0,
+                    "response_tokens_per_trial": 75.0, "loss_tokens_per_trial": 65.0, "seconds_per_trial": 1.5,
+                    "response_tokens_per_resolved": 150.0}
+    m = summarize_trials(ts, ks=(1, 2))
+    assert m["oracle_first_read_rate"] == 0.5 and m["misleading_first_read_rate"] == 0.0
+    assert m["cost"] == cost and [t.read_sequence for t in ts] == ["[O,M]", "[]"]
+
+
+def test_bootstrap_hand_computed_two_task_case():
+    # Task A: method 4/4, baseline 2/4 (d = 0.5); task B: both 0/4 (d = 0). The 4 equally likely resamples
+    # (A,A) (A,B) (B,A) (B,B) give trial-success differences 0.5, 0.25, 0.25, 0: P(0) = 1/4, so the 2.5%
+    # percentile is 0 and the 97.5% one is 0.5. pass@4 is 1 for A on both sides: difference 0 always.
+    method = trials({"A": ["resolved"] * 4, "B": ["fail"] * 4})
+    baseline = trials({"A": ["resolved", "fail", "resolved", "error"], "B": ["fail", "error", "fail", "fail"]})
+    r = paired_bootstrap(method, baseline, method_label="m", baseline_label="b", method_fingerprint=FP,
+                         baseline_fingerprint=FP, resamples=10_000, seed=3)
+    success, passk = r.intervals
+    assert (success.method_value, success.baseline_value, success.difference) == (0.5, 0.25, 0.25)
+    assert (success.ci_low, success.ci_high) == (0.0, 0.5)
+    assert (passk.difference, passk.ci_low, passk.ci_high) == (0.0, 0.0, 0.0)
+    values, counts = np.unique(r.distributions["trial_success"], return_counts=True)
+    assert values.tolist() == [0.0, 0.25, 0.5]
+    assert counts / counts.sum() == pytest.approx([0.25, 0.5, 0.25], abs=0.02)
+
+
+def _exact_distribution(method: list[Trial], baseline: list[Trial], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered resample of T tasks (T^T of them, equally likely), as (success diffs, pass@k diffs)."""
+    tasks = sorted({t.task_id for t in method})
+
+    def arrays(ts: list[Trial]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = np.array([sum(t.task_id == x for t in ts) for x in tasks], dtype=float)
+        c = np.array([sum(t.task_id == x and t.resolved for t in ts) for x in tasks], dtype=float)
+        p = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)])
+        return n, c, p
+
+    draws = np.array(list(itertools.product(range(len(tasks)), repeat=len(tasks))))
+    weights = np.stack([np.bincount(d, minlength=len(tasks)) for d in draws])
+    return bootstrap_differences(*arrays(method), *arrays(baseline), weights)
+
+
+def _exact_quantile(values: np.ndarray, p: float) -> tuple[float, float]:
+    """inf{x: F(x) >= p} of the equally weighted `values`, and how far F is from p around it (the margin)."""
+    xs, counts = np.unique(np.round(values, 12), return_counts=True)
+    cdf = np.cumsum(counts) / counts.sum()
+    i = int(np.searchsorted(cdf, p))
+    below = cdf[i - 1] if i else 0.0
+    return float(xs[i]), float(min(cdf[i] - p, p - below))
+
+
+def test_bootstrap_matches_exact_enumeration_of_every_resample():
+    # 5 tasks x 4 repeats, per-task differences in resolved counts of -2, +2, 0, -2, +1 (errors unresolved):
+    # 5^5 = 3125 equally likely resamples.
+    method = trials({"t1": ["error", "error", "resolved", "resolved"], "t2": ["resolved", "fail", "resolved", "resolved"],
+                     "t3": ["error", "error", "resolved", "error"], "t4": ["error"] * 4,
+                     "t5": ["fail", "resolved", "resolved", "resolved"]})
+    baseline = trials({"t1": ["resolved"] * 4, "t2": ["error", "error", "error", "resolved"],
+                       "t3": ["fail", "resolved", "fail", "fail"], "t4": ["error", "resolved", "error", "resolved"],
+                       "t5": ["fail", "resolved", "resolved", "error"]})
+    exact_success, exact_passk = _exact_distribution(method, baseline, k=4)
+    big = paired_bootstrap(method, baseline, method_label="m", baseline_label="b", method_fingerprint=FP,
+                           baseline_fingerprint=FP, resamples=200_000, seed=11)
+    for interval, exact in zip(big.intervals, (exact_success, exact_passk), strict=True):
+        dist = big.distributions[interval.statistic]
+        # Closed form for equal repeats: the mean of the resampled differences is the observed difference.
+        assert exact.mean() == pytest.approx(interval.difference, abs=1e-12)
+        assert dist.mean() == pytest.approx(exact.mean(), abs=4 * exact.std() / np.sqrt(len(dist)))
+        assert dist.std() == pytest.approx(exact.std(), rel=0.01)
+        for p, got in ((0.025, interval.ci_low), (0.975, interval.ci_high)):
+            q, margin = _exact_quantile(exact, p)
+            assert margin > 0.008, "the exact quantile must sit inside a step of the CDF for this check"
+            assert got == pytest.approx(q, abs=1e-12), (interval.statistic, p)
+    # The paper's setting (10,000 resamples) lands on the same exact percentiles here.
+    small = paired_bootstrap(method, baseline, method_label="m", baseline_label="b", method_fingerprint=FP,
+                             baseline_fingerprint=FP, resamples=10_000, seed=0)
+    for a, b in zip(small.intervals, big.intervals, strict=True):
+        assert (a.ci_low, a.ci_high) == pytest.approx((b.ci_low, b.ci_high), abs=1e-12)
+
+
+def test_bootstrap_is_seeded():
+    method = trials({f"t{i}": ["resolved" if (i * r) % 3 else "fail" for r in range(4)] for i in range(12)})
+    baseline = trials({f"t{i}": ["resolved" if (i + r) % 4 == 0 else "fail" for r in range(4)] for i in range(12)})
+    kw = dict(method_label="m", baseline_label="b", method_fingerprint=FP, baseline_fingerprint=FP)
+    a, b = paired_bootstrap(method, baseline, seed=5, **kw), paired_bootstrap(method, baseline, seed=5, **kw)
+    assert a.intervals == b.intervals and np.array_equal(a.distributions["pass@4"], b.distributions["pass@4"])
+    c = paired_bootstrap(method, baseline, seed=6, **kw)
+    assert not np.array_equal(a.distributions["trial_success"], c.distributions["trial_success"])
+    assert a.to_json()["resamples"] == 10_000 and a.tasks == 12
+
+
+def test_bootstrap_refusals():
+    m = trials({"a": ["resolved"] * 4, "b": ["fail"] * 4})
+    other_fp = "b" * 64
+    with pytest.raises(ProtocolMismatchError) as err:
+        paired_bootstrap(m, m, method_label="skillgate", baseline_label="mixed", method_fingerprint=FP,
+                         baseline_fingerprint=other_fp)
+    assert "skillgate=aaaaaaaaaa" in str(err.value) and "mixed=bbbbbbbbbb" in str(err.value)
+    with pytest.raises(TaskSetMismatchError, match=r"1 only in m \['b'\], 1 only in b \['c'\]"):
+        paired_bootstrap(m, trials({"a": ["fail"] * 4, "c": ["fail"] * 4}), method_label="m", baseline_label="b",
+                         method_fingerprint=FP, baseline_fingerprint=FP)
+    with pytest.raises(ValueError, match="resamples must be >= 10000"):
+        paired_bootstrap(m, m, method_label="m", baseline_label="b", method_fingerprint=FP,
+                         baseline_fingerprint=FP, resamples=999)
+    with pytest.raises(ValueError, match="pass@4 needs >= 4 trials per task"):
+        short = trials({"a": ["fail"] * 3, "b": ["fail"] * 4})
+        paired_bootstrap(short, short, method_label="m", baseline_label="b", method_fingerprint=FP,
+                         baseline_fingerprint=FP)

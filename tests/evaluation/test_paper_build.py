@@ -1,0 +1,296 @@
+"""The paper build from a fixed synthetic evaluation: every table and figure, byte-identical twice,
+figures whose axis labels are read back from the PNG files, and the comparison-hygiene refusal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from paper_rows import (
+    FINGERPRINT,
+    PROTOCOL_ID,
+    synthetic_rows,
+    write_synthetic_evals,
+    write_synthetic_training,
+)
+from PIL import Image
+
+from skillgate_core.evaluation.metrics import Trial
+from skillgate_core.evaluation.paper import PaperOutputError, build_paper
+from skillgate_core.evaluation.paper_config import PaperConfig
+from skillgate_core.evaluation.protocol import ProtocolMismatchError
+from skillgate_core.evaluation.rows import (
+    EVAL_TRIALS_FILE,
+    EvalRowsError,
+    group_by_protocol,
+    read_eval_rows,
+    write_eval_rows,
+)
+from skillgate_core.evaluation.tables import credit_starvation_bins, main_results_table, read_strata, to_latex
+
+SECTION = "eval70_v1__mixed__r4"
+TABLES = ("main_results", "paired_bootstrap", "credit_ablation", "selector_tradeoff", "read_strata", "behaviour_cost")
+FIGURES = ("main_results", "paired_bootstrap", "selector_tradeoff", "read_strata")
+TRAINING_TABLES = ("training_summary", "credit_starvation")
+TRAINING_FIGURES = ("training_selection", "credit_starvation")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("paper-inputs")
+    return write_synthetic_evals(root / "rows"), write_synthetic_training(root / "training")
+
+
+@pytest.fixture(scope="module")
+def built(inputs, tmp_path_factory) -> Path:
+    rows, training = inputs
+    out = tmp_path_factory.mktemp("paper") / "out"
+    build_paper(rows, out, PaperConfig(), training_dirs=[training])
+    return out
+
+
+def test_synthetic_set_shape(inputs):
+    rows = read_eval_rows(inputs[0])
+    assert len(rows) == 3 * 2 * 10 * 4
+    (methods,) = group_by_protocol(rows).values()
+    assert [len(m.trials) for m in methods] == [80, 80, 80]
+    assert {r["outcome"] for r in rows} == {"resolved", "fail", "error"}  # errors are in the fixture
+
+
+def test_every_table_and_figure_is_written(built):
+    for key in TABLES:
+        for ext in ("md", "tex"):
+            assert (built / "tables" / SECTION / f"{key}.{ext}").stat().st_size > 0, key
+    for key in TRAINING_TABLES:
+        for ext in ("md", "tex"):
+            assert (built / "tables" / "training" / f"{key}.{ext}").stat().st_size > 0, key
+    pngs = [built / "figures" / SECTION / f"{k}.png" for k in FIGURES]
+    pngs += [built / "figures" / "training" / f"{k}.png" for k in TRAINING_FIGURES]
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, png
+    report = (built / "report.md").read_text()
+    for png in pngs:
+        assert f"]({png.relative_to(built).as_posix()})" in report  # each figure linked from the report
+    doc = json.loads((built / "paper.json").read_text())
+    section = doc["protocols"][SECTION]
+    assert sorted(section["tables"]) == sorted(TABLES) and sorted(section["figures"]) == sorted(FIGURES)
+    assert sorted(doc["training"]["tables"]) == sorted(TRAINING_TABLES)
+    assert section["fingerprint"] == FINGERPRINT and section["protocol_ids"] == [PROTOCOL_ID]
+    assert len(doc["inputs"]["eval_rows"]) == 3 and len(doc["inputs"]["training"]) == 4
+    boot = section["tables"]["paired_bootstrap"]["data"][0]
+    assert boot["scope"] == "all" and boot["resamples"] == 10_000
+    assert boot["method"] == "selector_clean_oracle_action_credit" and boot["baseline"] == "mixed_task_reward"
+    assert [i["statistic"] for i in boot["intervals"]] == ["trial_success", "pass@4"]
+    for i in boot["intervals"]:
+        assert i["ci_low"] <= i["difference"] <= i["ci_high"]
+    # the ablation lists configured methods without rows instead of dropping them silently
+    assert section["tables"]["credit_ablation"]["data"]["absent"] == [
+        "selector_clean_oracle_masked_task_only", "hybrid_slate", "mixed_separated"]
+
+
+def test_paper_json_numbers_match_the_raw_rows(built, inputs):
+    doc = json.loads((built / "paper.json").read_text())
+    for method, rows in synthetic_rows().items():
+        metrics = doc["protocols"][SECTION]["methods"][method]["metrics"]
+        assert metrics["trials"] == len(rows) == 80
+        assert metrics["resolved"] == sum(r["outcome"] == "resolved" for r in rows)
+        assert metrics["errors"] == sum(r["outcome"] == "error" for r in rows)
+        assert metrics["trial_success"] == metrics["resolved"] / 80
+        solved = {r["task_id"] for r in rows if r["outcome"] == "resolved"}
+        assert metrics["pass@4"] == len(solved) / 20
+        assert metrics["cost"]["turns_per_trial"] == sum(r["turns"] for r in rows) / 80
+
+
+def test_build_is_byte_identical(built, inputs, tmp_path):
+    rows, training = inputs
+    # a copy of the inputs elsewhere, built into another folder: nothing depends on absolute paths
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(rows, moved / "rows")
+    shutil.copytree(training, moved / "training")
+    again = tmp_path / "again"
+    build_paper(moved / "rows", again, PaperConfig(), training_dirs=[moved / "training"])
+    first, second = _tree(built), _tree(again)
+    assert sorted(first) == sorted(second)
+    for name in first:
+        assert first[name] == second[name], name
+    # rebuilding into an existing paper build replaces it with the same bytes
+    build_paper(moved / "rows", again, PaperConfig(), training_dirs=[moved / "training"])
+    assert _tree(again) == first
+
+
+def test_png_text_chunks_carry_axis_labels_with_units(built):
+    expected = {
+        f"{SECTION}/selector_tradeoff.png": [("oracle read first (% of trials)", "trial success (% of trials)")],
+        f"{SECTION}/main_results.png": [("benchmark (family)", "trial success (% of trials)"),
+                                        ("benchmark (family)", "pass@4 (% of tasks)")],
+        "training/credit_starvation.png": [("response length bin (generated tokens)", "share of loss tokens (%)"),
+                                           ("response length bin (generated tokens)",
+                                            "oracle reads with negative selector advantage (%)")],
+    }
+    for png in sorted((built / "figures").rglob("*.png")):
+        with Image.open(png) as image:
+            text = dict(image.text)
+        assert "Software" not in text and "Creation Time" not in text, png  # no tool tag, no timestamp
+        axes = json.loads(text["Axes"])
+        assert axes and text["Title"], png
+        for ax in axes:
+            for label in (ax["xlabel"], ax["ylabel"]):
+                assert label and "(" in label and label.endswith(")"), (png, label)  # a unit in parentheses
+        rel = png.relative_to(built / "figures").as_posix()
+        if rel in expected:
+            assert [(a["xlabel"], a["ylabel"]) for a in axes] == expected[rel]
+    boot = json.loads(Image.open(built / "figures" / SECTION / "paired_bootstrap.png").text["Axes"])
+    assert [a["xlabel"] for a in boot] == ["trial_success difference, method - baseline (percentage points)",
+                                           "pass@4 difference, method - baseline (percentage points)"]
+    assert all(a["ylabel"] == "bootstrap resamples (count of 10000)" for a in boot)
+
+
+def _rewrite(path: Path, **changes) -> None:
+    rows = pq.read_table(path).to_pylist()
+    write_eval_rows([{**r, **changes} for r in rows], path)
+
+
+def test_mixed_fingerprints_are_refused_naming_both(inputs, tmp_path):
+    rows = tmp_path / "rows"
+    shutil.copytree(inputs[0], rows)
+    other = "9" * 64
+    _rewrite(rows / "mixed_task_reward" / EVAL_TRIALS_FILE, fingerprint=other,
+             protocol_id=f"eval70_v1__mixed__r4__{other[:10]}")
+    out = tmp_path / "out"
+    with pytest.raises(ProtocolMismatchError) as err:
+        build_paper(rows, out)
+    message = str(err.value)
+    assert message.startswith("table main_results: rows come from 2 protocol fingerprints")
+    assert f"mixed_task_reward={other[:10]}" in message
+    assert f"selector_clean_oracle_action_credit={FINGERPRINT[:10]}" in message
+    assert not out.exists()  # refused before anything is written
+
+
+def test_each_table_refuses_mixed_fingerprints(inputs):
+    (methods,) = group_by_protocol(read_eval_rows(inputs[0])).values()
+    odd = methods[0].__class__(**{**methods[0].__dict__, "fingerprints": ("f" * 64,)})
+    with pytest.raises(ProtocolMismatchError, match="ffffffffff"):
+        main_results_table([odd, *methods[1:]], k=4)
+
+
+def test_protocols_with_different_spec_ids_get_separate_sections(inputs, tmp_path):
+    rows = tmp_path / "rows"
+    shutil.copytree(inputs[0], rows)
+    other = "8" * 64
+    shutil.copytree(rows / "mixed_task_reward", rows / "claw" / "mixed_task_reward")
+    _rewrite(rows / "claw" / "mixed_task_reward" / EVAL_TRIALS_FILE, fingerprint=other,
+             protocol_id=f"claw147_v1__mixed__r4__{other[:10]}")
+    built = build_paper(rows, tmp_path / "out")
+    assert built.metrics["protocols"] == ["claw147_v1__mixed__r4", SECTION]
+    doc = json.loads((tmp_path / "out" / "paper.json").read_text())
+    claw = doc["protocols"]["claw147_v1__mixed__r4"]
+    assert list(claw["methods"]) == ["mixed_task_reward"] and claw["fingerprint"] == other
+    assert claw["bootstrap"]["skipped"] == "no rows for method(s) selector_clean_oracle_action_credit"
+    assert (tmp_path / "out" / "tables" / "claw147_v1__mixed__r4" / "main_results.md").is_file()
+
+
+def test_vector_9_through_the_paper_build(tmp_path):
+    base = {"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "task_id": "t", "benchmark": "b",
+            "reads": [], "read_names": [], "status": "completed"}
+    for method in ("selector_clean_oracle_action_credit", "mixed_task_reward"):
+        rows = [{**base, "method": method, "repeat": r, "outcome": o,
+                 "status": "aborted" if o == "error" else "completed"}
+                for r, o in enumerate(["resolved", "fail", "error", "fail"])]
+        write_eval_rows(rows, tmp_path / "rows" / method / EVAL_TRIALS_FILE)
+    build_paper(tmp_path / "rows", tmp_path / "out")
+    main = json.loads((tmp_path / "out" / "paper.json").read_text())["protocols"][SECTION]["tables"]["main_results"]
+    row = main["data"][0]["by_benchmark"]["all"]
+    assert (row["trial_success"], row["pass@4"], row["errors"]) == (0.25, 1.0, 1)
+    assert main["rows"][0] == ["mixed_task_reward", "25.0 (1/4)", "100.0 (1/1)", "25.0 (1/4)", "100.0 (1/1)", "1"]
+
+
+def test_read_strata_and_credit_bins_by_hand():
+    (methods,) = group_by_protocol(read_eval_rows_from([
+        ("a", "resolved", ["oracle"]), ("a", "fail", ["oracle", "misleading"]), ("a", "fail", []),
+        ("a", "resolved", ["oracle"]), ("b", "fail", ["misleading"]), ("b", "error", []), ("b", "fail", ["relevant"]),
+        ("b", "resolved", ["oracle", "oracle"])])).values()
+    strata = read_strata(methods, max_strata=3)
+    assert strata["strata"] == ["[O]", "[]", "[M]", "other"]  # most frequent first, ties by name
+    cells = {s: strata["cells"][s]["m"] for s in strata["strata"]}
+    assert cells == {"[O]": {"trials": 2, "resolved": 2}, "[]": {"trials": 2, "resolved": 0},
+                     "[M]": {"trials": 1, "resolved": 0}, "other": {"trials": 3, "resolved": 1}}
+    assert strata["pooled_as_other"] == ["[O,M]", "[O,O]", "[R]"]
+    episodes = [{"profile": "p", "step": 0, "response_tokens": n, "loss_tokens": n, "read_call_tokens": rc,
+                 "identity_tokens": i, "oracle_actions": o, "oracle_negative_actions": neg}
+                for n, rc, i, o, neg in ((500, 20, 2, 1, 0), (1023, 0, 0, 0, 0), (1024, 40, 4, 2, 1),
+                                         (5000, 20, 2, 1, 1))]
+    bins = credit_starvation_bins(episodes, (0, 1024, 4096))
+    assert [(b["bin"], b["episodes"]) for b in bins] == [("0-1023", 2), ("1024-4095", 1), (">=4096", 1)]
+    assert bins[0]["read_call_token_share"] == 20 / 1523 and bins[0]["identity_token_share"] == 2 / 1523
+    assert bins[1]["oracle_negative_advantage_rate"] == 0.5 and bins[2]["oracle_negative_advantage_rate"] == 1.0
+
+
+def read_eval_rows_from(spec: list[tuple[str, str, list[str]]]) -> list[dict]:
+    counter: dict[str, int] = {}
+    rows = []
+    for task, outcome, reads in spec:
+        counter[task] = counter.get(task, -1) + 1
+        rows.append({"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "method": "m", "task_id": task,
+                     "benchmark": "b", "repeat": counter[task], "outcome": outcome, "reads": reads,
+                     "read_names": [f"{task}-{c}" for c in reads], "source": "x"})
+    return rows
+
+
+def test_latex_escapes_and_output_folder_rules(built, tmp_path):
+    tex = (built / "tables" / SECTION / "main_results.tex").read_text()
+    assert r"mixed\_task\_reward" in tex and r"success \%" in tex and r"\label{tab:main_results}" in tex
+    assert "_" not in tex.replace(r"\_", "").replace(r"\label{tab:main_results}", "")
+    from skillgate_core.evaluation.tables import Table
+    assert r"a\&b \$ \#1 $>$=2" in to_latex(Table("k", "t", "c", ("x",), (("a&b $ #1 >=2",),), []))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(PaperOutputError, match="not empty and not an earlier paper build"):
+        build_paper(_tiny_rows(tmp_path), busy)
+    assert (busy / "notes.txt").read_text() == "mine"
+
+
+def _tiny_rows(tmp_path: Path) -> Path:
+    rows = [{"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "method": "m", "task_id": "t", "benchmark": "b",
+             "repeat": r, "outcome": "fail", "reads": [], "read_names": []} for r in range(4)]
+    return write_eval_rows(rows, tmp_path / "tiny" / EVAL_TRIALS_FILE).parent
+
+
+def test_bad_rows_are_refused_with_the_file_named(tmp_path):
+    path = tmp_path / "rows" / EVAL_TRIALS_FILE
+    base = {"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "method": "m", "task_id": "t", "benchmark": "b",
+            "repeat": 0, "reads": ["oracle"], "read_names": ["o"]}
+    write_eval_rows([{**base, "outcome": "timeout"}], path)
+    with pytest.raises(EvalRowsError, match=r"eval_trials.parquet row 0: outcome 'timeout'"):
+        read_eval_rows(tmp_path / "rows")
+    write_eval_rows([{**base, "outcome": "fail", "status": "aborted"}], path)
+    with pytest.raises(EvalRowsError, match="an aborted trial must have outcome 'error'"):
+        read_eval_rows(tmp_path / "rows")
+    write_eval_rows([{**base, "outcome": "fail", "first_read_category": "misleading"}], path)
+    with pytest.raises(EvalRowsError, match="first_read_category 'misleading' disagrees"):
+        read_eval_rows(tmp_path / "rows")
+    write_eval_rows([{**base, "outcome": "fail", "first_read_category": "oracle"}] * 2, path)
+    with pytest.raises(EvalRowsError, match="trial t#0 of export \\? appears twice"):
+        group_by_protocol(read_eval_rows(tmp_path / "rows"))
+    with pytest.raises(FileNotFoundError, match="no eval_trials.parquet"):
+        read_eval_rows(tmp_path / "empty-dir-that-is-not-there")
+    assert Trial.from_row({**base, "outcome": "fail"}).first_read == "oracle"
+
+
+def test_training_files_other_than_training_rows_are_listed_as_ignored(tmp_path):
+    rows = _tiny_rows(tmp_path)
+    (rows / "metrics.jsonl").write_text('{"trial_success": 0.5}\n')  # an evaluation's own summary, not training
+    build_paper(rows, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "paper.json").read_text())
+    assert doc["training"] is None
+    assert doc["inputs"]["training"][0]["source"] == "metrics.jsonl" and doc["inputs"]["training"][0]["ignored"]
+    (rows / "metrics.jsonl").write_text('{"step": 0, "profile": "p"}\n{"step": 1}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl row 2: missing key\(s\) profile"):
+        build_paper(rows, tmp_path / "out")
