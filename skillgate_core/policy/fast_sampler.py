@@ -268,9 +268,10 @@ class StaticSampler:
         while t < new:
             if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
                 break  # every row has stopped; the columns left stay pad and are never read
+            prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
             if self.compiled:
                 torch.compiler.cudagraph_mark_step_begin()
-            nxt, lp = self._step(nxt.clone(), slot[t - 1 : t], pad, valid, cache, temperature, top_p)
+            nxt, lp = self._step(prev, slot[t - 1 : t], pad, valid, cache, temperature, top_p)
             out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
             done |= torch.isin(nxt[:, 0], self._stop)
             t += 1
