@@ -17,12 +17,13 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
-from skillgate_core.policy.local_sampler import Completion, SamplingConfig, sample_completions
+from skillgate_core.policy.fast_sampler import sample_batch
+from skillgate_core.policy.local_sampler import Completion, SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.skills import skill_location
 from skillgate_core.skills.procedure import extract_procedure
@@ -42,7 +43,10 @@ TURN_END = "<|im_end|>"
 
 
 class LocalPolicy:
-    """Batched sampling from a local model; each call advances the seed so turns differ."""
+    """Batched sampling from a local model; each call advances the seed so turns differ.
+
+    `sampling.sampler` picks the sampler: transformers generate (hf) or the static-cache compiled
+    decode loop (static; the default on CUDA). Both return the same Completion contract."""
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local") -> None:
         self.model, self.tokenizer, self.sampling, self.name = model, tokenizer, sampling, name
@@ -50,10 +54,10 @@ class LocalPolicy:
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
         budget = min(v.max_new_tokens for v in views)
-        cfg = SamplingConfig(self.sampling.temperature, self.sampling.top_p,
-                             min(budget, self.sampling.max_new_tokens), self.sampling.seed + self._calls)
+        cfg = replace(self.sampling, max_new_tokens=min(budget, self.sampling.max_new_tokens),
+                      seed=self.sampling.seed + self._calls)
         self._calls += 1
-        return sample_completions(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+        return sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
 
 
 class SGLangPolicy:

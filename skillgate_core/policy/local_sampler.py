@@ -23,12 +23,17 @@ from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, Positive
 
 __all__ = [
     "Completion",
+    "SamplerKind",
     "SamplingConfig",
     "load_policy",
     "sample_completions",
     "sequence_logprobs",
     "stop_token_ids",
 ]
+
+SamplerKind = Literal["auto", "hf", "static"]
+"""hf = transformers generate (this module); static = static KV cache + compiled decode step
+(`fast_sampler`); auto = static when the model is on CUDA, hf otherwise."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,13 @@ class SamplingConfig:
     """Longest completion; reaching it ends the turn with finish = "length"."""
     seed: NonNegativeInt = 0
     """Seed of the sampling RNG."""
+    sampler: SamplerKind = "auto"
+    """Who samples (fast_sampler.sample_batch dispatches): hf, static, or auto (static on CUDA)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)  # temperature > 0: greedy decoding is not a sampling policy
+        if self.sampler not in ("auto", "hf", "static"):
+            raise ValueError(f"sampler: expected auto, hf or static, got {self.sampler!r}")
 
 
 @dataclass(frozen=True)

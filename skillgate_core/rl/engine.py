@@ -37,6 +37,9 @@ from typing import Any, Literal
 
 import torch
 
+from skillgate_core.rl.varlen_attention import TORCH_VARLEN
+from skillgate_core.rl.varlen_attention import register as register_torch_varlen
+
 __all__ = [
     "EngineConfig",
     "StepStats",
@@ -69,10 +72,11 @@ class EngineConfig:
     """Clip the global gradient L2 norm to this (0 = no clipping)."""
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
     """Parameter / compute dtype; auto = bf16 on GPU, fp32 on CPU. Log-probs and loss are fp32 anyway."""
-    optimizer: Literal["auto", "torch", "deepspeed"] = "auto"
-    """torch = torch.optim.AdamW on the shards (works everywhere, no compile); deepspeed = FusedAdam
-    on GPU / DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the
-    optimizer is offloaded, else torch."""
+    optimizer: Literal["auto", "torch", "torch_fused", "deepspeed"] = "auto"
+    """torch = torch.optim.AdamW on the shards (works everywhere, no compile); torch_fused = the same
+    with fused=True (one kernel for the whole update); deepspeed = FusedAdam on GPU /
+    DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the optimizer is
+    offloaded, else torch."""
     zero_stage: int = 3
     """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state)."""
     offload_optimizer: bool = False
@@ -82,11 +86,16 @@ class EngineConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in backward (non-reentrant) to save memory."""
     attn_implementation: str = "auto"
-    """HF attention kernel; auto = flash_attention_2 on GPU when importable, else sdpa."""
+    """HF attention kernel of the policy; auto = flash_attention_2 on GPU when importable, else sdpa.
+    "torch_varlen" = PyTorch's varlen flash kernel (rl.varlen_attention): packed rows without the
+    flash-attn package. The replica samples with sdpa whenever the policy uses a varlen kernel."""
     reference_sharded: bool = True
     """Shard the frozen reference with ZeRO-3 (else a full copy on each rank)."""
     gather_bucket_mb: int = 512
     """Full-size MiB of parameters gathered at once when copying weights out of ZeRO-3."""
+    zero_overrides: tuple[tuple[str, Any], ...] = ()
+    """Extra DeepSpeed `zero_optimization` keys, (name, value) pairs applied last, e.g.
+    (("stage3_param_persistence_threshold", 10**7), ("overlap_comm", False)): throughput tuning."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
@@ -99,6 +108,8 @@ class EngineConfig:
             raise ValueError("offload_params needs zero_stage 3")
         if self.gather_bucket_mb < 1:
             raise ValueError("gather_bucket_mb must be >= 1")
+        if any(not isinstance(kv, tuple) or len(kv) != 2 or not isinstance(kv[0], str) for kv in self.zero_overrides):
+            raise ValueError("zero_overrides must be (name, value) pairs")
 
 
 @dataclass(frozen=True)
@@ -139,7 +150,7 @@ def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = Tr
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
     if config.offload_params and stage == 3:
         zero["offload_param"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
-    return zero
+    return zero | dict(config.zero_overrides)
 
 
 def deepspeed_config(config: EngineConfig, *, inference: bool = False) -> dict[str, Any]:
@@ -173,6 +184,8 @@ def deepspeed_config(config: EngineConfig, *, inference: bool = False) -> dict[s
             },
         },
     }
+    if config.optimizer == "torch_fused":
+        ds["optimizer"]["params"]["fused"] = True  # forwarded to torch.optim.AdamW
     if bf16:
         ds["data_types"] = {"grad_accum_dtype": "fp32"}
         ds["communication_data_type"] = "fp32"
@@ -206,13 +219,14 @@ def _hf_deepspeed(ds: dict[str, Any] | None) -> Iterator[None]:
         hf_deepspeed._hf_deepspeed_config_weak_ref = previous
 
 
-def _load(model_dir: str | Path, config: EngineConfig, ds: dict[str, Any] | None):
+def _load(model_dir: str | Path, config: EngineConfig, ds: dict[str, Any] | None, *, attn: str | None = None):
     from transformers import AutoModelForCausalLM
 
+    attn = attn or _attn_implementation(config)
+    if attn == TORCH_VARLEN:
+        register_torch_varlen()
     with _hf_deepspeed(ds):
-        return AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=compute_dtype(config), attn_implementation=_attn_implementation(config)
-        )
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=compute_dtype(config), attn_implementation=attn)
 
 
 def build_engine(model_dir: str | Path, config: EngineConfig):
@@ -350,7 +364,8 @@ def _persistent_buffers(module: torch.nn.Module) -> Iterator[tuple[str, torch.Te
 def load_replica(model_dir: str | Path, config: EngineConfig, *, device: str | torch.device | None = None):
     """The colocated inference replica: a plain (unsharded) HF model in eval mode with the engine's
     dtype and attention kernel on this rank's device; refresh it with `refresh_replica`."""
-    model = _load(model_dir, config, None).to(device or _this_device())
+    attn = _attn_implementation(config)
+    model = _load(model_dir, config, None, attn="sdpa" if attn == TORCH_VARLEN else attn).to(device or _this_device())
     model.requires_grad_(False)
     model.config.use_cache = True
     return model.eval()

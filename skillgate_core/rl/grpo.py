@@ -20,6 +20,7 @@ touches Prefect or the warehouse: the stage (grpo_stage) records what rank 0 ret
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -118,7 +119,7 @@ def _policy(job: GRPOJob, replica: Any, servers: ServerRollouts | None, tokenize
                               seed=_sampling_seed(cfg.seed, step, rank))
         return TeacherPolicy(tokenizer, noise, name="teacher")
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=1.0, max_new_tokens=cfg.max_new_tokens,
-                              seed=_sampling_seed(cfg.seed, step, rank))
+                              seed=_sampling_seed(cfg.seed, step, rank), sampler=cfg.sampler)
     if servers is not None:
         return servers.policy(sampling, name="policy")
     return LocalPolicy(replica, tokenizer, sampling, name="policy")
@@ -146,8 +147,12 @@ def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.T
 
 
 def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
-                  *, pad_token_id: int, device: torch.device) -> tuple[float, list[Any]]:
+                  *, pad_token_id: int, device: torch.device,
+                  timer: StepTimer | None = None) -> tuple[float, list[Any]]:
     """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts).
+
+    timer: if given, the step is split into its phases "logprob" (normaliser, packing, old and
+    reference log-probs) and "train" (forward, backward, optimizer step).
 
     N sums every episode of every rank (METHOD.md 6). Every rank runs the same number of micro-batches
     (ZeRO-3 gathers parameters collectively on each forward), padding with empty ones. The old and
@@ -155,31 +160,34 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     new ones, so at this step rho = 1 exactly. A step with no loss token anywhere (every group
     rejected) takes no optimizer step.
     """
-    # 3. the global normaliser N
-    normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
-    if normaliser <= 0:
-        return 0.0, []
-    # 4. pack, and agree on the micro-batch count
-    longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
-    packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
-                            max_samples=0 if packs_varlen(engine) else 1)
-    packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples], packing)
-    count = collectives.all_reduce_max(len(packed))
-    micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
-    # 5. old and reference log-probs, before any update
-    with torch.no_grad():
-        old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
-        ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
-               for mb in micro_batches]
-    # 6. loss and backward per micro-batch, then ONE optimizer step
-    losses = []
-    for k, mb in enumerate(micro_batches):
-        logp = token_logprobs(engine, mb, cfg.temperature)
-        out = _loss(loss_kind, logp, old[k], ref[k], mb, normaliser, cfg)
-        backward(engine, out.loss)
-        if mb.num_response_tokens:
-            losses.append(out)
-    optimizer_step(engine)
+    phase = timer.phase if timer is not None else (lambda name: contextlib.nullcontext())
+    with phase("logprob"):
+        # 3. the global normaliser N
+        normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
+        if normaliser <= 0:
+            return 0.0, []
+        # 4. pack, and agree on the micro-batch count
+        longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
+        packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
+                                max_samples=0 if packs_varlen(engine) else 1)
+        packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples], packing)
+        count = collectives.all_reduce_max(len(packed))
+        micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
+        # 5. old and reference log-probs, before any update
+        with torch.no_grad():
+            old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
+            ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
+                   for mb in micro_batches]
+    with phase("train"):
+        # 6. loss and backward per micro-batch, then ONE optimizer step
+        losses = []
+        for k, mb in enumerate(micro_batches):
+            logp = token_logprobs(engine, mb, cfg.temperature)
+            out = _loss(loss_kind, logp, old[k], ref[k], mb, normaliser, cfg)
+            backward(engine, out.loss)
+            if mb.num_response_tokens:
+                losses.append(out)
+        optimizer_step(engine)
     return normaliser, losses
 
 

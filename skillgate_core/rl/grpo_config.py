@@ -20,6 +20,7 @@ from skillgate_core.config_ranges import (
     check_ranges,
 )
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
+from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import parse_urls
 from skillgate_core.rl.loss import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
@@ -93,6 +94,9 @@ class GRPOConfig:
     """lambda; -1 takes the profile's own value (0.2 for the selector profiles, 0 otherwise)."""
     temperature: PositiveFloat = 1.0
     """Sampling temperature; the trainer divides logits by the same value."""
+    sampler: SamplerKind = "auto"
+    """rollout_source = policy: the replica's sampler: hf (transformers generate), static (static KV
+    cache + CUDA-graph decode step, policy.fast_sampler), auto = static on GPU, hf on CPU."""
     max_new_tokens: PositiveInt = 96
     """Longest assistant turn."""
     max_turns: PositiveInt = 4

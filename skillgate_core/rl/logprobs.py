@@ -11,7 +11,8 @@ rho = exp(logp - logp_old) is 1 up to the sampler's own numerics; two forwards o
 the same micro-batch give bit-identical values (rho exactly 1; tests/rl/test_logprobs.py).
 
 Attention over the packed row follows the model's attention implementation:
-- "flash_attention_2" / "flash_attention_3" / kernels flash: no mask, varlen via cu_seqlens;
+- "flash_attention_2" / "flash_attention_3" / kernels flash, and "torch_varlen" (PyTorch's own
+  varlen flash kernel, skillgate_core.rl.varlen_attention): no mask, varlen via cu_seqlens;
 - "sdpa": a block-diagonal causal bool mask; "eager": the same mask, additive in the model dtype.
 Anything else (e.g. flex attention) is refused rather than silently attending across samples.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from skillgate_core.rl.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
+from skillgate_core.rl.varlen_attention import TORCH_VARLEN
 
 __all__ = ["attention_inputs", "model_device", "packs_varlen", "token_logprobs"]
 
@@ -30,7 +32,11 @@ __all__ = ["attention_inputs", "model_device", "packs_varlen", "token_logprobs"]
 def packs_varlen(model: Any) -> bool:
     """True when the model's attention kernel takes packed rows natively (flash varlen): then many
     samples share a micro-batch; otherwise one sample per micro-batch is cheaper."""
-    return "flash" in str(getattr(_inner(model).config, "_attn_implementation", None) or "")
+    return _is_varlen(str(getattr(_inner(model).config, "_attn_implementation", None) or ""))
+
+
+def _is_varlen(impl: str) -> bool:
+    return "flash" in impl or impl == TORCH_VARLEN
 
 
 def _inner(model: Any) -> Any:
@@ -55,10 +61,10 @@ def _model_dtype(model: Any) -> torch.dtype:
 def attention_inputs(model: Any, micro_batch: MicroBatch) -> dict[str, Any]:
     """The forward kwargs that confine attention to each packed sample, for this model's kernel."""
     impl = str(getattr(_inner(model).config, "_attn_implementation", None) or "eager")
-    if len(micro_batch.response_lengths) <= 1 and "flash" not in impl:
+    if len(micro_batch.response_lengths) <= 1 and not _is_varlen(impl):
         # One sequence from position 0: the model's own causal mask is exact and takes the fast kernel.
         return {"attention_mask": None}
-    if "flash" in impl:
+    if _is_varlen(impl):
         return {"attention_mask": None, **flash_attention_kwargs(micro_batch)}
     if impl == "sdpa":
         return {"attention_mask": block_causal_mask(micro_batch)}

@@ -1,0 +1,503 @@
+"""Shared parts of the GPU benchmarks (grpo_step_vs_trl.py, trainer_throughput.py).
+
+An importable module, not a script: Ray Train workers import the per-worker functions below by
+name (launch_ray puts this folder on their PYTHONPATH). It holds:
+
+- the anchors' model and tokenizer construction, mirrored from anchors/anchor_trl.py and
+  anchors/anchor_ds.py (same words, corpus recipe, BPE trainer, Qwen2Config arguments), so our side
+  of each comparison runs the anchor's exact shapes;
+- `run_anchor`: an anchor script (a byte-identical copy of shared/gpu/anchors/) as a subprocess,
+  its last JSON line parsed;
+- `grpo_bench_worker`: our GRPO step, single-turn (generate -> reward -> update_policy -> refresh);
+- `throughput_worker`: our packed-row training step (packing + token_logprobs + selector_grpo_loss
+  + one optimizer step) per engine variant;
+- JSON / profiler / machine helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+ANCHORS = HERE / "anchors"
+PEAK_FLOPS = 790e12
+"""bf16 dense matrix rate measured on this workplace's H200 (shared/gpu/README.md's MFU denominator)."""
+
+# --- the anchors' shapes ------------------------------------------------------------------------
+
+WORDS = ["read", "skill", "exec", "file", "grep", "the", "task", "oracle", "ls", "cat", "json", "tool", "call", "result"]
+"""anchor_trl.py's vocabulary of words (corpus and prompts)."""
+
+
+def anchor_tokenizer(vocab: int, seed: int):
+    """anchor_trl.py's tokenizer: byte-level BPE trained on 3000 random lines of WORDS + digits
+    (the anchor does not seed `random`; we do, for a reproducible side)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(seed)
+    corpus = [" ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(40)) for _ in range(3000)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<pad>", "<eos>"],
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                        show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
+
+
+def anchor_prompts(n: int, seed: int) -> list[str]:
+    """anchor_trl.py's prompts: "task" + 30 random words."""
+    rng = random.Random(seed + 1)
+    return ["task " + " ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(n)]
+
+
+def trl_model_config(a: Any, hf_tok: Any):
+    """anchor_trl.py's Qwen2Config (vocab = the trained tokenizer's size)."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=len(hf_tok), hidden_size=a.hidden, num_hidden_layers=a.layers,
+                       num_attention_heads=a.heads, num_key_value_heads=a.kv, intermediate_size=a.inter,
+                       max_position_embeddings=4096, pad_token_id=hf_tok.pad_token_id,
+                       eos_token_id=hf_tok.eos_token_id, bos_token_id=hf_tok.eos_token_id)
+
+
+def ds_model_config(a: Any):
+    """anchor_ds.py's Qwen2Config (415M at the defaults; untied embeddings)."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                       num_attention_heads=a.heads, num_key_value_heads=a.kv, intermediate_size=a.inter,
+                       max_position_embeddings=8192)
+
+
+def save_random_model(cfg: Any, out: Path, *, dtype: torch.dtype, tokenizer: Any = None, seed: int = 0) -> int:
+    """A randomly initialised Qwen2ForCausalLM of `cfg` written as an HF model dir; returns its
+    parameter count (the anchors' N: every parameter, embeddings included)."""
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = Qwen2ForCausalLM(cfg)
+    model.to(dtype)
+    model.generation_config.eos_token_id = cfg.eos_token_id
+    model.generation_config.pad_token_id = cfg.pad_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+    n = sum(p.numel() for p in model.parameters())
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return n
+
+
+# --- small helpers --------------------------------------------------------------------------------
+
+def out_dir(arg: str | None) -> Path:
+    """--out if given, else $OUT (the device machine's convention), else benchmarks/results/gpu."""
+    path = Path(arg) if arg else Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "benchmarks" / "results" / "gpu"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": sys.version.split()[0], "torch": torch.__version__,
+                            "cuda": torch.cuda.is_available(), "cpus": os.cpu_count()}
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    for name in ("transformers", "deepspeed", "trl", "ray"):
+        try:
+            info[name] = __import__(name).__version__
+        except Exception as exc:  # absent on this machine: say so, do not fail
+            info[name] = f"unavailable ({type(exc).__name__})"
+    try:
+        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                     text=True, timeout=10).stdout.strip() or None
+    except Exception:
+        info["git"] = None
+    return info
+
+
+def setup_env(home: Path) -> None:
+    """State dir, a stable DeepSpeed extension cache, Ray without auth tokens or NVLink multicast."""
+    os.environ.setdefault("SKILLGATE_HOME", str(home))
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", f"/tmp/skillgate-torch-extensions-{os.getuid()}")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(key, value)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
+def run_anchor(script: str, args: Sequence[str], *, timeout: float, log: Path | None = None) -> dict[str, Any]:
+    """Run anchors/<script> with `args` in a subprocess; its last JSON line, plus wall time, or an error."""
+    cmd = [sys.executable, str(ANCHORS / script), *map(str, args)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return {"error": f"timed out after {timeout:.0f} s", "cmd": " ".join(cmd), "stdout_tail": out[-2000:]}
+    wall = time.perf_counter() - t0
+    if log is not None:
+        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    parsed = None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                parsed = json.loads(line)
+                break
+    if proc.returncode != 0 or parsed is None:
+        return {"error": f"exit {proc.returncode}", "cmd": " ".join(cmd), "stderr_tail": proc.stderr[-3000:],
+                "stdout_tail": proc.stdout[-1000:]}
+    return {**parsed, "subprocess_wall_s": round(wall, 2), "cmd": " ".join(cmd)}
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def release(*objects: Any) -> None:
+    """Drop engines / models and give their memory back (DeepSpeed hooks first)."""
+    for obj in objects:
+        destroy = getattr(obj, "destroy", None)
+        if callable(destroy):
+            with contextlib.suppress(Exception):
+                destroy()
+    del objects
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def profile_summary(prof: Any, *, rows: int = 15) -> tuple[dict[str, list[dict[str, Any]]], str]:
+    """What one profiled step spent its time on: {"kernels": the top GPU kernels by device time (CPU
+    runs: empty), "ops": the top operators by self device time (CPU runs: self CPU time)}, and the
+    profiler's own operator table."""
+    cuda = torch.cuda.is_available()
+    events = list(prof.key_averages())
+
+    def device_us(e: Any) -> float:
+        values = [getattr(e, n, None) for n in ("self_device_time_total", "self_cuda_time_total",
+                                                 "device_time_total", "cuda_time_total")]
+        return max([float(v) for v in values if v is not None] or [0.0])
+
+    def is_kernel(e: Any) -> bool:
+        return "CUDA" in str(getattr(e, "device_type", "")) or "PrivateUse1" in str(getattr(e, "device_type", ""))
+
+    def listing(items: list[Any], key: Any) -> list[dict[str, Any]]:
+        total = sum(key(e) for e in items) or 1.0
+        top = sorted(items, key=key, reverse=True)[:rows]
+        return [{"name": e.key[:160], "calls": int(e.count), "ms": round(key(e) / 1e3, 3),
+                 "share": round(key(e) / total, 4)} for e in top]
+
+    kernels = [e for e in events if is_kernel(e)] if cuda else []
+    ops = [e for e in events if not is_kernel(e)]
+    out = {"kernels": listing(kernels, device_us),
+           "ops": listing(ops, (lambda e: float(getattr(e, "self_device_time_total", 0.0) or 0.0)) if cuda
+                          else (lambda e: float(e.self_cpu_time_total)))}
+    table = ""
+    for sort_by in (("self_device_time_total", "self_cuda_time_total") if cuda else ("self_cpu_time_total",)):
+        with contextlib.suppress(Exception):
+            table = prof.key_averages().table(sort_by=sort_by, row_limit=2 * rows, max_name_column_width=100)
+            break
+    return out, table
+
+
+def pick_attn(requested: str) -> tuple[str, str | None]:
+    """The training attention to use, and why 'best' did not pick torch_varlen (None if it did)."""
+    if requested != "best":
+        return requested, None
+    from skillgate_core.rl.varlen_attention import TORCH_VARLEN, self_check, torch_varlen_available
+
+    if not torch_varlen_available():
+        return "auto", "torch varlen kernel unavailable (no CUDA or torch without nn.attention.varlen)"
+    problem = self_check("cuda", torch.bfloat16)
+    return ("auto", problem) if problem else (TORCH_VARLEN, None)
+
+
+# --- our GRPO step (grpo_step_vs_trl.py) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GRPOBenchJob:
+    """One run of our single-turn GRPO step on the anchor's workload."""
+
+    model_dir: str
+    prompts: tuple[tuple[int, ...], ...]
+    """Tokenized prompts; step i uses prompts[i*P : (i+1)*P] (cyclic), each repeated `gens` times."""
+    prompts_per_step: int
+    gens: int
+    maxlen: int
+    steps: int
+    warmup: int
+    profile: bool
+    engine: Any
+    """skillgate_core.rl.engine.EngineConfig."""
+    sampler: str
+    micro_batch_tokens: int
+    seed: int
+    out_dir: str
+
+
+def _phase_names() -> tuple[str, ...]:
+    return ("generate", "reward", "logprob", "train", "sync")
+
+
+def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
+    """Our GRPO step, timed: generate (replica + sampler) -> reward len(text) % 7 -> group advantages
+    -> update_policy (N, packing, old log-probs, loss/backward, one optimizer step) -> refresh_replica.
+
+    The summary is also written to out_dir/grpo_ours.json before the profiled step, so a profiler
+    failure (or a kill by the caller's timeout) still leaves the timed numbers."""
+    from transformers import AutoTokenizer
+
+    from skillgate_core.rl.engine import build_engine, load_replica
+    from skillgate_core.rl.grpo_config import GRPOConfig
+    from skillgate_core.rl.profiles import get_profile
+
+    cuda = ctx.device.startswith("cuda")
+    tok = AutoTokenizer.from_pretrained(job.model_dir)
+    t0 = time.perf_counter()
+    engine = build_engine(job.model_dir, job.engine)
+    replica = load_replica(job.model_dir, job.engine)
+    setup_s = time.perf_counter() - t0
+    profile = get_profile("mixed_task_reward")
+    cfg = GRPOConfig(profile=profile.name, beta=0.0, num_workers=1, launcher="process",
+                     prompts_per_step=job.prompts_per_step, group_size=job.gens, use_gpu=cuda,
+                     bf16=job.engine.dtype == "bf16", temperature=1.0, max_new_tokens=job.maxlen,
+                     micro_batch_tokens=job.micro_batch_tokens, learning_rate=job.engine.lr, sampler=job.sampler)
+    state = {"engine": engine, "replica": replica, "tok": tok, "cfg": cfg, "loss": profile.loss,
+             "device": torch.device(ctx.device)}
+    records = []
+    for i in range(job.warmup + job.steps):
+        records.append(_grpo_step(job, state, i, "warmup" if i < job.warmup else "timed"))
+    summary = _grpo_summary(records) | {
+        "setup_s": round(setup_s, 2), "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
+        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None}
+    write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+    if job.profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        try:
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            with torch_profile(activities=acts) as prof:
+                records.append(_grpo_step(job, state, job.warmup + job.steps, "profiled"))
+            summary["profile_top"], table = profile_summary(prof)
+            (Path(job.out_dir) / "grpo_profile.txt").write_text(table)
+        except Exception as exc:  # the timed numbers stand without it
+            summary["profile_error"] = f"{type(exc).__name__}: {exc}"[:800]
+        summary["records"] = records
+        write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+    return summary
+
+
+def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> dict[str, Any]:
+    import numpy as np
+
+    from skillgate_core.credit import task_advantages
+    from skillgate_core.policy.fast_sampler import resolve_sampler, sample_batch, static_sampler_for
+    from skillgate_core.policy.local_sampler import SamplingConfig
+    from skillgate_core.rl.engine import refresh_replica
+    from skillgate_core.rl.grpo import update_policy
+    from skillgate_core.rl.samples import CreditedSample
+    from skillgate_core.rl.step_metrics import StepTimer
+
+    engine, replica, tok, cfg = state["engine"], state["replica"], state["tok"], state["cfg"]
+    p, g = job.prompts_per_step, job.gens
+    timer = StepTimer(sync_cuda=True)
+    start = time.perf_counter()
+    batch = [job.prompts[(i * p + k) % len(job.prompts)] for k in range(p) for _ in range(g)]
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
+    with timer.phase("generate"):
+        comps = sample_batch(replica, tok, batch, sampling)
+    with timer.phase("reward"):
+        rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward
+        samples = []
+        for k in range(p):
+            adv = task_advantages(rewards[k * g : (k + 1) * g])
+            for j in range(g):
+                c = comps[k * g + j]
+                ones, zeros = np.ones(len(c.token_ids)), np.zeros(len(c.token_ids))
+                samples.append(CreditedSample(f"prompt{k}", tuple(batch[k * g + j]), tuple(c.token_ids), ones,
+                                              np.full(len(c.token_ids), adv[j]), zeros, ones, zeros))
+    _, losses = update_policy(engine, None, samples, state["loss"], cfg, pad_token_id=tok.pad_token_id or 0,
+                              device=state["device"], timer=timer)
+    with timer.phase("sync"):
+        refresh_replica(replica, engine)
+    wall = time.perf_counter() - start
+    lengths = [len(c.token_ids) for c in comps]
+    rec = {"step": i, "kind": kind, "wall_s": round(wall, 4),
+           **{f"{k}_s": round(timer.seconds.get(k, 0.0), 4) for k in _phase_names()},
+           "completion_tokens": sum(lengths), "mean_len": sum(lengths) / len(lengths),
+           "generate_tok_per_s": round(sum(lengths) / max(1e-9, timer.seconds["generate"]), 1),
+           "stopped": sum(c.finish == "stop" for c in comps), "reward_mean": sum(rewards) / len(rewards),
+           "policy_loss": sum(float(x.policy_task) for x in losses), "micro_batches": len(losses)}
+    if resolve_sampler(sampling, replica) == "static":
+        rec["sampler"] = dict(static_sampler_for(replica, tok).stats)
+    print("ours", json.dumps(rec), flush=True)
+    return rec
+
+
+def _grpo_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    timed = [r for r in records if r["kind"] == "timed"]
+    first = [r for r in records if r["kind"] != "profiled"]
+    wall = sum(r["wall_s"] for r in timed)
+    tokens = sum(r["completion_tokens"] for r in timed)
+    gen = sum(r["generate_s"] for r in timed)
+    return {
+        "steps": len(timed), "s_per_step": round(wall / max(1, len(timed)), 4), "completion_tokens": tokens,
+        "completion_tok_per_s": round(tokens / wall, 1) if wall else None,
+        "generate_tok_per_s": round(tokens / gen, 1) if gen else None,
+        "s_per_step_incl_warmup": round(sum(r["wall_s"] for r in first) / max(1, len(first)), 4),
+        "completion_tok_per_s_incl_warmup": round(sum(r["completion_tokens"] for r in first)
+                                                  / max(1e-9, sum(r["wall_s"] for r in first)), 1),
+        "split_s_per_step": {k: round(sum(r[f"{k}_s"] for r in timed) / max(1, len(timed)), 4) for k in _phase_names()},
+        "records": records,
+    }
+
+
+# --- our trainer's packed-row step (trainer_throughput.py) --------------------------------------------
+
+@dataclass(frozen=True)
+class ThroughputJob:
+    """Engine variants to time on every rank."""
+
+    model_dir: str
+    variants: tuple[tuple[str, Any], ...]
+    """(name, EngineConfig) pairs."""
+    seq: int
+    mb: int
+    steps: int
+    warmup: int
+    prompt_len: int
+    flops_per_token: float
+    timeout_s: float = 0.0
+    """Skip the variants left once this many seconds have passed (0 = no limit)."""
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def synthetic_samples(job: ThroughputJob, vocab: int, seed: int) -> list[Any]:
+    """mb samples of seq tokens (prompt_len prompt + the rest response) with GRPO fields: every
+    response token in the loss; a few identity tokens carry selector credit instead of task credit."""
+    import numpy as np
+
+    from skillgate_core.rl.packing import TrainSample
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(job.mb):
+        r = job.seq - job.prompt_len
+        w_sel = (rng.random(r) < 0.01).astype(np.float64)
+        out.append(TrainSample(
+            prompt_ids=rng.integers(3, vocab, job.prompt_len).tolist(),
+            response_ids=rng.integers(3, vocab, r).tolist(),
+            fields={"mask": np.ones(r), "a_task": np.full(r, 1.0 if i % 2 else -1.0), "a_sel": np.full(r, 0.5),
+                    "w_task": 1.0 - w_sel, "w_sel": w_sel},
+        ))
+    return out
+
+
+def _train_step(engine: Any, micro_batches: list[Any], normaliser: float) -> None:
+    """One optimizer step of the trainer's inner loop: per micro-batch token_logprobs ->
+    selector_grpo_loss (rho = 1, old = detached current) -> backward; then the optimizer step."""
+    from skillgate_core.rl.engine import backward, optimizer_step
+    from skillgate_core.rl.logprobs import token_logprobs
+    from skillgate_core.rl.loss import selector_grpo_loss
+
+    for m in micro_batches:
+        f = m.fields
+        logp = token_logprobs(engine, m, 1.0)
+        out = selector_grpo_loss(logp, logp.detach(), f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"],
+                                 normaliser, selector_coef=0.2, beta=0.0)
+        backward(engine, out.loss)
+    optimizer_step(engine)
+
+
+def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
+    from skillgate_core.rl import collectives
+    from skillgate_core.rl.engine import build_engine
+    from skillgate_core.rl.logprobs import packs_varlen
+    from skillgate_core.rl.loss import global_token_normaliser
+    from skillgate_core.rl.packing import PackingConfig, pack_samples
+
+    cuda = ctx.device.startswith("cuda")
+    engine = None
+    try:
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        engine = build_engine(job.model_dir, ecfg)
+        build_s = time.perf_counter() - t0
+        samples = synthetic_samples(job, engine.module.config.vocab_size, seed=ctx.rank)
+        varlen = packs_varlen(engine)
+        packing = PackingConfig(max_tokens=job.mb * job.seq, max_samples=0 if varlen else 1)
+        mbs = [m.to(torch.device(ctx.device)) for m in pack_samples(samples, packing)]
+        normaliser = collectives.all_reduce_sum(global_token_normaliser(s.fields["mask"] for s in samples))
+        for _ in range(job.warmup):
+            _train_step(engine, mbs, normaliser)
+        sync()
+        collectives.barrier()
+        t0 = time.perf_counter()
+        for _ in range(job.steps):
+            _train_step(engine, mbs, normaliser)
+        sync()
+        collectives.barrier()
+        dt = time.perf_counter() - t0
+        per_rank = collectives.all_gather_objects(job.mb * job.seq * job.steps / dt)
+        per_gpu = sum(per_rank) / len(per_rank)
+        return {
+            "tok_per_s": round(sum(per_rank)), "tok_per_s_per_gpu": round(per_gpu),
+            "mfu_vs_790T": round(per_gpu * job.flops_per_token / PEAK_FLOPS, 3),
+            "s_per_step": round(dt / job.steps, 4), "micro_batches_per_step": len(mbs),
+            "attn": str(engine.module.config._attn_implementation), "packs_varlen": varlen,
+            "engine_build_s": round(build_s, 1), "world_size": ctx.world_size,
+            "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 1) if cuda else None,
+            "config": {k: v for k, v in vars(ecfg).items()
+                       if k in ("zero_stage", "optimizer", "zero_overrides", "gradient_checkpointing", "dtype")},
+        }
+    except Exception as exc:  # one variant failing must not lose the others' numbers
+        return {"error": f"{type(exc).__name__}: {exc}"[:800]}
+    finally:
+        release(engine)
+
+
+def throughput_worker(ctx: Any, job: ThroughputJob) -> dict[str, Any]:
+    """Per variant: build the engine, pack this rank's mb x seq tokens, warm up, time `steps` optimizer
+    steps of token_logprobs -> selector_grpo_loss -> backward, then one optimizer step (collective)."""
+    from skillgate_core.rl import collectives
+
+    start = time.perf_counter()
+    results: dict[str, Any] = {}
+    for name, ecfg in job.variants:
+        # every rank takes rank 0's decision, so the collectives stay matched
+        late = collectives.all_gather_objects(bool(job.timeout_s) and time.perf_counter() - start > job.timeout_s)[0]
+        results[name] = {"skipped": f"past the {job.timeout_s:.0f} s budget"} if late else _time_variant(ctx, job, ecfg)
+        if ctx.rank == 0:
+            print("variant", name, json.dumps(results[name], default=str), flush=True)
+    return results

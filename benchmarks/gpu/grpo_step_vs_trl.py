@@ -1,0 +1,153 @@
+"""One GRPO step, ours vs TRL's GRPOTrainer, on the same workload, in one run on one GPU.
+
+    python benchmarks/gpu/grpo_step_vs_trl.py                 # the H200 comparison (docs/gpu.md)
+    python benchmarks/gpu/grpo_step_vs_trl.py --smoke         # CPU: tiny model, 2 steps, < 1 min
+
+(a) TRL: anchors/anchor_trl.py (a byte-identical copy of shared/gpu/anchors/anchor_trl.py) as a
+    subprocess with the same --bs/--gens/--maxlen/--steps and model shape: TRL 1.16 GRPOTrainer,
+    transformers generate, reward len(completion) % 7, beta 0, bf16.
+(b) Ours, on the same shapes: the anchor's tokenizer construction and Qwen2 config (random init), the
+    anchor's prompts, bs/gens prompts per step each sampled gens times (bs completions of up to
+    maxlen tokens), single turn: the colocated replica samples with policy.fast_sampler (static KV
+    cache + CUDA-graph decode step), reward len(text) % 7, group advantages (the plain GRPO loss of
+    the mixed_task_reward profile), then rl.grpo.update_policy on a DeepSpeed ZeRO-3 engine (1 worker
+    via run_in_process, bf16: N, packing, old log-probs, loss + backward, ONE optimizer step) and
+    rl.engine.refresh_replica. One full step = generate + log-probs + update + sync.
+
+Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
+the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
+train / sync (GPU-synchronised phase boundaries), and a torch.profiler summary of the top kernels
+of one extra step (grpo_profile.txt). JSON: --out, else $OUT, else benchmarks/results/gpu/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_bench  # noqa: E402  (this folder; Ray-free here, but the workers live there)
+
+SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 512, "bs": 4, "gens": 2,
+         "maxlen": 16, "steps": 2, "warmup": 0, "sampler": "static"}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # the anchor's arguments, defaulting to the recorded anchor run (shared/gpu/README.md)
+    p.add_argument("--hidden", type=int, default=896)
+    p.add_argument("--layers", type=int, default=24)
+    p.add_argument("--heads", type=int, default=14)
+    p.add_argument("--kv", type=int, default=2)
+    p.add_argument("--inter", type=int, default=4864)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--steps", type=int, default=4, help="timed steps (TRL: --steps)")
+    p.add_argument("--bs", type=int, default=32, help="completions per step (TRL per_device_train_batch_size)")
+    p.add_argument("--gens", type=int, default=8, help="completions per prompt (TRL num_generations)")
+    p.add_argument("--maxlen", type=int, default=512, help="max completion tokens")
+    # ours
+    p.add_argument("--warmup", type=int, default=1, help="our untimed steps first (compile, allocator)")
+    p.add_argument("--sampler", default="auto", choices=["auto", "static", "hf"], help="auto = static on GPU")
+    p.add_argument("--attn", default="best", help="training attention: best = torch_varlen when it passes its "
+                   "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
+    p.add_argument("--zero-stage", type=int, default=3)
+    p.add_argument("--optimizer", default="torch", choices=["auto", "torch", "torch_fused", "deepspeed"])
+    p.add_argument("--micro-batch-tokens", type=int, default=16384)
+    p.add_argument("--no-profile", action="store_true", help="skip the profiled extra step")
+    p.add_argument("--skip-trl", action="store_true")
+    p.add_argument("--trl-timeout", type=float, default=240.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 steps")
+    p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
+    if "--smoke" in (sys.argv[1:] if argv is None else argv):
+        p.set_defaults(**SMOKE)  # smoke values are defaults: flags given beside --smoke still win
+    a = p.parse_args(argv)
+    if a.bs % a.gens:
+        p.error("--bs must be a multiple of --gens")
+    return a
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse(argv)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
+    out = gpu_bench.out_dir(a.out)
+    work = Path(tempfile.mkdtemp(prefix="grpo-vs-trl-"))
+    gpu_bench.setup_env(work / "home")
+    cuda = torch.cuda.is_available()
+    path = out / "grpo_step_vs_trl.json"
+    result: dict = {"benchmark": "grpo_step_vs_trl", "argv": sys.argv[1:] if argv is None else argv,
+                    "args": vars(a), "machine": gpu_bench.machine()}
+    t_all = time.perf_counter()
+
+    # (a) the TRL anchor, as recorded: same shape and --bs/--gens/--maxlen/--steps
+    if not a.skip_trl:
+        trl_args = ["--hidden", a.hidden, "--layers", a.layers, "--heads", a.heads, "--kv", a.kv, "--inter", a.inter,
+                    "--vocab", a.vocab, "--steps", a.steps, "--bs", a.bs, "--gens", a.gens, "--maxlen", a.maxlen,
+                    "--out", work / "trl_out"]
+        print("trl: running anchors/anchor_trl.py", flush=True)
+        result["trl"] = gpu_bench.run_anchor("anchor_trl.py", trl_args, timeout=a.trl_timeout,
+                                             log=out / "trl_anchor.log" if not a.smoke else None)
+        print("trl", json.dumps(result["trl"])[:600], flush=True)
+        gpu_bench.write_json(path, result)
+
+    # (b) ours
+    from skillgate_core.rl.engine import EngineConfig
+    from skillgate_core.rl.launch import run_in_process
+
+    attn, why_not_varlen = gpu_bench.pick_attn(a.attn)
+    tok = gpu_bench.anchor_tokenizer(a.vocab, a.seed)
+    model_dir = work / "model"
+    n_params = gpu_bench.save_random_model(gpu_bench.trl_model_config(a, tok), model_dir,
+                                           dtype=torch.bfloat16 if cuda else torch.float32, tokenizer=tok, seed=a.seed)
+    n_prompts = a.bs // a.gens
+    prompts = tuple(tuple(tok(t, add_special_tokens=False)["input_ids"])
+                    for t in gpu_bench.anchor_prompts(n_prompts * (a.warmup + a.steps + 1), a.seed))
+    engine = EngineConfig(lr=1e-6, dtype="bf16" if cuda else "fp32", zero_stage=a.zero_stage, optimizer=a.optimizer,
+                          attn_implementation=attn)
+    job = gpu_bench.GRPOBenchJob(model_dir=str(model_dir), prompts=prompts, prompts_per_step=n_prompts, gens=a.gens,
+                                 maxlen=a.maxlen, steps=a.steps, warmup=a.warmup, profile=not a.no_profile,
+                                 engine=engine, sampler=a.sampler, micro_batch_tokens=a.micro_batch_tokens,
+                                 seed=a.seed, out_dir=str(out))
+    print(f"ours: {n_params / 1e6:.1f}M params, attn {attn}, sampler {a.sampler}", flush=True)
+    try:
+        ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / "run", use_gpu=cuda).results[0]
+    except Exception as exc:
+        partial = out / "grpo_ours.json"  # the worker's timed numbers, if it got that far
+        ours = json.loads(partial.read_text()) if partial.exists() else {}
+        ours["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    (out / "grpo_ours.json").unlink(missing_ok=True)  # merged into the one JSON below
+    ours |= {"params_M": round(n_params / 1e6, 1), "attn_requested": a.attn, "attn_used": attn,
+             "torch_varlen_not_used_because": why_not_varlen}
+    result["ours"] = ours
+
+    trl = result.get("trl", {})
+    if "completion_tok_per_s" in trl and ours.get("completion_tok_per_s"):
+        result["ratio"] = {
+            "completion_tok_per_s": round(ours["completion_tok_per_s"] / trl["completion_tok_per_s"], 2),
+            "s_per_step": round(trl["s_per_step"] / ours["s_per_step"], 2),
+            "completion_tok_per_s_incl_warmup": round(ours["completion_tok_per_s_incl_warmup"]
+                                                      / trl["completion_tok_per_s"], 2),
+            "note": "ours / TRL for tokens/s, TRL / ours for s/step (> 1 = ours faster). TRL's numbers include "
+                    "its first step; ours are timed steps after --warmup (also given including it).",
+        }
+    result["wall_s"] = round(time.perf_counter() - t_all, 1)
+    gpu_bench.write_json(path, result)
+    summary = {k: result.get("ratio", {}).get(k) for k in ("completion_tok_per_s", "s_per_step")}
+    print("SUMMARY grpo_step_vs_trl", json.dumps({
+        "trl_tok_s": trl.get("completion_tok_per_s"), "trl_s_step": trl.get("s_per_step"),
+        "ours_tok_s": ours.get("completion_tok_per_s"), "ours_s_step": ours.get("s_per_step"),
+        "ours_generate_tok_s": ours.get("generate_tok_per_s"),
+        "ours_split": ours.get("split_s_per_step"), "ratio": summary, "error": ours.get("error") or trl.get("error"),
+        "json": str(path)}), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Training throughput of our engine vs plain PyTorch, in one run: tokens/s and MFU.
+
+    python benchmarks/gpu/trainer_throughput.py                    # 1 H200 (docs/gpu.md)
+    python benchmarks/gpu/trainer_throughput.py --num-gpus 2       # 2 GPUs: Ray Train with 2 workers
+    python benchmarks/gpu/trainer_throughput.py --smoke            # CPU, tiny, < 1 min
+
+Workload: anchors/anchor_ds.py's model (a byte-identical copy of shared/gpu/anchors/anchor_ds.py:
+Qwen2-shaped, 415M at the defaults, random init), seq 2048, micro-batch 8: each rank trains on 8
+samples of 2048 tokens per optimizer step (--prompt-len prompt + response, every response token in
+the loss, synthetic advantages and selector weights) through OUR path: packing.pack_samples ->
+logprobs.token_logprobs -> loss.selector_grpo_loss -> engine.backward -> engine.optimizer_step.
+With a varlen attention kernel (torch_varlen: PyTorch's own flash varlen; or flash_attention_2) the 8
+samples are ONE packed row of 16384 tokens; with sdpa, one micro-batch per sample.
+
+  plain PyTorch   anchors/anchor_ds.py --mode torch (subprocess): bf16, fused AdamW, batch [8, 2048]
+  process         our engine, 1 GPU, run_in_process, each --variants preset (below)
+  ray             our engine through Ray Train (launch_ray) with --num-gpus workers, the z3 preset and
+                  the best process preset: scaling = ray tokens/s / process tokens/s of that preset
+
+Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
+  z3          ZeRO-3, torch AdamW: the trainer's defaults
+  z3_persist  ZeRO-3, every parameter persistent (no per-layer gathers on one GPU), bigger
+              prefetch / reduce buckets, fused AdamW
+  z2          ZeRO-2, fused AdamW, 500M-element buckets
+  z0          no ZeRO partitioning (DeepSpeed's bf16 optimizer), fused AdamW
+  z3_sdpa     z3 with sdpa attention (one sample per micro-batch): what the varlen kernel buys
+  z3_ckpt     z3 with gradient checkpointing (memory for speed)
+  z2_nooverlap z2 with overlap_comm off
+
+MFU = tokens/s per GPU x (6 N + 12 L d s) / 790e12 (shared/gpu/README.md). JSON: --out, else $OUT,
+else benchmarks/results/gpu/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_bench  # noqa: E402  (this folder: Ray workers import it by name too)
+
+SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 512, "seq": 128, "mb": 2,
+         "steps": 2, "warmup": 1, "prompt_len": 16, "variants": "z3,z2", "budget_s": 0.0}
+
+BIG = 5 * 10**8
+PRESETS = {
+    "z3": {"zero_stage": 3, "optimizer": "torch"},
+    "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
+        ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
+        ("stage3_prefetch_bucket_size", BIG), ("reduce_bucket_size", BIG))},
+    "z2": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
+        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG))},
+    "z0": {"zero_stage": 0, "optimizer": "torch_fused"},
+    "z3_sdpa": {"zero_stage": 3, "optimizer": "torch", "attn_implementation": "sdpa"},
+    "z3_ckpt": {"zero_stage": 3, "optimizer": "torch", "gradient_checkpointing": True},
+    "z2_nooverlap": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
+        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG), ("overlap_comm", False))},
+}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # anchor_ds.py's arguments and defaults
+    p.add_argument("--hidden", type=int, default=896)
+    p.add_argument("--layers", type=int, default=24)
+    p.add_argument("--heads", type=int, default=14)
+    p.add_argument("--kv", type=int, default=2)
+    p.add_argument("--inter", type=int, default=4864)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--mb", type=int, default=8)
+    p.add_argument("--steps", type=int, default=6, help="timed optimizer steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (anchor_ds.py: 2)")
+    # ours
+    p.add_argument("--prompt-len", type=int, default=64, help="prompt tokens of each 2048-token sample (no loss)")
+    p.add_argument("--variants", default="z3,z3_persist,z2,z0", help=f"process presets, of {','.join(PRESETS)}")
+    p.add_argument("--attn", default="best", help="best = torch_varlen when it passes its self-check here, "
+                   "else auto; or auto / sdpa / torch_varlen / flash_attention_2")
+    p.add_argument("--num-gpus", type=int, default=0, help="Ray Train workers (default: every visible GPU, 1 on CPU)")
+    p.add_argument("--launchers", default="process,ray", help="process, ray, or both")
+    p.add_argument("--ray-variants", default="z3,best", help="presets run under Ray (best = the fastest process one)")
+    p.add_argument("--anchor-mode", default="torch", choices=["torch", "ds", "both", "none"],
+                   help="anchor_ds.py --mode to run beside ours (none = skip)")
+    p.add_argument("--anchor-timeout", type=float, default=180.0)
+    p.add_argument("--budget-s", type=float, default=150.0, help="per launcher: presets left after this are skipped")
+    p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 steps, z3 + z2, Ray 1 worker")
+    p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
+    if "--smoke" in (sys.argv[1:] if argv is None else argv):
+        p.set_defaults(**SMOKE)  # smoke values are defaults: flags given beside --smoke still win
+    a = p.parse_args(argv)
+    unknown = [v for v in a.variants.split(",") if v not in PRESETS]
+    if unknown:
+        p.error(f"unknown presets {unknown}; known: {sorted(PRESETS)}")
+    if a.num_gpus <= 0:
+        a.num_gpus = max(1, torch.cuda.device_count())
+    return a
+
+
+def engine_configs(names: list[str], attn: str, cuda: bool) -> tuple[tuple[str, object], ...]:
+    from skillgate_core.rl.engine import EngineConfig
+
+    base = EngineConfig(lr=1e-5, dtype="bf16" if cuda else "fp32", attn_implementation=attn)
+    return tuple((n, replace(base, **PRESETS[n])) for n in names)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse(argv)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
+    out = gpu_bench.out_dir(a.out)
+    work = Path(tempfile.mkdtemp(prefix="trainer-throughput-"))
+    gpu_bench.setup_env(work / "home")
+    cuda = torch.cuda.is_available()
+    path = out / "trainer_throughput.json"
+    result: dict = {"benchmark": "trainer_throughput", "argv": sys.argv[1:] if argv is None else argv,
+                    "args": vars(a), "machine": gpu_bench.machine()}
+    t_all = time.perf_counter()
+
+    # plain PyTorch (and, if asked, anchor_ds.py's own DeepSpeed ZeRO-3) on the same shapes
+    if a.anchor_mode != "none":
+        args = ["--hidden", a.hidden, "--layers", a.layers, "--heads", a.heads, "--kv", a.kv, "--inter", a.inter,
+                "--vocab", a.vocab, "--seq", a.seq, "--mb", a.mb, "--steps", a.steps, "--mode", a.anchor_mode]
+        print("anchor: anchors/anchor_ds.py", flush=True)
+        result["anchor_ds"] = gpu_bench.run_anchor("anchor_ds.py", args, timeout=a.anchor_timeout)
+        print("anchor_ds", json.dumps(result["anchor_ds"])[:600], flush=True)
+        gpu_bench.write_json(path, result)
+
+    from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
+
+    attn, why_not = gpu_bench.pick_attn(a.attn)
+    result["attn"] = {"requested": a.attn, "used": attn, "torch_varlen_not_used_because": why_not}
+    n_params = gpu_bench.save_random_model(gpu_bench.ds_model_config(a), work / "model",
+                                           dtype=torch.bfloat16 if cuda else torch.float32)
+    flops_per_token = 6 * n_params + 12 * a.layers * a.hidden * a.seq
+    result["model"] = {"params": n_params, "flops_per_token": flops_per_token}
+    names = a.variants.split(",")
+    job = gpu_bench.ThroughputJob(model_dir=str(work / "model"), variants=engine_configs(names, attn, cuda),
+                                  seq=a.seq, mb=a.mb, steps=a.steps, warmup=a.warmup, prompt_len=a.prompt_len,
+                                  flops_per_token=flops_per_token, timeout_s=a.budget_s)
+    launchers = a.launchers.split(",")
+    if "process" in launchers:
+        print(f"process: {names} (attn {attn})", flush=True)
+        try:
+            result["process"] = run_in_process(gpu_bench.throughput_worker, job, run_dir=work / "process",
+                                               use_gpu=cuda).results[0]
+        except Exception as exc:
+            result["process"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        gpu_bench.write_json(path, result)
+    done = {k: v for k, v in result.get("process", {}).items() if isinstance(v, dict) and "tok_per_s" in v}
+    best = max(done, key=lambda k: done[k]["tok_per_s"]) if done else None
+    if "ray" in launchers:
+        ray_names = list(dict.fromkeys(best if n == "best" else n for n in a.ray_variants.split(",")
+                                       if n != "best" or best))
+        key = f"ray_{a.num_gpus}"
+        print(f"{key}: {ray_names}", flush=True)
+        launch = LaunchConfig(num_workers=a.num_gpus, use_gpu=cuda, pythonpath=(str(Path(__file__).resolve().parent),),
+                              storage_path=str(work / "ray"), name_prefix="throughput",
+                              env=(("PYTHONWARNINGS", "ignore::FutureWarning"),))
+        try:
+            ray_job = replace(job, variants=engine_configs(ray_names, attn, cuda))
+            result[key] = launch_ray(gpu_bench.throughput_worker, ray_job, launch).results[0]
+        except Exception as exc:
+            result[key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        gpu_bench.write_json(path, result)
+
+    result["summary"] = summarise(result, a.num_gpus, best)
+    result["wall_s"] = round(time.perf_counter() - t_all, 1)
+    gpu_bench.write_json(path, result)
+    print("SUMMARY trainer_throughput", json.dumps({**result["summary"], "json": str(path)}), flush=True)
+    return result
+
+
+def summarise(result: dict, num_gpus: int, best: str | None) -> dict:
+    """The numbers the docs table wants: plain torch, each of ours, MFU, ratio to torch, scaling."""
+    torch_tps = result.get("anchor_ds", {}).get("torch", {}).get("tok_per_s")
+    rows = {}
+    for launcher in ("process", f"ray_{num_gpus}"):
+        for name, r in (result.get(launcher) or {}).items():
+            if isinstance(r, dict) and "tok_per_s" in r:
+                rows[f"{launcher}/{name}"] = {
+                    "tok_per_s": r["tok_per_s"], "mfu": r["mfu_vs_790T"],
+                    "vs_plain_torch": round(r["tok_per_s_per_gpu"] / torch_tps, 3) if torch_tps else None}
+            elif isinstance(r, dict):
+                rows[f"{launcher}/{name}"] = {k: v for k, v in r.items() if k in ("error", "skipped")}
+    scaling = {}
+    for name, r in (result.get(f"ray_{num_gpus}") or {}).items():
+        one = (result.get("process") or {}).get(name, {})
+        if isinstance(r, dict) and "tok_per_s" in r and "tok_per_s" in one:
+            scaling[name] = round(r["tok_per_s"] / one["tok_per_s"], 3)
+    return {"plain_torch_tok_per_s": torch_tps, "plain_torch_mfu": result.get("anchor_ds", {}).get("torch", {}).get(
+        "mfu_vs_790T"), "best_process_preset": best, "rows": rows,
+        f"scaling_ray{num_gpus}_vs_process1": scaling}
+
+
+if __name__ == "__main__":
+    main()

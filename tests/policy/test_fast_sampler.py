@@ -1,0 +1,151 @@
+"""The static-cache sampler keeps local_sampler's contract: same ids and log-probs for one seed on CPU,
+log-probs that teacher forcing reproduces, stop tokens and finish reasons per row, any prompt lengths."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from skillgate_core.agent.policies import LocalPolicy
+from skillgate_core.policy import fast_sampler
+from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
+from skillgate_core.policy.local_sampler import (
+    SamplingConfig,
+    load_policy,
+    sample_completions,
+    sequence_logprobs,
+)
+from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("policy")
+    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32)
+    return build_tiny_model(cfg, {}, out).outputs["base_model"]
+
+
+@pytest.fixture(scope="module")
+def policy(model_dir):
+    return load_policy(model_dir)
+
+
+def prompts(tok):
+    msgs = [
+        [{"role": "user", "content": "list the files"}],
+        [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "read /skills/a/SKILL.md please"}],
+        [{"role": "user", "content": "x"}],
+    ]
+    out = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=False) for m in msgs]
+    assert len({len(p) for p in out}) == 3  # three prompt lengths: left padding matters
+    return out
+
+
+def assert_teacher_forced(model, ps, comps, temperature):
+    for prompt, c in zip(ps, comps, strict=True):
+        assert len(c.token_ids) == len(c.logprobs) > 0
+        recomputed = sequence_logprobs(model, prompt, c.token_ids, temperature)
+        torch.testing.assert_close(recomputed, torch.tensor(c.logprobs), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.0, 0.9)])
+def test_same_ids_and_logprobs_as_local_sampler_for_one_seed(policy, temperature, top_p):
+    model, tok = policy
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=24, temperature=temperature, top_p=top_p, seed=3)
+    fast = StaticSampler(model, tok).sample(ps, cfg)
+    hf = sample_completions(model, tok, ps, cfg)
+    assert [c.token_ids for c in fast] == [c.token_ids for c in hf]
+    assert [c.finish for c in fast] == [c.finish for c in hf]
+    assert [c.text for c in fast] == [c.text for c in hf]
+    for a, b in zip(fast, hf, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=0)
+    assert_teacher_forced(model, ps, fast, temperature)
+
+
+def test_compiled_step_traces_whole_and_buckets_shapes(policy):
+    """The decode step compiles with no graph break (fullgraph, eager backend: what CUDA would capture),
+    with dummy batch rows and a rounded-up cache; log-probs still match teacher forcing."""
+    model, tok = policy
+    ps = prompts(tok)
+    torch._dynamo.reset()
+    sampler = StaticSampler(model, tok, compile=True, compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    comps = sampler.sample(ps, SamplingConfig(max_new_tokens=20, seed=5))
+    assert sampler.stats["batch_bucket"] == 4 and sampler.stats["cache_length"] == 256
+    assert_teacher_forced(model, ps, comps, 1.0)
+    again = sampler.sample(ps[:2], SamplingConfig(max_new_tokens=20, seed=5))  # cache reused, reset
+    assert sampler.stats["batch_bucket"] == 2
+    assert_teacher_forced(model, ps[:2], again, 1.0)
+
+
+def test_stop_tokens_end_each_row_and_the_loop(policy):
+    model, tok = policy
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=16, seed=11)
+    free = StaticSampler(model, tok, stop_ids=[]).sample(ps, cfg)
+    assert all(c.finish == "length" and len(c.token_ids) == 16 for c in free)
+    # stop on the 4th token row 0 drew: row 0 ends there; other rows end at their first such token
+    stop = free[0].token_ids[3]
+    sampler = StaticSampler(model, tok, stop_ids=[stop])
+    stopped = sampler.sample(ps, cfg)
+    for a, b in zip(free, stopped, strict=True):
+        if stop in a.token_ids:
+            end = a.token_ids.index(stop) + 1
+            assert b.finish == "stop" and b.token_ids == a.token_ids[:end] and b.token_ids[-1] == stop
+            assert b.logprobs == a.logprobs[:end]
+        else:
+            assert b.finish == "length" and b.token_ids == a.token_ids
+    # every row stopping ends the loop early (checked every finish_check_every steps)
+    firsts = {c.token_ids[0] for c in free}
+    quick = StaticSampler(model, tok, stop_ids=sorted(firsts), finish_check_every=2)
+    out = quick.sample(ps, cfg)
+    assert all(c.finish == "stop" and len(c.token_ids) == 1 for c in out)
+    assert quick.stats["decode_steps"] == 0
+
+
+def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, model_dir, monkeypatch):
+    model, tok = policy
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=12, seed=2)
+    base = StaticSampler(model, tok).sample(ps, cfg)
+    monkeypatch.setattr(fast_sampler, "MASK_ELEMENTS", 3 * 80 * 7)  # ~7-query chunks
+    sampler = StaticSampler(model, tok)
+    chunked = sampler.sample(ps, cfg)
+    assert sampler.stats["prefill_chunks"] > 3
+    assert [c.token_ids for c in chunked] == [c.token_ids for c in base]
+    monkeypatch.undo()
+    eager_model, _ = load_policy(model_dir)
+    eager_model.set_attn_implementation("eager")
+    eager = StaticSampler(eager_model, tok).sample(ps, cfg)
+    assert [c.token_ids for c in eager] == [c.token_ids for c in base]
+    assert_teacher_forced(eager_model, ps, eager, 1.0)
+
+
+def test_dispatch_and_local_policy_wiring(policy):
+    model, tok = policy
+    ps = prompts(tok)
+    assert resolve_sampler(SamplingConfig(), model) == "hf"  # CPU model: auto = hf
+    assert resolve_sampler(SamplingConfig(sampler="static"), model) == "static"
+    cfg = SamplingConfig(max_new_tokens=8, seed=4, sampler="static")
+    kept = fast_sampler.static_sampler_for(model, tok)
+    assert fast_sampler.static_sampler_for(model, tok) is kept
+    assert [c.token_ids for c in sample_batch(model, tok, ps, cfg)] == [
+        c.token_ids for c in sample_completions(model, tok, ps, cfg)
+    ]
+    pol = LocalPolicy(model, tok, cfg)
+    views = [type("V", (), {"max_new_tokens": 6, "context_ids": p})() for p in ps]
+    comps = pol.act(views)
+    assert all(len(c.token_ids) <= 6 for c in comps)
+    expected = sample_completions(model, tok, ps, dataclasses.replace(cfg, max_new_tokens=6))
+    assert [c.token_ids for c in comps] == [c.token_ids for c in expected]
+
+
+def test_bad_input_is_refused(policy):
+    model, tok = policy
+    assert StaticSampler(model, tok).sample([], SamplingConfig()) == []
+    with pytest.raises(ValueError, match="at least one token"):
+        StaticSampler(model, tok).sample([[]], SamplingConfig())
+    with pytest.raises(ValueError, match="sampler"):
+        SamplingConfig(sampler="vllm")  # type: ignore[arg-type]
