@@ -14,9 +14,9 @@
 """
 
 from skillgate_core.skills.library import (
-    INDEX_SCHEMA,
     find_skill_dirs,
     index_frame,
+    index_schema,
     load_library,
     read_index,
     write_index,
@@ -67,7 +67,7 @@ __all__ = [
     "BODY_LINES_WARN",
     "DESCRIPTION_CHARS",
     "DESCRIPTION_MAX",
-    "INDEX_SCHEMA",
+    "index_schema",
     "IRRELEVANT_OUTSIDE_TOP",
     "MANIFEST_FILE",
     "NAME_MAX",

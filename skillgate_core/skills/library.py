@@ -1,7 +1,7 @@
 """A skill library: every folder holding a SKILL.md under a root, and its parquet index.
 
     skills = load_library("skills/")               # tuple of Skill, sorted by name; fail closed
-    write_index("skills/", "index.parquet")         # one row per skill (INDEX_SCHEMA)
+    write_index("skills/", "index.parquet")         # one row per skill (index_schema())
     frame = read_index("index.parquet")             # checked columns, types and unique names
 
 The index row holds what retrieval and slates need without reading the bodies: name, description,
@@ -16,8 +16,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-
-import polars as pl
+from typing import Any
 
 from skillgate_core.digests import path_sha256
 from skillgate_core.skills.skill_md import (
@@ -30,7 +29,7 @@ from skillgate_core.skills.skill_md import (
 )
 
 __all__ = [
-    "INDEX_SCHEMA",
+    "index_schema",
     "find_skill_dirs",
     "index_frame",
     "load_library",
@@ -38,16 +37,21 @@ __all__ = [
     "write_index",
 ]
 
-INDEX_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.String(),
-    "description": pl.String(),
-    "path": pl.String(),
-    "body_sha256": pl.String(),
-    "folder_sha256": pl.String(),
-    "n_lines": pl.Int64(),
-    "has_scripts": pl.Boolean(),
-    "has_references": pl.Boolean(),
-}
+def index_schema() -> dict[str, Any]:
+    """Columns of the parquet index, in order (polars dtypes). A function, so that importing the skills
+    package does not import polars: the GPU training path loads skills without it."""
+    import polars as pl
+
+    return {
+        "name": pl.String(),
+        "description": pl.String(),
+        "path": pl.String(),
+        "body_sha256": pl.String(),
+        "folder_sha256": pl.String(),
+        "n_lines": pl.Int64(),
+        "has_scripts": pl.Boolean(),
+        "has_references": pl.Boolean(),
+    }
 """Columns of a library index, in order. `path` is the skill folder relative to the library root."""
 
 
@@ -99,7 +103,7 @@ def _raise_on_duplicates(named_paths: Iterable[tuple[str, Path | str]]) -> None:
         raise DuplicateSkillError(problems)
 
 
-def index_frame(skills: Iterable[Skill], root: str | Path) -> pl.DataFrame:
+def index_frame(skills: Iterable[Skill], root: str | Path) -> Any:
     """The index rows of `skills` (paths relative to `root`), sorted by name."""
     base = Path(os.path.abspath(Path(root).expanduser()))
     rows = [
@@ -115,7 +119,9 @@ def index_frame(skills: Iterable[Skill], root: str | Path) -> pl.DataFrame:
         }
         for s in sorted(skills, key=lambda s: s.name)
     ]
-    return pl.DataFrame(rows, schema=INDEX_SCHEMA)
+    import polars as pl
+
+    return pl.DataFrame(rows, schema=index_schema())
 
 
 def write_index(root: str | Path, out: str | Path) -> Path:
@@ -134,15 +140,17 @@ def write_index(root: str | Path, out: str | Path) -> Path:
     return target
 
 
-def read_index(path: str | Path) -> pl.DataFrame:
+def read_index(path: str | Path) -> Any:
     """A library index written by `write_index`, checked: exact columns and types, unique names."""
     source = Path(path)
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such skill index")
+    import polars as pl
+
     frame = pl.read_parquet(source)
-    if list(frame.schema.items()) != list(INDEX_SCHEMA.items()):
+    if list(frame.schema.items()) != list(index_schema().items()):
         raise SkillError(
-            SkillProblem(source, "columns", f"expected {_schema_text(INDEX_SCHEMA)}, got {_schema_text(frame.schema)}")
+            SkillProblem(source, "columns", f"expected {_schema_text(index_schema())}, got {_schema_text(frame.schema)}")
         )
     _raise_on_duplicates(
         (name, f"{source}:{rel}") for name, rel in zip(frame["name"], frame["path"], strict=True)

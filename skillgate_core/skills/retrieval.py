@@ -15,8 +15,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
-import polars as pl
 from rank_bm25 import BM25Okapi
 
 from skillgate_core.skills.skill_md import Skill
@@ -75,13 +75,13 @@ class SkillRetriever:
         return self.rank(query, exclude)[:k]
 
 
-def build_retriever(library: Iterable[Skill] | pl.DataFrame, include_body: bool = False) -> SkillRetriever:
+def build_retriever(library: Iterable[Skill] | Any, include_body: bool = False) -> SkillRetriever:
     """A retriever over `library`: Skill objects (`load_library`) or an index frame (`read_index`).
 
     `include_body` adds each SKILL.md body to its document; an index holds no bodies, so it needs
     Skill objects.
     """
-    if isinstance(library, pl.DataFrame):
+    if type(library).__module__.startswith("polars"):  # an index frame (polars imported only by its maker)
         if include_body:
             raise ValueError("include_body needs Skill objects (load_library); an index holds no bodies")
         rows = [(r["name"], r["description"], "") for r in library.iter_rows(named=True)]

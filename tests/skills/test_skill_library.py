@@ -9,10 +9,10 @@ import pytest
 
 from skillgate_core.digests import path_sha256
 from skillgate_core.skills import (
-    INDEX_SCHEMA,
     DuplicateSkillError,
     SkillError,
     find_skill_dirs,
+    index_schema,
     load_library,
     read_index,
     write_index,
@@ -65,7 +65,7 @@ def test_index_round_trip(make_skill, tmp_path: Path) -> None:
     assert out == tmp_path / "out" / "index.parquet" and out.is_file()
     assert not list(out.parent.glob(".*.tmp"))
     frame = read_index(out)
-    assert dict(frame.schema) == INDEX_SCHEMA
+    assert dict(frame.schema) == index_schema()
     assert frame.to_dicts() == [
         {
             "name": "alpha",
@@ -107,7 +107,7 @@ def test_read_index_rejects_wrong_columns_and_duplicates(tmp_path: Path) -> None
     row = {"name": "a", "description": "d", "path": "x/a", "body_sha256": "0", "folder_sha256": "0",
            "n_lines": 1, "has_scripts": False, "has_references": False}
     dup = tmp_path / "dup.parquet"
-    pl.DataFrame([row, {**row, "path": "y/a"}], schema=INDEX_SCHEMA).write_parquet(dup)
+    pl.DataFrame([row, {**row, "path": "y/a"}], schema=index_schema()).write_parquet(dup)
     with pytest.raises(DuplicateSkillError, match="x/a"):
         read_index(dup)
     with pytest.raises(FileNotFoundError):
