@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from rank_bm25 import BM25Okapi
 
 from skillgate_core.skills.skill_md import Skill
 
@@ -51,7 +50,7 @@ class SkillRetriever:
     """name -> description, for the slate entries built from a ranking."""
     include_body: bool
     """True when the documents include the SKILL.md bodies."""
-    bm25: BM25Okapi = field(hash=False, compare=False, repr=False)
+    bm25: Any = field(hash=False, compare=False, repr=False)
     """The rank_bm25 model over the tokenized documents."""
 
     def rank(self, query: str, exclude: Collection[str] = ()) -> list[RankedSkill]:
@@ -73,6 +72,13 @@ class SkillRetriever:
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
         return self.rank(query, exclude)[:k]
+
+
+def _bm25(corpus: list[list[str]]) -> Any:
+    # Imported here: the training path (rollouts on the GPU machine) loads skills but never ranks them.
+    from rank_bm25 import BM25Okapi
+
+    return BM25Okapi(corpus)
 
 
 def build_retriever(library: Iterable[Skill] | Any, include_body: bool = False) -> SkillRetriever:
@@ -102,5 +108,5 @@ def build_retriever(library: Iterable[Skill] | Any, include_body: bool = False) 
         names=names,
         descriptions=MappingProxyType({n: entries[n][0] for n in names}),
         include_body=include_body,
-        bm25=BM25Okapi(corpus),
+        bm25=_bm25(corpus),
     )
