@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-
 from skillgate_core.skills.skill_md import Skill
 
 __all__ = ["RankedSkill", "SkillRetriever", "build_retriever", "tokenize"]
