@@ -34,14 +34,14 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert "skillgate_core.skills is not allowed to import skillgate_core.credit" in result.stdout
 
 
-def test_the_training_path_imports_without_polars_duckdb_or_prefect() -> None:
+def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> None:
     # The GPU machine carries only what the training path needs (shared/gpu/README.md): rollouts,
     # credit and the trainer must not import the orchestrator, the warehouse or polars at import time.
     code = (
         "import sys, importlib.abc\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
-        "        if name.split('.')[0] in ('polars', 'duckdb', 'prefect'):\n"
+        "        if name.split('.')[0] in ('polars', 'duckdb', 'prefect', 'rank_bm25'):\n"
         "            raise ModuleNotFoundError(name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import skillgate_core.rl.grpo, skillgate_core.rl.grpo_stage, skillgate_core.agent.policies\n"
