@@ -22,13 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, Policy, Trajectory, run_episodes
+from skillgate_core.agent.episode import (
+    EpisodeConfig,
+    EpisodeSpec,
+    EpisodeView,
+    Policy,
+    Trajectory,
+    run_episodes,
+)
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
-from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.slate_manifest import MANIFEST_FILE
 from skillgate_core.stage_output import StageOutput
