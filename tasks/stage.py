@@ -8,6 +8,8 @@ Every execution is recorded in the warehouse (warehouse.StageRunRecorder): the r
 -> completed/failed, trigger, Prefect flow-run id, git sha + dirty flag, config digest), one segment
 for this process, its inputs (run_input of dataset_version) and outputs (dataset_version produced
 by this run). The trigger comes from a `trigger:VALUE` tag that the entry flow sets (default cli).
+An evaluation the stage runs (eval70) reports each batch of trial rows to the warehouse as it lands
+(warehouse/evaluations.py), so an interrupted evaluation is visible, and resumable, as such.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from prefect import runtime, task
 from prefect.artifacts import create_table_artifact
 
 from skillgate_core.config import config_from_mapping
+from skillgate_core.evaluation.observer import observing
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.stages import get_stage
 from warehouse import StageRunRecorder
+from warehouse.evaluations import WarehouseEvalObserver
 
 __all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
 
@@ -41,7 +45,9 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
     layout = state_layout()
     run = StageRunRecorder.start(stage, frozen, trigger=_trigger(), flow_run_id=runtime.flow_run.id, state=layout)
     try:
-        record = run_stage(stage, frozen, inputs, layout)
+        # An evaluation inside the stage (eval70) records its trials as they land, owned by the model's experiment.
+        with observing(WarehouseEvalObserver(run_id=run.run_id, trigger=_trigger(), state=layout)):
+            record = run_stage(stage, frozen, inputs, layout)
     except BaseException as exc:
         run.fail(exc)
         raise
