@@ -19,6 +19,7 @@ from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from deployments.cli import task_cmd
 from deployments.cli import warehouse_cmd
 from deployments.cli import bench_cmd
+from deployments.cli import eval_cmd
 from deployments.cli.errors import user_error_message
 
 app = typer.Typer(
@@ -34,6 +35,7 @@ skills_cmd.register(app)
 task_cmd.register(app)
 warehouse_cmd.register(app)
 bench_cmd.register(app)
+eval_cmd.register(app)
 
 __all__ = ["app", "main"]
 

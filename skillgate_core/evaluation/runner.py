@@ -302,7 +302,7 @@ def run_evaluation(
     trials_frame(rows).write_parquet(tmp := eval_dir / f".tmp-{PARQUET_FILE}")
     tmp.replace(eval_dir / PARQUET_FILE)
     summary = {
-        **summarize_rows(rows),
+        **summarize_rows(rows, protocol.repeats),
         "protocol_id": protocol_id, "fingerprint": fingerprint, "spec_id": protocol.spec_id,
         "experiment_id": ref.experiment_id, "export_id": ref.export_id, "eval_id": eval_id, "method": method,
         "policy": ref.location, "tag": config.tag, "demo": resolved.demo, "note": resolved.note(),

@@ -174,6 +174,7 @@ def to_trial(row: Mapping[str, Any]) -> Trial:
                  skill_reasoning=bool(row["skill_reasoning"]))
 
 
-def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """summarize_trials (METHOD.md 8 metrics) over trial rows."""
-    return summarize_trials([to_trial(r) for r in rows])
+def summarize_rows(rows: Sequence[Mapping[str, Any]], repeats: int = 4) -> dict[str, Any]:
+    """summarize_trials (METHOD.md 8 metrics) over trial rows: pass@1, pass@4 and pass@repeats."""
+    ks = sorted({1, min(4, repeats), repeats})
+    return summarize_trials([to_trial(r) for r in rows], ks=ks)
