@@ -13,6 +13,7 @@ the recorded log-prob is log_softmax(logits / temperature), as in local_sampler.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -29,6 +30,18 @@ def _top_p(probs: Any, top_p: float) -> Any:
     before = torch.cumsum(sorted_p, dim=-1) - sorted_p
     sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
     return torch.zeros_like(probs).scatter(-1, order, sorted_p)
+
+
+def _forward_names(model: Any) -> tuple[str, bool]:
+    """(the cache keyword of model.forward: `cache` in transformers >= 5.x, else `past_key_values`;
+    whether it takes `logits_to_keep`, so the prefill computes logits for the last position only)."""
+    params = inspect.signature(model.forward).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
+
+
+def _cache_of(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def sample_seeded(
@@ -65,8 +78,10 @@ def sample_seeded(
     logps: list[list[float]] = [[] for _ in range(rows)]
     done = [False] * rows
     attention, positions = attention.to(device), positions.to(device)
+    cache_kw, keep_last = _forward_names(model)
     with torch.no_grad():
-        out = model(input_ids=input_ids.to(device), attention_mask=attention, position_ids=positions, use_cache=True)
+        out = model(input_ids=input_ids.to(device), attention_mask=attention, position_ids=positions, use_cache=True,
+                    **({"logits_to_keep": 1} if keep_last else {}))
         for _ in range(max(limits)):
             logp = torch.log_softmax(out.logits[:, -1, :].float() / config.temperature, dim=-1)
             probs = logp.exp()
@@ -90,7 +105,7 @@ def sample_seeded(
             attention = torch.cat([attention, torch.ones((rows, 1), dtype=torch.long, device=device)], dim=-1)
             positions = positions[:, -1:] + 1
             out = model(input_ids=step.unsqueeze(-1).to(device), attention_mask=attention, position_ids=positions,
-                        past_key_values=out.past_key_values, use_cache=True)
+                        use_cache=True, **{cache_kw: _cache_of(out)})
     completions = []
     for r in range(rows):
         finish: Literal["stop", "length"] = "stop" if ids[r] and ids[r][-1] in stop else "length"
