@@ -51,7 +51,7 @@ def _comparable(rows) -> list[dict]:
 
 
 def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_home, tiny_model_dir, bench, tiny_spec):
-    from warehouse import query, verify
+    from warehouse import query, rebuild, verify
     from warehouse.evaluations import WarehouseEvalObserver
 
     root = state_layout().experiments
@@ -97,6 +97,10 @@ def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_h
         (summary["trial_success"],)]
     report = verify()
     assert report.drift == [], report.drift
+    # the archive of events rebuilds the same rows (the new event kinds replay)
+    before = [query(f"select * from {t} order by all").rows for t in ("v_eval_trial", "v_evaluation", "eval_metric")]
+    assert rebuild().failed == []
+    assert [query(f"select * from {t} order by all").rows for t in ("v_eval_trial", "v_evaluation", "eval_metric")] == before
     # evaluating again returns the completed evaluation without playing anything
     again = run_evaluation(resolved, ref, FAST, progress=False)
     assert again.status == "completed" and again.trials_run == 0 and _comparable(again.rows) == _comparable(result.rows)
