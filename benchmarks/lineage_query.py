@@ -88,13 +88,15 @@ def populate(con: duckdb.DuckDBPyConnection, n_trials: int) -> dict[str, int]:
         sha256('w' || i), true, timestamptz '2025-01-03 00:00:00+00' from range({n_exports}) t(i);
     insert into eval_protocol values ('eval70_v1-mixed-4-0123456789', 'eval70_v1', '{{"repeats":4}}',
         timestamptz '2025-01-01 00:00:00+00');
-    insert into evaluation select 'ev-' || i, e.export_id, 'eval70_v1-mixed-4-0123456789', null,
+    insert into evaluation (eval_id, export_id, protocol_fingerprint, run_id, dataset_sha256, uri, started_at)
+        select 'ev-' || i, e.export_id, 'eval70_v1-mixed-4-0123456789', null,
         sha256('bench' || (i % 40)), '/x/eval-' || i, timestamptz '2025-01-04 00:00:00+00'
         from range({n_eval}) t(i)
         join (select export_id, row_number() over (order by export_id) - 1 as k from model_export) e
           on e.k = i % {n_exports};
     insert into evaluation_end select eval_id, 'completed', timestamptz '2025-01-05 00:00:00+00' from evaluation;
-    insert into eval_trial select 'ev-' || (i // {TRIALS_PER_EVAL}), 'row-' || (i % {TRIALS_PER_EVAL}),
+    insert into eval_trial (eval_id, row_id, trial_index, task_id, benchmark, "repeat", outcome, reward, n_turns,
+        n_reads) select 'ev-' || (i // {TRIALS_PER_EVAL}), 'row-' || (i % {TRIALS_PER_EVAL}),
         i % {TRIALS_PER_EVAL}, 'task-' || (i % 70), (['procedural','abductive','constraint','planning'])[1 + i % 4],
         (i // 70) % 4, (['resolved','fail','error','fail'])[1 + (hash(i) % 4)::bigint], (hash(i) % 100)::bigint / 100.0,
         1 + i % 9, i % 3 from range({n_trials}) t(i);

@@ -1,8 +1,9 @@
 """The one entry flow: `skillgate(recipe, overrides)` routes to one sub-flow per stage.
 
-Every deployment in prefect.yaml points here with a recipe name, so a Prefect UI run,
-`prefect deployment run skillgate/rl-train`, the nightly eval70 schedule and `skillgate run` all go
-through the same code. Stages that are not built yet are reported as such, never faked.
+Every recipe deployment in prefect.yaml points here with a recipe name, so a Prefect UI run,
+`prefect deployment run skillgate/rl-train` and `skillgate run` all go through the same code (the
+nightly regression, which loops over experiments, is flows/eval_nightly.py and runs its
+evaluations through the same `eval70` stage sub-flow). Stages that are not built yet are reported as such, never faked.
 """
 
 from __future__ import annotations

@@ -139,10 +139,11 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         name="eval70",
-        summary="the frozen eval70_v1 protocol: 70 held-out tasks x 4 repeats",
+        summary="the frozen eval70_v1 protocol (70 held-out tasks x 4 repeats) on a policy export",
         inputs=("policy_export", "bench"),
         outputs=("eval_rows",),
-        planned_in="a later step (evaluation)",
+        config="skillgate_core.evaluation.stage:Eval70Config",
+        entrypoint="skillgate_core.evaluation.stage:run_eval70",
     ),
     StageSpec(
         name="paper-tables",

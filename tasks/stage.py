@@ -12,6 +12,8 @@ by this run). The trigger comes from a `trigger:VALUE` tag that the entry flow s
 A stage whose runs belong to an experiment (StageSpec.experiment: grpo) is recorded as that
 experiment's: the experiment before the run, then its own segment, checkpoints, per-step metrics
 and export (tasks/training.py), plus a per-step table and a curves report as artifacts.
+An evaluation the stage runs (eval70) reports each batch of trial rows to the warehouse as it lands
+(warehouse/evaluations.py), so an interrupted evaluation is visible, and resumable, as such.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prefect import runtime, task
 from prefect.artifacts import create_table_artifact
 
 from skillgate_core.config import config_from_mapping
+from skillgate_core.evaluation.observer import observing
 from skillgate_core.ownership import experiments_root
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
@@ -31,6 +34,7 @@ from skillgate_core.stages import get_stage
 from tasks.paper import publish_paper_report
 from tasks.training import TrainingRecorder, training_artifacts
 from warehouse import StageRunRecorder, experiment_created, record
+from warehouse.evaluations import WarehouseEvalObserver
 
 __all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
 
@@ -59,7 +63,9 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
                                  experiment_id=experiment.experiment_id if experiment else None)
     training = TrainingRecorder(run, experiments_root(layout)) if experiment else None
     try:
-        with listening(training.on_report) if training else nullcontext():
+        # An evaluation inside the stage (eval70) records its trials as they land, owned by the model's experiment.
+        with (listening(training.on_report) if training else nullcontext(),
+              observing(WarehouseEvalObserver(run_id=run.run_id, trigger=_trigger(), state=layout))):
             result = run_stage(stage, frozen, inputs, layout)
     except BaseException as exc:
         if training:

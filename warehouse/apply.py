@@ -26,9 +26,11 @@ from warehouse.events import (
     DatasetVersion,
     EvalMetrics,
     EvalProtocol,
+    EvalRegression,
     EvalTrials,
     EvaluationFinished,
     EvaluationStarted,
+    EvaluationStatus,
     EventFormatError,
     ExperimentCreated,
     ModelExported,
@@ -173,9 +175,30 @@ def _eval_protocol(con: Con, e: EvalProtocol) -> None:
 def _evaluation_started(con: Con, e: EvaluationStarted) -> None:
     con.execute(
         "insert into evaluation (eval_id, export_id, protocol_fingerprint, run_id, dataset_sha256, uri,"
-        " started_at) values (?, ?, ?, ?, ?, ?, ?::timestamptz)",
-        [e.eval_id, e.export_id, e.protocol_fingerprint, e.run_id, e.dataset_sha256, e.uri, e.started_at],
+        " started_at, protocol_id, method, policy, tag, trials_total)"
+        " values (?, ?, ?, ?, ?, ?, ?::timestamptz, ?, ?, ?, ?, ?)",
+        [e.eval_id, e.export_id, e.protocol_fingerprint, e.run_id, e.dataset_sha256, e.uri, e.started_at,
+         e.protocol_id, e.method, e.policy, e.tag, e.trials_total],
     )
+
+
+_RESUMABLE_FROM = {"running": ("incomplete", "failed"), "incomplete": ("running",), "failed": ("running",)}
+"""new status -> the latest status it may follow (none recorded yet counts as running)."""
+
+
+def _evaluation_status(con: Con, e: EvaluationStatus) -> None:
+    if _one(con, "select 1 from evaluation where eval_id = ?", [e.eval_id]) is None:
+        raise LineageError(f"evaluation '{e.eval_id}' is unknown")
+    ended = _one(con, "select status from evaluation_end where eval_id = ?", [e.eval_id])
+    if ended is not None:
+        raise LineageError(f"evaluation '{e.eval_id}' already finished ({ended[0]})")
+    last = _one(con, "select seq, status from evaluation_status where eval_id = ? order by seq desc limit 1",
+                [e.eval_id])
+    seq, current = (last[0], last[1]) if last else (0, "running")
+    if current not in _RESUMABLE_FROM.get(e.status, ()):
+        raise LineageError(f"evaluation '{e.eval_id}' is {current}; it cannot become {e.status}")
+    con.execute("insert into evaluation_status values (?, ?, ?, ?, ?, ?, ?::timestamptz)",
+                [e.eval_id, seq + 1, e.status, e.attempt, e.trials_done, e.detail, e.at])
 
 
 def _evaluation_finished(con: Con, e: EvaluationFinished) -> None:
@@ -184,6 +207,9 @@ def _evaluation_finished(con: Con, e: EvaluationFinished) -> None:
     ended = _one(con, "select status from evaluation_end where eval_id = ?", [e.eval_id])
     if ended is not None:
         raise LineageError(f"evaluation '{e.eval_id}' already finished ({ended[0]})")
+    last = _one(con, "select status from evaluation_status where eval_id = ? order by seq desc limit 1", [e.eval_id])
+    if last is not None and last[0] != "running":
+        raise LineageError(f"evaluation '{e.eval_id}' is {last[0]}; only a running evaluation finishes")
     con.execute("insert into evaluation_end values (?, ?, ?::timestamptz)", [e.eval_id, e.status, e.finished_at])
 
 
@@ -198,10 +224,36 @@ def _eval_trials(con: Con, e: EvalTrials) -> None:
     _require_evaluation(con, e.eval_id)
     if e.trials:
         con.executemany(
-            "insert into eval_trial values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert into eval_trial (eval_id, row_id, trial_index, task_id, benchmark, \"repeat\", outcome, reward,"
+            " n_turns, n_reads, status, raw_score, error, reads, read_names, first_read_category, skill_reasoning,"
+            " response_tokens, loss_tokens, seconds, seed)"
+            " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [[e.eval_id, t.row_id, t.trial_index, t.task_id, t.benchmark, t.repeat, t.outcome, t.reward,
-              t.n_turns, t.n_reads] for t in e.trials],
+              t.n_turns, t.n_reads, t.status, t.raw_score, t.error,
+              None if t.reads is None else list(t.reads), None if t.read_names is None else list(t.read_names),
+              t.first_read_category, t.skill_reasoning, t.response_tokens, t.loss_tokens, t.seconds, t.seed]
+             for t in e.trials],
         )
+
+
+def _eval_regression(con: Con, e: EvalRegression) -> None:
+    row = _one(con, "select protocol_fingerprint from evaluation where eval_id = ?", [e.eval_id])
+    if row is None:
+        raise LineageError(f"evaluation '{e.eval_id}' is unknown")
+    if row[0] != e.protocol_fingerprint:
+        raise LineageError(f"evaluation '{e.eval_id}' has protocol fingerprint {row[0]}, not {e.protocol_fingerprint}")
+    if e.baseline_eval_id is not None:
+        base = _one(con, "select protocol_fingerprint from evaluation where eval_id = ?", [e.baseline_eval_id])
+        if base is None:
+            raise LineageError(f"baseline evaluation '{e.baseline_eval_id}' is unknown")
+        if base[0] != e.protocol_fingerprint:
+            raise LineageError(f"baseline '{e.baseline_eval_id}' has protocol fingerprint {base[0]}, not "
+                               f"{e.protocol_fingerprint}: only one fingerprint compares")
+    con.execute(
+        "insert into eval_regression values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz)",
+        [e.eval_id, e.baseline_eval_id, e.protocol_fingerprint, e.metric, e.current_value, e.baseline_value,
+         e.delta, e.ci_low, e.ci_high, e.alpha, e.n_boot, e.seed, e.tasks, e.regressed, e.flow_run_id, e.created_at],
+    )
 
 
 def _eval_metrics(con: Con, e: EvalMetrics) -> None:
@@ -252,6 +304,8 @@ _HANDLERS: dict[type, Callable[[Con, Any], None]] = {
     EvalMetrics: _eval_metrics,
     CheckpointSaved: _checkpoint_saved,
     TrainingMetrics: _training_metrics,
+    EvaluationStatus: _evaluation_status,
+    EvalRegression: _eval_regression,
 }
 
 

@@ -26,10 +26,12 @@ __all__ = [
     "EvalMetric",
     "EvalMetrics",
     "EvalProtocol",
+    "EvalRegression",
     "EvalTrial",
     "EvalTrials",
     "EvaluationFinished",
     "EvaluationStarted",
+    "EvaluationStatus",
     "Event",
     "EventFormatError",
     "ExperimentCreated",
@@ -302,6 +304,16 @@ class EvaluationStarted:
     """The evaluation stage run, if any."""
     dataset_sha256: str | None = None
     """The benchmark data evaluated on (copied onto every metric row)."""
+    protocol_id: str | None = None
+    """SPEC__MODE__rREPEATS__FP10."""
+    method: str | None = None
+    """The rows' method label (profile name, export id, served model name)."""
+    policy: str | None = None
+    """Model path or endpoint URL."""
+    tag: str | None = None
+    """Evaluation tag ('' or nightly-YYYY-MM-DD, ...)."""
+    trials_total: int | None = None
+    """Trials the protocol has."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +327,25 @@ class EvaluationFinished:
     """Outcome."""
     finished_at: str
     """UTC ISO time."""
+
+
+@dataclass(frozen=True)
+class EvaluationStatus:
+    """A resumable end of an evaluation attempt (incomplete, failed) or a resume (running)."""
+
+    kind: ClassVar[str] = "evaluation_status"
+    eval_id: str
+    """The evaluation."""
+    status: Literal["running", "incomplete", "failed"]
+    """running: resumed; incomplete: stopped with trials missing; failed: an error stopped it."""
+    attempt: int
+    """The attempt this status belongs to (1 = the first run)."""
+    at: str
+    """UTC ISO time."""
+    trials_done: int | None = None
+    """Trial rows published so far."""
+    detail: str | None = None
+    """Why (stopped after N trials, the error, process gone)."""
 
 
 @dataclass(frozen=True)
@@ -339,6 +370,28 @@ class EvalTrial:
     """Assistant turns."""
     n_reads: int | None = None
     """Skill reads."""
+    status: str | None = None
+    """Episode status: completed, truncated or aborted."""
+    raw_score: float | None = None
+    """Verifier score before clipping (None when missing)."""
+    error: str | None = None
+    """'' unless the outcome is error."""
+    reads: tuple[str, ...] | None = None
+    """Read categories in order."""
+    read_names: tuple[str, ...] | None = None
+    """Skill names read, aligned with reads."""
+    first_read_category: str | None = None
+    """reads[0], None without reads."""
+    skill_reasoning: bool | None = None
+    """The first turn opened with <skill_reasoning>."""
+    response_tokens: int | None = None
+    """Response token ids (sampled + observation glue)."""
+    loss_tokens: int | None = None
+    """Sampled tokens (loss mask 1)."""
+    seconds: float | None = None
+    """Episode wall time."""
+    seed: int | None = None
+    """The trial's sampling seed."""
 
 
 @dataclass(frozen=True)
@@ -377,10 +430,41 @@ class EvalMetrics:
     """The numbers."""
 
 
+@dataclass(frozen=True)
+class EvalRegression:
+    """A nightly comparison of an evaluation with the previous one of the same protocol fingerprint."""
+
+    kind: ClassVar[str] = "eval_regression"
+    eval_id: str
+    """The evaluation checked."""
+    protocol_fingerprint: str
+    """Shared by both evaluations."""
+    metric: str
+    """What was compared (trial_success)."""
+    current_value: float
+    """Its value now."""
+    regressed: bool
+    """A drop whose whole bootstrap interval lies below 0."""
+    created_at: str
+    """UTC ISO time."""
+    baseline_eval_id: str | None = None
+    """The previous nightly evaluation (None: the first one, nothing to compare)."""
+    baseline_value: float | None = None
+    delta: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    alpha: float | None = None
+    n_boot: int | None = None
+    seed: int | None = None
+    tasks: int | None = None
+    flow_run_id: str | None = None
+    """The Prefect flow run that checked it."""
+
+
 Event = (
     ExperimentCreated | RunStarted | RunFinished | SegmentStarted | SegmentEnded | DatasetVersion
     | RunInput | ModelExported | EvalProtocol | EvaluationStarted | EvaluationFinished | EvalTrials
-    | EvalMetrics | CheckpointSaved | TrainingMetrics
+    | EvalMetrics | CheckpointSaved | TrainingMetrics | EvaluationStatus | EvalRegression
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -388,7 +472,7 @@ EVENT_TYPES: dict[str, type] = {
     for cls in (
         ExperimentCreated, RunStarted, RunFinished, SegmentStarted, SegmentEnded, DatasetVersion,
         RunInput, ModelExported, EvalProtocol, EvaluationStarted, EvaluationFinished, EvalTrials,
-        EvalMetrics, CheckpointSaved, TrainingMetrics,
+        EvalMetrics, CheckpointSaved, TrainingMetrics, EvaluationStatus, EvalRegression,
     )
 }
 _NESTED: dict[str, tuple[str, type]] = {

@@ -21,6 +21,7 @@ from deployments.cli import warehouse_cmd
 from deployments.cli import bench_cmd
 from deployments.cli import experiments_cmd
 from deployments.cli import paper_cmd
+from deployments.cli import eval_cmd
 from deployments.cli.errors import user_error_message
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ warehouse_cmd.register(app)
 bench_cmd.register(app)
 experiments_cmd.register(app)
 paper_cmd.register(app)
+eval_cmd.register(app)
 
 __all__ = ["app", "main"]
 

@@ -35,9 +35,13 @@ def _not_writable(exc: OSError) -> str:
 
 def user_error_message(exc: BaseException) -> str | None:
     """The one-paragraph message for an error the user can fix, or None for anything else."""
+    from skillgate_core.evaluation.protocol import ProtocolConflictError, ProtocolMismatchError
+    from skillgate_core.ownership.errors import OwnershipError
+    from skillgate_core.policy.openai_chat import EndpointError
     from warehouse.damage import WarehouseDamaged  # deferred: the warehouse is not every command's business
 
-    if isinstance(exc, (ConfigError, UnknownStageError, FileNotFoundError, WarehouseDamaged)):
+    if isinstance(exc, (ConfigError, UnknownStageError, FileNotFoundError, WarehouseDamaged, ProtocolConflictError,
+                        ProtocolMismatchError, EndpointError, OwnershipError)):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
         return _not_writable(exc)

@@ -1,7 +1,9 @@
 """Stage `collect`: teacher trajectories through the real harness (sandboxes, tools, verifier).
 
 For each sampled task of a bench split, the teacher plays `repeats` episodes with the task's frozen
-slate (only its 16 skills are mounted at /skills). Every trajectory keeps the exact token stream
+slate. The teacher is the task's reference route played through the harness (`teacher = "reference"`,
+with selection noise) or any model behind an OpenAI-compatible endpoint (`teacher = "openai"` with
+`teacher_base_url` and `teacher_model`; its text is tokenized once with the base model's tokenizer) (only its 16 skills are mounted at /skills). Every trajectory keeps the exact token stream
 (prompt ids, response ids, loss mask), its grade, and its selection actions from span detection
 (METHOD.md 4), and lands in one parquet file:
 
@@ -20,17 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
+from skillgate_core.agent.episode import (
+    EpisodeConfig,
+    EpisodeSpec,
+    EpisodeView,
+    Policy,
+    Trajectory,
+    run_episodes,
+)
+from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.slate_manifest import MANIFEST_FILE
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["CollectConfig", "collect_trajectories", "load_bench_rows", "span_report", "trajectory_span_report"]
+__all__ = ["CollectConfig", "collect_policy", "collect_trajectories", "load_bench_rows", "span_report",
+           "trajectory_span_report"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +68,26 @@ class CollectConfig:
     batch_episodes: PositiveInt = 8
     """Episodes played together in one lockstep batch."""
     max_turns: PositiveInt = 6
-    """Turn limit of a teacher episode (it needs three)."""
+    """Turn limit of a teacher episode (the reference teacher needs three)."""
+    teacher: Literal["reference", "openai"] = "reference"
+    """reference: the task's reference route with selection noise; openai: a model at teacher_base_url."""
+    teacher_base_url: str = ""
+    """OpenAI-compatible API root of the teacher (teacher = "openai"), e.g. http://127.0.0.1:8000/v1."""
+    teacher_model: str = ""
+    """Model name sent to the teacher endpoint."""
+    teacher_api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the teacher endpoint's key (unset: no key sent)."""
+    teacher_temperature: PositiveFloat = 1.0
+    """Teacher sampling temperature (teacher = "openai")."""
+    teacher_max_new_tokens: PositiveInt = 1024
+    """Longest teacher turn (teacher = "openai")."""
+    teacher_concurrency: PositiveInt = 8
+    """Teacher requests in flight at once (teacher = "openai")."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.teacher == "openai" and not (self.teacher_base_url and self.teacher_model):
+            raise ValueError("teacher = \"openai\" needs teacher_base_url and teacher_model")
         if self.misleading_rate + self.no_read_rate > 1:
             raise ValueError(f"misleading_rate + no_read_rate: expected at most 1 (they are exclusive draws), "
                              f"got {self.misleading_rate} + {self.no_read_rate}")
@@ -76,6 +104,21 @@ def load_bench_rows(bench: Path, split: str) -> list[dict]:
         splits = sorted({r.get("split") for r in rows})
         raise ValueError(f"{index}: no task in split '{split}'; splits present: {', '.join(map(str, splits))}")
     return chosen
+
+
+def collect_policy(config: CollectConfig, tokenizer) -> Policy:
+    """The teacher `config` names: the reference route, or the model at the OpenAI-compatible endpoint."""
+    if config.teacher == "reference":
+        return TeacherPolicy(tokenizer, TeacherConfig(config.misleading_rate, config.no_read_rate, config.seed))
+    endpoint = OpenAIEndpoint(base_url=config.teacher_base_url, model=config.teacher_model,
+                              api_key_env=config.teacher_api_key_env, concurrency=config.teacher_concurrency)
+
+    def seed_of(view: EpisodeView) -> int:
+        return random.Random(f"teacher:{config.seed}:{view.spec.task.task_id}:{view.spec.repeat}").getrandbits(62)
+
+    return OpenAIPolicy(endpoint, tokenizer, temperature=config.teacher_temperature, top_p=1.0,
+                        max_new_tokens=config.teacher_max_new_tokens, seed_of=seed_of,
+                        name=f"openai:{config.teacher_model}")
 
 
 def trajectory_span_report(trajectory: Trajectory, tokenizer) -> SpanReport:
@@ -120,7 +163,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
     if config.max_tasks:
         rows = sorted(random.Random(config.seed).sample(rows, min(config.max_tasks, len(rows))),
                       key=lambda r: r["task_id"])
-    policy = TeacherPolicy(tokenizer, TeacherConfig(config.misleading_rate, config.no_read_rate, config.seed))
+    policy = collect_policy(config, tokenizer)
     episode_cfg = EpisodeConfig(max_turns=config.max_turns, backend=config.backend, workers=2)
     target = out_dir / "trajectories"
     target.mkdir(parents=True)
@@ -152,6 +195,9 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         "statuses": dict(statuses),
         "first_read": dict(first_reads),
         "span_mismatches": sum(json.loads(r["spans"])["span_mismatch"] for r in records),
+        "teacher": config.teacher if config.teacher == "reference" else f"openai:{config.teacher_model}",
     }
+    if isinstance(policy, OpenAIPolicy):
+        summary["teacher_usage"] = dict(policy.usage)
     (target / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return StageOutput(outputs={"trajectories": target}, metrics=summary)

@@ -1,10 +1,12 @@
 """Frozen evaluation protocols and their fingerprints (METHOD.md 8).
 
-A protocol's identity is `SPEC__SKILLMODE__rREPEATS__FP10`, FP10 being the first 10 hex of the
-sha256 of a payload holding the sha256 of the task list, the skill snapshot digest, the slate
-manifest sha256, the prompt profile and tool schema digests, the seed, the sampling settings and
-the context size. Two results can only be compared when their fingerprints are equal; re-using an
-identity with a different body aborts (`register_protocol`).
+A protocol's identity is `SPEC__SKILLMODE__rREPEATS__FP10`, FP10 being the first 10 hex of its
+fingerprint: the sha256 of a payload holding the sha256 of the task list, the skill snapshot
+digest, the slate manifest sha256, the prompt profile and tool schema digests, the seed, the
+sampling settings, the context size and the episode limits, together with the spec id, the skill
+mode and the repeats (a demo run with fewer repeats is another protocol, never comparable with the
+full one). Two results can only be compared when their fingerprints are equal; re-using an identity
+with a different fingerprint aborts, naming both (`register_protocol`).
 
     spec = EvalProtocol(spec_id="eval70_v1", skill_mode="mixed", repeats=4, task_list_sha256=..., ...)
     spec.protocol_id()   # 'eval70_v1__mixed__r4__3fa2c01b9e'
@@ -22,7 +24,14 @@ from typing import Any, Literal
 from skillgate_core.config import canonical_json, config_from_mapping, config_to_dict
 from skillgate_core.digests import atomic_write_json
 
-__all__ = ["EvalProtocol", "ProtocolConflictError", "ProtocolMismatchError", "assert_same_protocol", "register_protocol"]
+__all__ = [
+    "EvalProtocol",
+    "ProtocolConflictError",
+    "ProtocolMismatchError",
+    "assert_same_protocol",
+    "check_pinned_id",
+    "register_protocol",
+]
 
 
 class ProtocolConflictError(RuntimeError):
@@ -54,7 +63,8 @@ class EvalProtocol:
     tool_schema_digest: str
     """Digest of the tool schemas shown to the model."""
     seed: int
-    """Sampling seed of trial 0 (trial r uses seed + r)."""
+    """Protocol sampling seed; each trial's own seed is derived from it, the task and the repeat
+    (evaluation.trials.trial_seed), so a trial's sample never depends on which trials ran with it."""
     temperature: float
     """Sampling temperature."""
     top_p: float
@@ -63,10 +73,20 @@ class EvalProtocol:
     """Per-turn generation limit."""
     context_size: int
     """Tokens of context the policy may use per episode."""
+    split: str = ""
+    """The bench split the tasks come from (eval70_v1, slate147, ...)."""
+    tasks: int = 0
+    """Number of tasks (what the bench holds: a demo bench may hold fewer than the spec's nominal count)."""
+    max_turns: int = 30
+    """Assistant turns per episode (seed 30)."""
+    wall_clock_s: float = 850.0
+    """Seconds per episode (seed 850)."""
+    backend: str = "bwrap"
+    """Sandbox backend (comparison hygiene: the same sandbox mode for every row)."""
 
     def fingerprint(self) -> str:
-        payload = {k: v for k, v in config_to_dict(self).items() if k not in ("spec_id", "skill_mode", "repeats")}
-        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+        """sha256 of every field (spec id, mode and repeats included)."""
+        return hashlib.sha256(canonical_json(config_to_dict(self)).encode()).hexdigest()
 
     def protocol_id(self) -> str:
         return f"{self.spec_id}__{self.skill_mode}__r{self.repeats}__{self.fingerprint()[:10]}"
@@ -81,17 +101,31 @@ class EvalProtocol:
 
 
 def register_protocol(protocol: EvalProtocol, root: str | Path) -> Path:
-    """Write root/PROTOCOL_ID.json once; the same id with another body raises ProtocolConflictError."""
+    """Write root/PROTOCOL_ID.json once; the same id with another body raises ProtocolConflictError
+    naming both fingerprints."""
     path = Path(root) / f"{protocol.protocol_id()}.json"
     if path.exists():
         existing = json.loads(path.read_text())
         if existing != protocol.body():
             raise ProtocolConflictError(
-                f"{path}: protocol id {protocol.protocol_id()} is registered with a different body; "
-                "a changed protocol needs a new spec id"
+                f"{path}: protocol id {protocol.protocol_id()} is registered with fingerprint "
+                f"{existing.get('fingerprint', '?')}, this run gives fingerprint {protocol.fingerprint()} "
+                "(a different body); refusing to reuse the id: a changed protocol needs a new spec id"
             )
         return path
     return atomic_write_json(path, protocol.body())
+
+
+def check_pinned_id(protocol: EvalProtocol, pinned_id: str) -> None:
+    """Refuse a run whose protocol id differs from the one the caller pinned (e.g. the id recorded
+    with earlier rows): same spec, another fingerprint means the bench, prompt, tools, skills or
+    settings changed. The message names both fingerprints (the pinned one by its 10-hex prefix)."""
+    if protocol.protocol_id() != pinned_id:
+        raise ProtocolConflictError(
+            f"protocol id {pinned_id} was pinned (fingerprint {pinned_id.rsplit('__', 1)[-1]}...), but this "
+            f"bench and settings give {protocol.protocol_id()} (fingerprint {protocol.fingerprint()}); "
+            "results of the two are not comparable: refusing to run"
+        )
 
 
 def assert_same_protocol(fingerprints: Iterable[tuple[str, str]]) -> str:

@@ -40,11 +40,14 @@ from skillgate_core.ownership.errors import (
     UnknownSegment,
 )
 from skillgate_core.ownership.evals import (
+    EVAL_STATUSES,
     count_eval_rows,
     finish_eval,
     list_eval_rows,
     list_evals,
     load_eval,
+    reopen_eval,
+    runner_alive,
     start_eval,
     write_eval_row,
 )
@@ -54,7 +57,13 @@ from skillgate_core.ownership.experiment import (
     load_experiment,
     open_experiment,
 )
-from skillgate_core.ownership.exports import build_export, list_exports, load_export, validate_export_dir
+from skillgate_core.ownership.exports import (
+    build_endpoint_export,
+    build_export,
+    list_exports,
+    load_export,
+    validate_export_dir,
+)
 from skillgate_core.ownership.layout import ExperimentDir, experiment_dir, experiments_root
 from skillgate_core.ownership.listing import describe_experiments
 from skillgate_core.ownership.records import (
@@ -76,6 +85,7 @@ from skillgate_core.ownership.segments import (
 )
 
 __all__ = [
+    "EVAL_STATUSES",
     "CheckpointExists",
     "CheckpointOutsideExperiment",
     "CheckpointRef",
@@ -101,6 +111,7 @@ __all__ = [
     "UnknownExperiment",
     "UnknownExport",
     "UnknownSegment",
+    "build_endpoint_export",
     "build_export",
     "count_eval_rows",
     "create_experiment",
@@ -122,6 +133,8 @@ __all__ = [
     "load_segment",
     "open_experiment",
     "remove_stale_builds",
+    "reopen_eval",
+    "runner_alive",
     "save_checkpoint",
     "stale_builds",
     "start_eval",

@@ -4,9 +4,15 @@ An evaluation scores one published export of *this* experiment under one frozen 
 (UnknownExport otherwise). Each trial row is published atomically as rows/ROW_ID/row.json (plus
 any files the caller adds), so a reader counting rows never sees half a row.
 
+Status: running -> completed (final) | incomplete (stopped with trials missing) | failed (an error
+stopped it). An incomplete or failed evaluation, or a running one whose process is gone (killed
+outright), is resumed with `reopen_eval`: status running again, attempt + 1, the rows kept; the
+runner then plays only the missing trials. A running evaluation whose process is alive is refused.
+
     start_eval(root, "exp-1", "eval70-step-200", export_id="step-200", protocol_fingerprint="eval70_v1-mixed-4-3f2a9c01de")
     write_eval_row(root, "exp-1", "eval70-step-200", "t017-r2", {"task_id": "t017", "repeat": 2, "outcome": "resolved"})
     finish_eval(root, "exp-1", "eval70-step-200", "completed")
+    reopen_eval(root, "exp-1", "eval70-step-200")    # after "incomplete" / "failed" / a killed runner
 """
 
 from __future__ import annotations
@@ -31,8 +37,35 @@ from skillgate_core.ownership.exports import load_export
 from skillgate_core.ownership.layout import ROW_FILE, ExperimentDir, check_name
 from skillgate_core.ownership.locks import file_lock
 from skillgate_core.ownership.records import EvalRecord, utc_now
+from skillgate_core.processes import current_process, process_state
 
-__all__ = ["count_eval_rows", "finish_eval", "list_eval_rows", "list_evals", "load_eval", "start_eval", "write_eval_row"]
+__all__ = [
+    "EVAL_STATUSES",
+    "count_eval_rows",
+    "finish_eval",
+    "list_eval_rows",
+    "list_evals",
+    "load_eval",
+    "reopen_eval",
+    "runner_alive",
+    "start_eval",
+    "write_eval_row",
+]
+
+EVAL_STATUSES = ("running", "completed", "incomplete", "failed")
+
+
+def _me() -> dict[str, Any]:
+    me = current_process()
+    return {"host": me.host, "pid": me.pid, "start": me.start}
+
+
+def runner_alive(record: EvalRecord) -> bool:
+    """The process that runs `record`'s latest attempt is still alive (or on another host: assumed so)."""
+    runner = record.runner or {}
+    if not runner.get("pid"):
+        return False
+    return process_state(str(runner.get("host", "")), int(runner["pid"]), runner.get("start")) != "gone"
 
 
 def start_eval(
@@ -55,7 +88,7 @@ def start_eval(
     record = EvalRecord(
         eval_id=eval_id, experiment_id=experiment_id, export_id=export_id,
         protocol_fingerprint=protocol_fingerprint, status="running", started_at=utc_now(),
-        extra=dict(extra or {}),
+        extra=dict(extra or {}), runner=_me(),
     )
     try:
         atomic_create_json(exp.eval_file(eval_id), record.to_json())
@@ -126,14 +159,44 @@ def count_eval_rows(exp: ExperimentDir, eval_id: str) -> int:
 
 
 def finish_eval(
-    root: Path, experiment_id: str, eval_id: str, status: Literal["completed", "failed"]
+    root: Path,
+    experiment_id: str,
+    eval_id: str,
+    status: Literal["completed", "incomplete", "failed"],
+    detail: str = "",
 ) -> EvalRecord:
-    """Mark a running evaluation completed or failed (once)."""
+    """End the running attempt of an evaluation: completed (final), incomplete or failed (resumable)."""
+    if status not in ("completed", "incomplete", "failed"):
+        raise ValueError(f"status must be completed, incomplete or failed, got {status!r}")
     exp, _ = open_experiment(root, experiment_id)
     with file_lock(exp.lock_file):
         record = load_eval(exp, eval_id)
         if record.status != "running":
             raise OwnershipError(f"evaluation '{eval_id}' already {record.status}")
-        record = dataclasses.replace(record, status=status, finished_at=utc_now())
+        record = dataclasses.replace(record, status=status, finished_at=utc_now(), detail=detail[:2000])
         atomic_write_json(exp.eval_file(eval_id), record.to_json())
     return record
+
+
+def reopen_eval(root: Path, experiment_id: str, eval_id: str) -> tuple[EvalRecord, str]:
+    """Resume an evaluation: (record now running with attempt + 1, the status it was reopened from).
+
+    Allowed from incomplete and failed, and from running when its runner process is gone (then the
+    returned previous status is 'running' and the caller records the lost attempt). Completed is
+    final; a running evaluation whose runner lives is refused (OwnershipError)."""
+    exp, _ = open_experiment(root, experiment_id)
+    with file_lock(exp.lock_file):
+        record = load_eval(exp, eval_id)
+        previous = record.status
+        if previous == "completed":
+            raise OwnershipError(f"evaluation '{eval_id}' is completed; a completed evaluation is never reopened")
+        if previous == "running" and runner_alive(record):
+            runner = record.runner
+            raise OwnershipError(
+                f"evaluation '{eval_id}' is running in process {runner.get('pid')} on {runner.get('host')}; "
+                "wait for it, or stop it first"
+            )
+        record = dataclasses.replace(record, status="running", finished_at=None, detail="",
+                                     attempt=record.attempt + 1, runner=_me())
+        atomic_write_json(exp.eval_file(eval_id), record.to_json())
+    return record, previous

@@ -21,6 +21,11 @@ is present; every shard's header parses and its data offsets fit in the file (a 
 fails); lineage.json names this export. A process killed at any point leaves only a .tmp- folder:
 `list_exports` never shows it and a retry with the same EXPORT_ID succeeds (stale temp builds of
 dead processes are removed first).
+
+An *endpoint export* (`build_endpoint_export`) stands for a model served behind an
+OpenAI-compatible endpoint whose weights no experiment holds: endpoint.json (base_url, model) +
+lineage.json + COMPLETE, no weights. It exists so that evaluations of such a model are owned like
+any other (METHOD.md 10).
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ from skillgate_core.ownership.records import ExportRecord, utc_now
 
 __all__ = [
     "CONFIG_FILE",
+    "ENDPOINT_FILE",
     "INDEX_FILE",
     "SINGLE_WEIGHTS_FILE",
+    "build_endpoint_export",
     "build_export",
     "list_exports",
     "load_export",
@@ -51,6 +58,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.json"
+ENDPOINT_FILE = "endpoint.json"
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_WEIGHTS_FILE = "model.safetensors"
 _MAX_HEADER = 100 * 2**20  # a safetensors header larger than this is corrupt, not a model
@@ -192,6 +200,41 @@ def build_export(
                 raise ExportInvalid(export_id, problems)
             (tmp / COMPLETE_MARKER).write_text(record.created_at + "\n")
             digest = path_sha256(tmp)  # relative paths: identical once renamed
+    except FileExistsError:
+        raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' was published concurrently") from None
+    return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})
+
+
+def build_endpoint_export(
+    root: Path,
+    experiment_id: str,
+    export_id: str,
+    *,
+    run_name: str,
+    base_url: str,
+    model: str,
+    lineage: Mapping[str, Any] | None = None,
+) -> ExportRecord:
+    """Publish an endpoint export (module docstring): endpoint.json instead of weights."""
+    exp, _ = open_experiment(root, experiment_id)
+    check_name("EXPORT_ID", export_id)
+    if not base_url or not model:
+        raise ValueError("an endpoint export needs base_url and model")
+    if not exp.segment_file(run_name).is_file():
+        raise UnknownSegment(f"export '{export_id}': no segment '{run_name}' in experiment '{experiment_id}'")
+    final = exp.export(export_id)
+    if final.exists():
+        raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' already exists ({final})")
+    remove_stale_builds(exp.exports)
+    record = ExportRecord(export_id=export_id, experiment_id=experiment_id, run_name=run_name, step=0,
+                          created_at=utc_now(), lineage={"kind": "endpoint", **dict(lineage or {})})
+    try:
+        with building_dir(final) as tmp:
+            (tmp / ENDPOINT_FILE).write_text(json.dumps({"base_url": base_url, "model": model}, indent=2,
+                                                        sort_keys=True) + "\n")
+            (tmp / LINEAGE_FILE).write_text(json.dumps(record.lineage_json(), indent=2, sort_keys=True) + "\n")
+            (tmp / COMPLETE_MARKER).write_text(record.created_at + "\n")
+            digest = path_sha256(tmp)
     except FileExistsError:
         raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' was published concurrently") from None
     return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})

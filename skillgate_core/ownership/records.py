@@ -173,13 +173,20 @@ class EvalRecord:
     protocol_fingerprint: str
     """The frozen protocol's fingerprint (METHOD.md 8)."""
     status: str
-    """'running', 'completed' or 'failed'."""
+    """'running', 'completed', 'incomplete' (stopped with trials missing: resumable) or 'failed'
+    (an error stopped it: resumable too); completed is final."""
     started_at: str
     """UTC ISO start time."""
     finished_at: str | None = None
-    """UTC ISO end time; None while running."""
+    """UTC ISO end time of the latest attempt; None while running."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Caller facts (warehouse run id, dataset digest, sampling settings, ...)."""
+    attempt: int = 1
+    """1 for the first run of the evaluation, +1 on every resume (reopen_eval)."""
+    detail: str = ""
+    """Why the latest attempt ended as it did ('' when completed)."""
+    runner: Mapping[str, Any] = field(default_factory=dict)
+    """The process running the latest attempt: host, pid, start stamp (skillgate_core.processes)."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

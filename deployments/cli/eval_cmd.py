@@ -1,0 +1,169 @@
+"""`skillgate eval run` (in the spirit of `harbor run`) and `skillgate eval protocol`.
+
+run: evaluate a policy (a model folder or export, or an OpenAI-compatible endpoint URL + --model)
+under a protocol (eval70_v1, slate147 or a spec .toml) on a bench; prints the metrics table and
+where the rows and per-trial logs are. The evaluation is owned by the experiment that owns the
+model (a standalone evaluation experiment for a model no experiment owns) and recorded in the
+warehouse as it runs. Interrupted (Ctrl-C, kill) or stopped by --max-trials, it is incomplete: the
+same command resumes it and plays only the missing trials. --repeats N is a labelled non-protocol
+run: another protocol id and fingerprint, never compared with the protocol's rows.
+protocol: the protocol a spec gives on a bench (id, fingerprint, tasks, what differs from nominal).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console()
+
+
+def _default_bench() -> Path:
+    from skillgate_core.paths import state_layout
+
+    return state_layout().datasets / "bench" / "seed-0" / "bench"
+
+
+def _bench(path: Path | None) -> Path:
+    folder = path or _default_bench()
+    if (folder / "bench" / "tasks.jsonl").is_file():
+        folder = folder / "bench"
+    if not (folder / "tasks.jsonl").is_file():
+        raise FileNotFoundError(f"{folder}: no bench here (tasks.jsonl missing); build one with `skillgate bench build` "
+                                "or pass --bench DIR")
+    return folder
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def metrics_table(summary: dict[str, Any], title: str) -> Table:
+    """The METHOD.md 8 metrics of a summary, one per row (errors counted in every denominator and alone)."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    n = summary["trials"]
+    resolved = round(summary["trial_success"] * n)
+    table.add_row("trials (tasks)", f"{n} ({summary['tasks']})")
+    table.add_row("trial success", f"{summary['trial_success']:.3f} ({resolved}/{n})")
+    for key in sorted(k for k in summary if k.startswith("pass@")):
+        table.add_row(key, _fmt(summary[key]))
+    table.add_row("errors (in the denominator)", str(summary["errors"]))
+    for bench, value in summary["trial_success_by_benchmark"].items():
+        table.add_row(f"  success: {bench}", _fmt(value))
+    for k, v in summary["tasks_with_at_least"].items():
+        table.add_row(f"tasks solved {k}", str(v))
+    for key in ("read_rate", "p_resolved_given_read", "p_resolved_given_no_read", "skill_reasoning_rate",
+                "oracle_exposure", "misleading_exposure", "p_oracle_given_any_read", "clean_oracle_rate",
+                "unique_reads_per_trial"):
+        table.add_row(key.replace("_", " "), _fmt(summary.get(key)))
+    first = ", ".join(f"{c} {_fmt(v)}" for c, v in summary["first_read_category"].items() if v)
+    share = ", ".join(f"{c} {_fmt(v)}" for c, v in summary["read_share_by_category"].items() if v)
+    table.add_row("first read", first or "-")
+    table.add_row("read share", share or "-")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    eval_app = typer.Typer(help="Evaluate a policy under a frozen protocol (eval70_v1, slate147).",
+                           no_args_is_help=True)
+
+    @eval_app.command("run")
+    def run(
+        policy: str = typer.Option(..., "--policy", help="model folder / export, or an OpenAI-compatible URL (http://host:8000/v1)"),
+        model: str = typer.Option("", "--model", help="served model name (with an endpoint URL)"),
+        protocol: str = typer.Option("eval70_v1", "--protocol", help="protocol spec: eval70_v1, slate147 or a .toml path"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        repeats: int = typer.Option(0, "--repeats", min=0, help="labelled non-protocol run with N repeats (another protocol id)"),
+        tag: str = typer.Option("", "--tag", help="evaluation tag (part of the evaluation id)"),
+        method: str = typer.Option("", "--method", help="row label (default: export id / model name)"),
+        batch: int = typer.Option(8, "--batch", min=1, help="episodes in flight together (one lockstep batch)"),
+        workers: int = typer.Option(4, "--workers", min=1, help="sandbox worker threads"),
+        device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (local models)"),
+        tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder for an endpoint policy"),
+        concurrency: int = typer.Option(16, "--concurrency", min=1, help="endpoint requests in flight"),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key"),
+        max_trials: int = typer.Option(0, "--max-trials", min=0, help="stop after N trials (incomplete; rerun resumes)"),
+        pin: str = typer.Option("", "--pin", help="refuse unless the protocol id is exactly this"),
+    ) -> None:
+        """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
+        from skillgate_core.evaluation.observer import observing
+        from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
+        from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
+        from skillgate_core.evaluation.specs import build_protocol, load_spec
+        from skillgate_core.paths import state_layout
+        from warehouse.evaluations import WarehouseEvalObserver
+
+        if device not in ("auto", "cpu", "cuda"):
+            raise typer.BadParameter(f"expected auto, cpu or cuda, got {device!r}", param_hint="--device")
+        folder = _bench(bench)
+        spec = load_spec(protocol)
+        resolved = build_protocol(spec, folder, demo_repeats=repeats)
+        root = state_layout().experiments
+        options = {"concurrency": concurrency, "api_key_env": api_key_env} if is_endpoint(policy) else None
+        ref = resolve_policy(policy, root=root, model=model, endpoint_options=options)
+        p = resolved.protocol
+        console.print(f"protocol [bold]{p.protocol_id()}[/] (fingerprint {p.fingerprint()[:16]}...): "
+                      f"{len(resolved.tasks)} tasks x {p.repeats} repeats = {resolved.trial_count()} trials",
+                      highlight=False)
+        if resolved.note():
+            console.print(f"[yellow]note:[/] {escape(resolved.note())}", highlight=False)
+        if resolved.demo:
+            console.print(f"[yellow]labelled non-protocol run[/]: not comparable with {spec.spec_id} as specified "
+                          f"({spec.repeats} repeats)", highlight=False)
+        owner = "standalone evaluation experiment" if ref.standalone else "experiment"
+        console.print(f"policy {escape(ref.location)} -> {owner} {ref.experiment_id}, export {ref.export_id}",
+                      highlight=False)
+        config = EvalRunConfig(batch_episodes=batch, sandbox_workers=workers, tag=tag, method=method,
+                               device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]
+        try:
+            with observing(WarehouseEvalObserver(trigger="cli")):
+                result = run_evaluation(resolved, ref, config, root=root)
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted[/]: the evaluation is incomplete; run the same command to resume it "
+                          "(only the missing trials run)")
+            raise typer.Exit(130) from None
+        if result.summary is not None:
+            console.print(metrics_table(result.summary, f"{result.summary['method']} on {p.protocol_id()}"))
+        style = "green" if result.status == "completed" else "yellow"
+        console.print(f"status [{style}]{result.status}[/]: {result.trials_done}/{result.trials_total} trials "
+                      f"({result.trials_run} run now)", highlight=False)
+        console.print(f"evaluation {result.experiment_id}/{result.eval_id}", highlight=False, soft_wrap=True)
+        console.print(f"per-trial logs: {result.rows_dir}/ROW_ID/{{row.json,trajectory.json}}", highlight=False,
+                      soft_wrap=True)
+        if result.status == "completed":
+            console.print(f"rows: {result.parquet}", highlight=False, soft_wrap=True)
+        else:
+            console.print("run the same command again to resume (only the missing trials run)")
+            raise typer.Exit(1)
+
+    @eval_app.command("protocol")
+    def show_protocol(
+        protocol: str = typer.Argument("eval70_v1", help="protocol spec: eval70_v1, slate147 or a .toml path"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        repeats: int = typer.Option(0, "--repeats", min=0, help="show the labelled non-protocol variant"),
+    ) -> None:
+        """The protocol a spec gives on a bench: id, fingerprint and what it is made of."""
+        from skillgate_core.evaluation.specs import build_protocol, load_spec
+
+        resolved = build_protocol(load_spec(protocol), _bench(bench), demo_repeats=repeats)
+        table = Table(title=f"{resolved.protocol.protocol_id()} ({resolved.spec.source})")
+        table.add_column("field")
+        table.add_column("value")
+        for key, value in resolved.protocol.body().items():
+            table.add_row(key, str(value))
+        console.print(table)
+        if resolved.note():
+            console.print(f"[yellow]note:[/] {escape(resolved.note())}", highlight=False)
+
+    app.add_typer(eval_app, name="eval")

@@ -1,0 +1,107 @@
+"""The `eval70-nightly` flow: evaluate the newest export of each named experiment (or one given
+export) under eval70_v1, compare with the previous nightly of the same protocol fingerprint, flag a
+drop outside the bootstrap interval, and end Failed when anything regressed.
+
+    prefect deployment run eval70-nightly/eval70-nightly -p experiments='["grpo-skillgate-001"]'
+    eval70_nightly(export="grpo-skillgate-001/step-200", bench="/data/bench", demo_repeats=1)
+
+Each evaluation is tagged nightly-YYYY-MM-DD (the flow's `date`, default today in UTC), so a retry
+of the same night resumes that night's evaluation and the next night starts a fresh one. The result
+is a table artifact `eval70-nightly` (one row per experiment: current and previous trial success,
+delta, bootstrap interval, regressed), one warehouse eval_regression row per experiment, and the
+run's state: Failed with the regressions named when any drop lies outside its interval.
+`demo_repeats` is the explicit demo override (fewer repeats: another protocol fingerprint, so it is
+compared only with earlier nightlies that used the same override).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, tags
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from flows.stage_flows import STAGE_FLOWS
+from skillgate_core.config import config_to_dict
+from skillgate_core.evaluation.nightly import nightly_tag
+from skillgate_core.evaluation.stage import Eval70Config
+from skillgate_core.paths import state_layout
+from tasks.eval_nightly import compare_task, targets_task
+from tasks.stage import TRIGGER_TAG_PREFIX
+from warehouse import TRIGGERS
+
+__all__ = ["RegressionDetected", "eval70_nightly"]
+
+
+class RegressionDetected(RuntimeError):
+    """A nightly evaluation dropped outside its bootstrap interval (or could not be evaluated)."""
+
+
+def _default_bench() -> Path:
+    return state_layout().datasets / "bench" / "seed-0" / "bench"
+
+
+@flow(name="eval70-nightly", log_prints=True)
+def eval70_nightly(
+    experiments: list[str] | None = None,
+    export: str = "",
+    bench: str = "",
+    protocol: str = "eval70_v1",
+    demo_repeats: int = 0,
+    date: str = "",
+    batch_episodes: int = 8,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+    trigger: str = "schedule",
+) -> dict[str, Any]:
+    """Evaluate, compare, flag (module docstring). Returns {"date", "results": [...]}; raises
+    RegressionDetected (run state Failed) after recording everything when anything regressed or failed."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+    logger = get_run_logger()
+    date = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    bench_dir = Path(bench) if bench else _default_bench()
+    config = Eval70Config(protocol=protocol, demo_repeats=demo_repeats, tag=nightly_tag(date),
+                          batch_episodes=batch_episodes)
+    results: list[dict[str, Any]] = []
+    for target in targets_task(list(experiments or []), export):
+        try:
+            with tags(TRIGGER_TAG_PREFIX + trigger):
+                record = STAGE_FLOWS["eval70"](config_to_dict(config),
+                                               {"policy_export": target["path"], "bench": str(bench_dir)})
+            comparison = compare_task(target["experiment_id"], record["metrics"]["eval_id"], n_boot, seed, alpha)
+            results.append({**comparison, "error": None})
+        except Exception as exc:  # one broken target must not hide the others' results
+            logger.error("nightly of %s/%s failed: %s", target["experiment_id"], target["export_id"], exc)
+            results.append({"experiment_id": target["experiment_id"], "export_id": target["export_id"],
+                            "eval_id": None, "regressed": False, "check": None, "previous_eval_id": None,
+                            "error": f"{type(exc).__name__}: {exc}"})
+    rows = []
+    for r in results:
+        c = r.get("check") or {}
+        rows.append({"experiment": r["experiment_id"], "export": r["export_id"],
+                     "trial_success": c.get("current"), "previous": c.get("previous"),
+                     "previous_eval": r.get("previous_eval_id") or "-", "delta": c.get("delta"),
+                     "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high"),
+                     "verdict": "ERROR" if r["error"] else "REGRESSION" if r["regressed"] else
+                     ("ok" if c else "first nightly (nothing to compare)")})
+    create_table_artifact(key="eval70-nightly", table=rows,
+                          description=f"eval70 nightly {date}: trial success vs the previous nightly of the same "
+                                      f"protocol fingerprint (paired task-cluster bootstrap, {1 - alpha:.0%} interval)")
+    bad = [r for r in results if r["regressed"] or r["error"]]
+    if bad:
+        lines = [f"# eval70 nightly {date}: {len(bad)} problem(s)", ""]
+        for r in bad:
+            c = r.get("check") or {}
+            lines.append(f"- **{r['experiment_id']}** ({r['export_id']}): " + (
+                f"error: {r['error']}" if r["error"] else
+                f"trial success {c['previous']:.3f} -> {c['current']:.3f} (delta {c['delta']:+.3f}, interval "
+                f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]) vs {r['previous_eval_id']}"))
+        create_markdown_artifact(key="eval70-nightly-regressions", markdown="\n".join(lines))
+        raise RegressionDetected("; ".join(
+            f"{r['experiment_id']}: " + (r["error"] or f"trial success dropped by {-r['check']['delta']:.3f}")
+            for r in bad))
+    return {"date": date, "results": results}

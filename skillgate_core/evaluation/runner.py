@@ -1,0 +1,362 @@
+"""The evaluation runner: a policy x a protocol -> repeats x tasks trials, owned, resumable.
+
+    ref = resolve_policy("path/to/policy_export", root=root)          # evaluation/owner.py
+    resolved = build_protocol(load_spec("eval70_v1"), bench)          # evaluation/specs.py
+    result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=16))
+    result.status, result.summary["trial_success"], result.parquet
+
+1. Identity: the protocol is registered (SKILLGATE_HOME/protocols/PROTOCOL_ID.json) and the
+   evaluation is experiments/EXP/eval/EVAL_ID with EVAL_ID = EXPORT_ID__PROTOCOL_ID[__TAG], owned
+   by the experiment that owns the model (ownership.evals). An existing evaluation recorded under
+   another fingerprint is refused with both fingerprints named.
+2. Trials: task-major order, trial_index = task_index * repeats + repeat; each trial samples with
+   its own seed (trials.trial_seed: protocol seed, task, repeat), so it does not matter which
+   trials share a lockstep batch. Batches of `batch_episodes` run through agent.episode.run_episodes
+   in real sandboxes with the protocol's limits, the skills mounted from a verified frozen snapshot.
+3. Rows: each trial is published as rows/ROW_ID/row.json (+ trajectory.json, the per-trial log) as
+   soon as its batch ends. Resuming an evaluation (incomplete, failed, or its process killed) plays
+   only the trials without a row. When all rows exist: eval_trials.parquet and summary.json in the
+   evaluation folder, status completed.
+4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM) |
+   failed (an error). The observer (evaluation/observer.py) hears about every step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from skillgate_core.agent.episode import (
+    EpisodeConfig,
+    EpisodeSpec,
+    EpisodeView,
+    Policy,
+    Trajectory,
+    run_episodes,
+)
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.digests import atomic_write_json, atomic_write_text
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.evaluation.observer import EvalInfo, EvalObserver, current_observer
+from skillgate_core.evaluation.owner import PolicyRef
+from skillgate_core.evaluation.protocol import ProtocolConflictError, check_pinned_id, register_protocol
+from skillgate_core.evaluation.specs import ResolvedProtocol
+from skillgate_core.evaluation.trials import (
+    TrialContext,
+    row_id,
+    summarize_rows,
+    trial_row,
+    trial_seed,
+    trials_frame,
+)
+from skillgate_core.ownership import (
+    EvalRecord,
+    experiment_dir,
+    finish_eval,
+    list_eval_rows,
+    load_eval,
+    reopen_eval,
+    start_eval,
+    write_eval_row,
+)
+from skillgate_core.ownership.layout import check_name
+from skillgate_core.paths import state_layout
+from skillgate_core.skills import slate_skills_dir, snapshot_skills
+
+__all__ = ["PARQUET_FILE", "SUMMARY_FILE", "EvalResult", "EvalRunConfig", "StopRequested", "eval_id_for",
+           "run_evaluation"]
+
+PARQUET_FILE = "eval_trials.parquet"
+SUMMARY_FILE = "summary.json"
+TRAJECTORY_FILE = "trajectory.json"
+
+
+@dataclass(frozen=True)
+class EvalRunConfig:
+    """How to run an evaluation (none of it changes the protocol: rows stay comparable)."""
+
+    batch_episodes: PositiveInt = 8
+    """Episodes played together in one lockstep batch (in flight at once)."""
+    sandbox_workers: PositiveInt = 4
+    """Threads running sandbox work (starts, tool calls, verification) concurrently."""
+    tag: str = ""
+    """Tag appended to the evaluation id ('' for none; the nightly uses nightly-YYYY-MM-DD)."""
+    method: str = ""
+    """Row label ('' = the export id, or the served model name)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where a local model runs (auto: cuda when available)."""
+    cpu_threads: NonNegativeInt = 1
+    """torch intra-op threads when the model runs on CPU (0 = torch's default). 1 is fastest for small
+    models on a loaded machine (measured here: 50x faster than 2 threads at load 20 on 2 cores)."""
+    max_trials: NonNegativeInt = 0
+    """Stop (status incomplete) once this many trials ran in this call (0 = run them all)."""
+    pin: str = ""
+    """A protocol id the run must have (e.g. the one earlier rows carry); another id is refused."""
+    tokenizer: str = ""
+    """HF tokenizer folder for an endpoint policy (ids for context accounting); local models use their own."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation call left behind."""
+
+    experiment_id: str
+    eval_id: str
+    eval_dir: Path
+    status: str
+    """completed, incomplete or failed (the evaluation's status after this call)."""
+    trials_total: int
+    trials_done: int
+    """Rows published (all attempts)."""
+    trials_run: int
+    """Trials played by this call."""
+    rows: tuple[dict[str, Any], ...]
+    """The published rows, in trial order."""
+    summary: dict[str, Any] | None
+    """summarize_trials + identity, when completed."""
+
+    @property
+    def parquet(self) -> Path:
+        return self.eval_dir / PARQUET_FILE
+
+    @property
+    def rows_dir(self) -> Path:
+        """Where the per-trial logs are (rows/ROW_ID/{row.json,trajectory.json})."""
+        return self.eval_dir / "rows"
+
+
+class StopRequested(KeyboardInterrupt):
+    """SIGTERM arrived while the runner held the main thread: stop as Ctrl-C does (status incomplete)."""
+
+
+def eval_id_for(export_id: str, protocol_id: str, tag: str = "") -> str:
+    """EXPORT_ID__PROTOCOL_ID[__TAG], shortened with a hash when longer than a folder name may be."""
+    full = "__".join(p for p in (export_id, protocol_id, tag) if p)
+    if len(full) <= 128:
+        return check_name("EVAL_ID", full)
+    short = f"{export_id[:40]}-{hashlib.sha256(full.encode()).hexdigest()[:8]}__{protocol_id}"
+    return check_name("EVAL_ID", "__".join(p for p in (short, tag[:20]) if p))
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into StopRequested while the block runs (main thread, default handler only)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise StopRequested("SIGTERM")
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConfig, method: str) -> tuple[Policy, Any]:
+    """(policy, tokenizer) for the episodes; each trial's sampling seed is trial_seed(...)."""
+    from transformers import AutoTokenizer
+
+    from skillgate_core.agent.openai_policy import OpenAIPolicy
+    from skillgate_core.agent.seeded_policy import SeededPolicy
+    from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
+
+    p = resolved.protocol
+
+    def seed_of(view: EpisodeView) -> int:
+        return trial_seed(p.seed, view.spec.task.task_id, view.spec.repeat)
+
+    if ref.endpoint is not None:
+        if not config.tokenizer:
+            raise ValueError(f"policy {ref.location} is an endpoint: give a tokenizer folder (--tokenizer) to count "
+                             "context tokens and record the ids of its turns")
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
+        return OpenAIPolicy(ref.endpoint, tokenizer, temperature=p.temperature, top_p=p.top_p,
+                            max_new_tokens=p.max_new_tokens, seed_of=seed_of, name=method), tokenizer
+    import torch
+
+    device = config.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and config.cpu_threads:
+        torch.set_num_threads(config.cpu_threads)
+    model, tokenizer = load_policy(ref.model_dir, dtype=torch.bfloat16 if device == "cuda" else None, device=device)
+    sampling = SamplingConfig(temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens, seed=p.seed)
+    return SeededPolicy(model, tokenizer, sampling, seed_of=seed_of, name=method), tokenizer
+
+
+def _trajectory_log(trajectory: Trajectory) -> str:
+    log = {k: getattr(trajectory, k) for k in ("task_id", "bench", "repeat", "policy", "prompt_profile", "status",
+                                                "score", "raw_score", "missing_reward", "verifier_detail", "backend",
+                                                "duration_s", "gold")}
+    log.update(slate=[list(p) for p in zip(trajectory.slate_names, trajectory.slate_categories, strict=True)],
+               messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
+               prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids))
+    return json.dumps(log, indent=1, ensure_ascii=False, default=list) + "\n"
+
+
+def _ordered(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows.values(), key=lambda r: int(r["trial_index"]))
+
+
+def _open_evaluation(resolved: ResolvedProtocol, ref: PolicyRef, eval_id: str, root: Path,
+                     extra: dict[str, Any]) -> tuple[EvalRecord, str | None]:
+    """(the running record, the status it was resumed from or None when fresh)."""
+    exp = experiment_dir(root, ref.experiment_id)
+    fingerprint = resolved.protocol.fingerprint()
+    if exp.eval_file(eval_id).is_file():
+        existing = load_eval(exp, eval_id)
+        if existing.protocol_fingerprint != fingerprint:
+            raise ProtocolConflictError(
+                f"evaluation {ref.experiment_id}/{eval_id} was recorded under protocol fingerprint "
+                f"{existing.protocol_fingerprint}, this run gives fingerprint {fingerprint}: refusing to mix their trials"
+            )
+        if existing.status == "completed":
+            return existing, "completed"
+        record, previous = reopen_eval(root, ref.experiment_id, eval_id)
+        return record, previous
+    record = start_eval(root, ref.experiment_id, eval_id, export_id=ref.export_id,
+                        protocol_fingerprint=fingerprint, extra=extra)
+    return record, None
+
+
+def run_evaluation(
+    resolved: ResolvedProtocol,
+    ref: PolicyRef,
+    config: EvalRunConfig = EvalRunConfig(),
+    *,
+    root: Path | None = None,
+    progress: bool = True,
+    observer: EvalObserver | None = None,
+) -> EvalResult:
+    """Run (or resume, or return) the evaluation of `ref` under `resolved` (module docstring)."""
+    from tqdm import tqdm
+
+    layout = state_layout()
+    root = Path(root) if root is not None else layout.experiments
+    observer = observer or current_observer()
+    protocol = resolved.protocol
+    protocol_id, fingerprint = protocol.protocol_id(), protocol.fingerprint()
+    if config.pin:
+        check_pinned_id(protocol, config.pin)
+    register_protocol(protocol, layout.home / "protocols")
+    method = config.method or ref.label
+    eval_id = eval_id_for(ref.export_id, protocol_id, config.tag)
+    exp = experiment_dir(root, ref.experiment_id)
+    extra = {"protocol_id": protocol_id, "spec_id": protocol.spec_id, "method": method, "policy": ref.location,
+             "tag": config.tag, "demo": resolved.demo, "note": resolved.note(), "bench": str(resolved.bench),
+             "spec_source": resolved.spec.source, "trials_total": resolved.trial_count()}
+    record, previous = _open_evaluation(resolved, ref, eval_id, root, extra)
+    eval_dir = exp.eval(eval_id)
+    total = resolved.trial_count()
+    if previous == "completed":
+        rows = _ordered(list_eval_rows(exp, eval_id))
+        summary = json.loads((eval_dir / SUMMARY_FILE).read_text()) if (eval_dir / SUMMARY_FILE).is_file() else None
+        return EvalResult(ref.experiment_id, eval_id, eval_dir, "completed", total, len(rows), 0, tuple(rows), summary)
+    info = EvalInfo(root=root, record=record, eval_dir=eval_dir, protocol=protocol, method=method,
+                    policy=ref.location, tag=config.tag, bench=resolved.bench, trials_total=total,
+                    previous_status=previous, created=ref.created)
+    observer.started(info)
+    context = TrialContext(protocol_id=protocol_id, fingerprint=fingerprint, method=method,
+                           experiment_id=ref.experiment_id, export_id=ref.export_id, policy=ref.location,
+                           protocol_seed=protocol.seed)
+    repeats = protocol.repeats
+    plan = [(ti * repeats + r, task, r) for ti, task in enumerate(resolved.tasks) for r in range(repeats)]
+    done = set(list_eval_rows(exp, eval_id))
+    missing = [t for t in plan if row_id(t[1].task_id, t[2]) not in done]
+    ran, stopped_early = 0, False
+    try:
+        with _sigterm_as_interrupt():
+            if missing:
+                ran, stopped_early = _play(resolved, ref, config, method, missing, context, info, observer,
+                                           total, len(done), progress, tqdm)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
+                            f"interrupted ({type(exc).__name__}: {exc}) after {ran} trials of this attempt")
+        observer.ended(info, ended, None)
+        raise
+    except BaseException as exc:
+        ended = finish_eval(root, ref.experiment_id, eval_id, "failed", f"{type(exc).__name__}: {exc}")
+        observer.ended(info, ended, None)
+        raise
+    rows = _ordered(list_eval_rows(exp, eval_id))
+    if stopped_early or len(rows) < total:
+        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
+                            f"stopped after {ran} trials of this attempt (max_trials={config.max_trials}); "
+                            f"{total - len(rows)} of {total} missing: run it again to resume")
+        observer.ended(info, ended, None)
+        return EvalResult(ref.experiment_id, eval_id, eval_dir, "incomplete", total, len(rows), ran, tuple(rows), None)
+    trials_frame(rows).write_parquet(tmp := eval_dir / f".tmp-{PARQUET_FILE}")
+    tmp.replace(eval_dir / PARQUET_FILE)
+    summary = {
+        **summarize_rows(rows, protocol.repeats),
+        "protocol_id": protocol_id, "fingerprint": fingerprint, "spec_id": protocol.spec_id,
+        "experiment_id": ref.experiment_id, "export_id": ref.export_id, "eval_id": eval_id, "method": method,
+        "policy": ref.location, "tag": config.tag, "demo": resolved.demo, "note": resolved.note(),
+        "eval_dir": str(eval_dir), "attempts": record.attempt, "status": "completed",
+    }
+    atomic_write_json(eval_dir / SUMMARY_FILE, summary)
+    ended = finish_eval(root, ref.experiment_id, eval_id, "completed")
+    observer.ended(info, ended, summary)
+    return EvalResult(ref.experiment_id, eval_id, eval_dir, "completed", total, len(rows), ran, tuple(rows), summary)
+
+
+def _play(resolved, ref, config, method, missing, context, info, observer, total, already, progress, tqdm
+          ) -> tuple[int, bool]:
+    """Play the missing trials in lockstep batches; returns (trials run, stopped by max_trials)."""
+    protocol = resolved.protocol
+    policy, tokenizer = _load_policy(ref, resolved, config, method)
+    episode_config = EpisodeConfig(max_turns=protocol.max_turns, max_context_tokens=protocol.context_size,
+                                   max_new_tokens=protocol.max_new_tokens, wall_clock_s=protocol.wall_clock_s,
+                                   backend=protocol.backend, workers=config.sandbox_workers)  # type: ignore[arg-type]
+    snapshot = None
+    if resolved.skill_names:
+        snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names])
+        if snapshot.digest != protocol.snapshot_digest:
+            raise RuntimeError(f"skill snapshot {snapshot.digest} differs from the protocol's {protocol.snapshot_digest}: "
+                               "the bench's skills changed while the protocol was being resolved")
+    ran = 0
+    exp_root = info.root
+    with tempfile.TemporaryDirectory(prefix="skillgate-eval-") as scratch, \
+            tqdm(total=total, initial=already, desc=protocol.protocol_id(), unit="trial", disable=not progress) as bar:
+        packages = {}
+        for start in range(0, len(missing), config.batch_episodes):
+            batch = missing[start : start + config.batch_episodes]
+            specs = []
+            for _, task, repeat in batch:
+                if task.task_id not in packages:
+                    skills = (slate_skills_dir(snapshot.path, task.slate.names, Path(scratch) / task.task_id)
+                              if task.slate is not None and snapshot is not None else None)
+                    packages[task.task_id] = (load_task_package(task.path), skills)
+                package, skills = packages[task.task_id]
+                specs.append(EpisodeSpec(package, task.slate, skills, bench=task.benchmark, repeat=repeat))
+            trajectories = run_episodes(specs, policy, tokenizer, episode_config, resolved.profile)
+            published = []
+            for (trial_index, task, repeat), trajectory in zip(batch, trajectories, strict=True):
+                row = {**trial_row(trajectory, context), "row_id": row_id(task.task_id, repeat),
+                       "trial_index": trial_index}
+                log = _trajectory_log(trajectory)
+                write_eval_row(exp_root, ref.experiment_id, info.record.eval_id, row["row_id"], row,
+                               files=lambda tmp, text=log: atomic_write_text(tmp / TRAJECTORY_FILE, text))
+                published.append(row)
+            observer.trials(info, published)
+            ran += len(batch)
+            bar.update(len(batch))
+            bar.set_postfix(resolved=sum(r["outcome"] == "resolved" for r in published), refresh=False)
+            if config.max_trials and ran >= config.max_trials and start + config.batch_episodes < len(missing):
+                return ran, True
+    return ran, False
+

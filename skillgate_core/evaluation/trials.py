@@ -1,0 +1,180 @@
+"""Evaluation trial rows: one graded episode -> one flat row (eval_trials.parquet, one warehouse row).
+
+The row schema (TRIAL_SCHEMA) is what the metrics, the bootstrap and the paper build read; keep it
+exactly. Reads are found in the text of the calls the environment ran, with METHOD.md 4's rules (a
+`read`, or an `exec` running a reader, naming /skills/NAME/SKILL.md: one read per path, categorised
+against the task's gold skill and slate): the same skills span detection finds, without the token
+alignment that only credit needs, so a policy served over HTTP is measured the same way.
+
+    row = trial_row(trajectory, context)      # dict with exactly TRIAL_COLUMNS
+    frame = trials_frame(rows)                # polars DataFrame with TRIAL_SCHEMA
+    trial = to_trial(row)                     # metrics.Trial for summarize_trials
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from skillgate_core.agent.episode import Trajectory
+from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
+from skillgate_core.evaluation.metrics import Trial, summarize_trials
+from skillgate_core.tool_calls import parse_tool_calls
+
+__all__ = [
+    "TRIAL_COLUMNS",
+    "TRIAL_SCHEMA",
+    "TrialContext",
+    "outcome_of",
+    "reads_of",
+    "row_id",
+    "skill_reasoning_of",
+    "summarize_rows",
+    "to_trial",
+    "trial_row",
+    "trial_seed",
+    "trials_frame",
+]
+
+SKILL_REASONING_OPEN = "<skill_reasoning>"
+
+
+TRIAL_SCHEMA: dict[str, Any] = {
+    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
+    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
+    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
+    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
+    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
+    "seconds": pl.Float64, "seed": pl.Int64,
+}
+"""column -> polars dtype, in eval_trials.parquet's column order. raw_score and first_read_category
+may be null; status is completed | truncated | aborted, outcome resolved | fail | error, error is ''
+unless the outcome is error."""
+
+TRIAL_COLUMNS: tuple[str, ...] = tuple(TRIAL_SCHEMA)
+"""Column order of eval_trials.parquet."""
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every row of one evaluation shares."""
+
+    protocol_id: str
+    fingerprint: str
+    method: str
+    """A label: the profile name, the export id or the served model name."""
+    experiment_id: str
+    export_id: str
+    policy: str
+    """Path of the model, or the endpoint URL."""
+    protocol_seed: int
+
+
+def trial_seed(protocol_seed: int, task_id: str, repeat: int) -> int:
+    """The sampling seed of one trial: fixed by the protocol seed, the task and the repeat (63 bits)."""
+    digest = hashlib.sha256(f"eval-trial::{protocol_seed}::{task_id}::{repeat}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
+def row_id(task_id: str, repeat: int) -> str:
+    """ROW_ID of a trial under eval/EVAL_ID/rows/."""
+    return f"{task_id}--r{repeat}"
+
+
+def _is_read(name: str, arguments: Mapping[str, Any]) -> bool:
+    name = normalise_tool_name(name)
+    if name == "read":
+        return True
+    return name == "exec" and READER_COMMANDS.search(json.dumps(arguments, ensure_ascii=False)) is not None
+
+
+def reads_of(trajectory: Trajectory) -> tuple[list[str], list[str]]:
+    """(categories, names) of the skill reads of the calls that ran, in order (module docstring)."""
+    slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
+    gold = trajectory.gold or ""
+    categories: list[str] = []
+    names: list[str] = []
+    for turn in trajectory.turns:
+        if not turn.calls:  # nothing ran: a final answer, or a turn cut by length/budget
+            continue
+        for call in parse_tool_calls(turn.text).calls:
+            if call.key() not in turn.calls or not _is_read(call.name, call.arguments):
+                continue
+            for m in SKILL_PATH.finditer(call.raw(turn.text)):
+                name = m.group(1)
+                cat = "oracle" if name == gold else slate.get(name, "unadvertised")
+                categories.append(cat if cat in ("oracle", "misleading", "relevant", "irrelevant") else "unadvertised")
+                names.append(name)
+    return categories, names
+
+
+def skill_reasoning_of(trajectory: Trajectory) -> bool:
+    """The first assistant turn opens with <skill_reasoning> (METHOD.md 2)."""
+    return bool(trajectory.turns) and trajectory.turns[0].text.lstrip().startswith(SKILL_REASONING_OPEN)
+
+
+def outcome_of(status: str, score: float) -> str:
+    """error = aborted (infrastructure); resolved = score >= 1; else fail (METHOD.md 3, 8)."""
+    if status == "aborted":
+        return "error"
+    return "resolved" if score >= 1.0 else "fail"
+
+
+def trial_row(trajectory: Trajectory, context: TrialContext) -> dict[str, Any]:
+    """The row of one graded episode, columns in TRIAL_COLUMNS order."""
+    reads, names = reads_of(trajectory)
+    outcome = outcome_of(trajectory.status, trajectory.score)
+    row = {
+        "protocol_id": context.protocol_id,
+        "fingerprint": context.fingerprint,
+        "method": context.method,
+        "experiment_id": context.experiment_id,
+        "export_id": context.export_id,
+        "policy": context.policy,
+        "task_id": trajectory.task_id,
+        "benchmark": trajectory.bench,
+        "repeat": trajectory.repeat,
+        "status": trajectory.status,
+        "outcome": outcome,
+        "score": float(trajectory.score),
+        "raw_score": None if trajectory.raw_score is None else float(trajectory.raw_score),
+        "error": (trajectory.verifier_detail or "aborted") if outcome == "error" else "",
+        "reads": reads,
+        "read_names": names,
+        "first_read_category": reads[0] if reads else None,
+        "skill_reasoning": skill_reasoning_of(trajectory),
+        "turns": len(trajectory.turns),
+        "response_tokens": len(trajectory.response_ids),
+        "loss_tokens": int(sum(trajectory.loss_mask)),
+        "seconds": float(trajectory.duration_s),
+        "seed": trial_seed(context.protocol_seed, trajectory.task_id, trajectory.repeat),
+    }
+    return {k: row[k] for k in TRIAL_COLUMNS}
+
+
+def trials_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """The rows as a polars DataFrame with exactly TRIAL_SCHEMA, in the caller's order."""
+    rows = list(rows)
+    for r in rows:
+        missing = [c for c in TRIAL_COLUMNS if c not in r]
+        if missing:
+            raise ValueError(f"trial row {r.get('task_id')}#{r.get('repeat')} lacks columns {missing}")
+    return pl.DataFrame([{c: r[c] for c in TRIAL_COLUMNS} for r in rows], schema=TRIAL_SCHEMA)
+
+
+def to_trial(row: Mapping[str, Any]) -> Trial:
+    """A row as metrics.Trial (what summarize_trials takes)."""
+    return Trial(task_id=row["task_id"], benchmark=row["benchmark"], repeat=int(row["repeat"]),
+                 outcome=row["outcome"], reads=tuple(row["reads"] or ()), read_names=tuple(row["read_names"] or ()),
+                 skill_reasoning=bool(row["skill_reasoning"]))
+
+
+def summarize_rows(rows: Sequence[Mapping[str, Any]], repeats: int = 4) -> dict[str, Any]:
+    """summarize_trials (METHOD.md 8 metrics) over trial rows: pass@1, pass@4 and pass@repeats."""
+    ks = sorted({1, min(4, repeats), repeats})
+    return summarize_trials([to_trial(r) for r in rows], ks=ks)

@@ -1,0 +1,137 @@
+"""An OpenAI-compatible `/v1/chat/completions` client for policies served over HTTP (urllib, no SDK).
+
+Tools are not sent as the API's `tools` field: the system prompt already holds the tool schemas as
+text in our prompt format, and the reply's text is parsed by the shared tool-call parser, exactly
+as for a local model. What the server returns is kept as text (`ChatTurn.text`); token ids are made
+from it once, by the caller, with the policy tokenizer, only where ids are needed.
+
+    endpoint = OpenAIEndpoint(base_url="http://127.0.0.1:8000/v1", model="qwen3.5-9b")
+    turn = chat_completion(endpoint, messages, temperature=1.0, top_p=1.0, max_tokens=1024, seed=7)
+    turn.text, turn.finish, turn.completion_tokens
+
+POST {base_url}/chat/completions with {model, messages, temperature, top_p, max_tokens, seed}. 429,
+5xx and connection failures are retried with backoff; anything else raises EndpointError naming the
+URL, the status and the start of the body.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+
+__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion"]
+
+
+class EndpointError(RuntimeError):
+    """The endpoint failed or answered something that is not a chat completion."""
+
+
+@dataclass(frozen=True)
+class OpenAIEndpoint:
+    """Where the policy is served and how to ask it."""
+
+    base_url: str
+    """API root, e.g. http://127.0.0.1:8000/v1 (/chat/completions is appended)."""
+    model: str
+    """Model name sent with every request."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the bearer token (unset or empty: no Authorization header)."""
+    timeout_s: PositiveFloat = 600.0
+    """Per-request timeout."""
+    retries: NonNegativeInt = 4
+    """Extra attempts after a 429 / 5xx / connection failure."""
+    concurrency: PositiveInt = 16
+    """Requests in flight at once (one per active episode, up to this many)."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        if not self.model:
+            raise ValueError("model must name the served model")
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One assistant reply."""
+
+    text: str
+    """choices[0].message.content, exactly as returned ('' when null)."""
+    finish: Literal["stop", "length"]
+    """length when the server says finish_reason=length, else stop."""
+    prompt_tokens: int
+    """usage.prompt_tokens (0 when not reported)."""
+    completion_tokens: int
+    """usage.completion_tokens (0 when not reported)."""
+    seconds: float
+    """Wall time, retries included."""
+
+
+def _parse(url: str, data: Any) -> tuple[str, str, Mapping[str, Any]]:
+    try:
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        reason = str(choice.get("finish_reason") or "stop")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise EndpointError(f"{url}: not a chat completion: {json.dumps(data)[:300]}") from None
+    if not isinstance(text, str):
+        raise EndpointError(f"{url}: message.content is not text: {json.dumps(data)[:300]}")
+    return text, reason, data.get("usage") or {}
+
+
+def chat_completion(
+    endpoint: OpenAIEndpoint,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int | None = None,
+) -> ChatTurn:
+    """One chat completion (module docstring)."""
+    body: dict[str, Any] = {"model": endpoint.model, "messages": [dict(m) for m in messages],
+                            "temperature": temperature, "top_p": top_p, "max_tokens": int(max_tokens)}
+    if seed is not None:
+        body["seed"] = int(seed) % (2**31)  # servers take a 32-bit seed
+    payload = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(endpoint.api_key_env, "")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    start = time.perf_counter()
+    for attempt in range(endpoint.retries + 1):
+        request = urllib.request.Request(endpoint.url, data=payload, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=endpoint.timeout_s) as response:
+                data = json.loads(response.read().decode("utf-8"))
+            break
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            if (exc.code == 429 or exc.code >= 500) and attempt < endpoint.retries:
+                time.sleep(min(30.0, 0.5 * 2**attempt))
+                continue
+            raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            if attempt < endpoint.retries:
+                time.sleep(min(30.0, 0.5 * 2**attempt))
+                continue
+            raise EndpointError(f"{endpoint.url}: {exc} (after {attempt + 1} attempts)") from exc
+        except json.JSONDecodeError as exc:
+            raise EndpointError(f"{endpoint.url}: the reply is not JSON: {exc}") from exc
+    text, reason, usage = _parse(endpoint.url, data)
+    return ChatTurn(text=text, finish="length" if reason == "length" else "stop",
+                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                    completion_tokens=int(usage.get("completion_tokens") or 0),
+                    seconds=round(time.perf_counter() - start, 3))

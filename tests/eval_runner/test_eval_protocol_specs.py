@@ -1,0 +1,97 @@
+"""Protocol spec files made concrete on a bench: identity, fingerprint inputs, refusals (METHOD.md 8)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from skillgate_core.evaluation.protocol import (
+    EvalProtocol,
+    ProtocolConflictError,
+    check_pinned_id,
+    register_protocol,
+)
+from skillgate_core.evaluation.specs import build_protocol, list_specs, load_spec
+
+
+def test_shipped_specs_give_fingerprinted_protocols_over_what_the_bench_holds(bench):
+    assert {"eval70_v1", "slate147"} <= set(list_specs())
+    eval70 = build_protocol(load_spec("eval70_v1"), bench)
+    p = eval70.protocol
+    assert re.fullmatch(r"eval70_v1__mixed__r4__[0-9a-f]{10}", p.protocol_id())
+    assert p.protocol_id().endswith(p.fingerprint()[:10]) and len(p.fingerprint()) == 64
+    assert (p.repeats, p.tasks, p.max_turns, p.split) == (4, 4, 30, "eval70_v1")
+    assert eval70.trial_count() == 16
+    assert "holds 4 of the 70 eval70_v1 tasks" in eval70.note()
+    assert all(t.slate is not None and len(t.slate.entries) == 16 for t in eval70.tasks)
+    assert len(eval70.skill_names) >= 16
+    slate = build_protocol(load_spec("slate147"), bench)
+    assert slate.protocol.protocol_id().startswith("slate147__mixed__r4__") and slate.protocol.tasks == 4
+    assert "4 of the 147 slate147 tasks" in slate.note()
+    assert {t.task_id for t in slate.tasks}.isdisjoint({t.task_id for t in eval70.tasks})
+    # the same spec on the same bench is the same protocol
+    assert build_protocol(load_spec("eval70_v1"), bench).protocol == p
+
+
+def test_fingerprint_covers_tasks_skills_manifests_settings_and_repeats(bench_copy, tiny_spec, tmp_path):
+    spec = load_spec(tiny_spec)
+    base = build_protocol(spec, bench_copy).protocol
+    fp = base.fingerprint()
+    # the demo override of the repeats: explicit, recorded, another protocol
+    demo = build_protocol(spec, bench_copy, demo_repeats=1)
+    assert demo.demo == {"repeats": 1} and demo.protocol.protocol_id().startswith("tiny_v1__mixed__r1__")
+    assert demo.protocol.fingerprint() != fp and "demo override repeats=1" in demo.note()
+    assert build_protocol(spec, bench_copy, demo_repeats=2).demo == {}  # the spec's own value is no override
+    # a spec setting
+    seeded = tmp_path / "seeded.toml"
+    seeded.write_text(tiny_spec.read_text().replace("seed = 3", "seed = 4"))
+    assert build_protocol(load_spec(seeded), bench_copy).protocol.fingerprint() != fp
+    # a task package file (same ids, other content)
+    resolved = build_protocol(spec, bench_copy)
+    instruction = resolved.tasks[0].path / "instruction.md"
+    instruction.write_text(instruction.read_text() + "\n")
+    changed_task = build_protocol(spec, bench_copy).protocol
+    assert changed_task.task_list_sha256 != base.task_list_sha256 and changed_task.fingerprint() != fp
+    # a skill file a slate shows
+    skill = bench_copy / "skills" / resolved.skill_names[0] / "SKILL.md"
+    skill.write_text(skill.read_text() + "\n")
+    changed_skill = build_protocol(spec, bench_copy).protocol
+    assert changed_skill.snapshot_digest != changed_task.snapshot_digest
+    # the skill mode changes what is shown: no slate, no snapshot
+    none_spec = tmp_path / "none.toml"
+    none_spec.write_text(tiny_spec.read_text().replace('split = "eval70_v1"', 'split = "eval70_v1"\nskill_mode = "none"'))
+    bare = build_protocol(load_spec(none_spec), bench_copy)
+    assert bare.skill_names == () and all(t.slate is None for t in bare.tasks)
+    assert bare.protocol.protocol_id().startswith("tiny_v1__none__r2__")
+
+
+def test_reusing_an_id_with_another_fingerprint_aborts_naming_both(bench, tiny_spec, tmp_path):
+    protocol = build_protocol(load_spec(tiny_spec), bench).protocol
+    path = register_protocol(protocol, tmp_path)
+    assert register_protocol(protocol, tmp_path) == path  # same body: fine
+    forged = json.loads(path.read_text())
+    forged["fingerprint"], forged["seed"] = "f" * 64, 99
+    path.write_text(json.dumps(forged))
+    with pytest.raises(ProtocolConflictError) as err:
+        register_protocol(protocol, tmp_path)
+    assert "f" * 64 in str(err.value) and protocol.fingerprint() in str(err.value)
+    # a pinned id (e.g. the one earlier rows carry) that this bench no longer gives
+    check_pinned_id(protocol, protocol.protocol_id())
+    other = EvalProtocol.from_body({**protocol.body(), "seed": 4}, "test")
+    with pytest.raises(ProtocolConflictError) as err:
+        check_pinned_id(other, protocol.protocol_id())
+    assert protocol.fingerprint()[:10] in str(err.value) and other.fingerprint() in str(err.value)
+
+
+def test_a_spec_file_is_checked_like_a_config(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[protocol]\nspec_id = "x"\nsplit = "eval70_v1"\nrepeats = 0\n')
+    with pytest.raises(ValueError, match="repeats"):
+        load_spec(bad)
+    bad.write_text('[protocol]\nspec_id = "x"\nsplit = "eval70_v1"\nprompt_profile = "nope"\n')
+    with pytest.raises(ValueError, match="unknown prompt profile"):
+        load_spec(bad)
+    with pytest.raises(ValueError, match="no protocol spec 'nope'"):
+        load_spec("nope")
