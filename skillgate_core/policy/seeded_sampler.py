@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from skillgate_core.policy.local_sampler import Completion, SamplingConfig, _stop_ids
+from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 
 __all__ = ["sample_seeded"]
 
@@ -72,7 +72,7 @@ def sample_seeded(
         input_ids[r, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
         attention[r, width - len(prompt):] = 1
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    stop = set(_stop_ids(tokenizer))
+    stop = set(stop_token_ids(tokenizer))
     generators = [torch.Generator().manual_seed(int(s) % (2**63)) for s in seeds]
     ids: list[list[int]] = [[] for _ in range(rows)]
     logps: list[list[float]] = [[] for _ in range(rows)]
