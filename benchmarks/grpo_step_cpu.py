@@ -85,7 +85,7 @@ def main() -> None:
         stage = train_grpo(GRPOConfig(experiment_id=f"bench-{name}", **common, **extra), inputs, out)
         wall = time.perf_counter() - started
         rows = [json.loads(line) for line in Path(stage.metrics["metrics_file"]).read_text().splitlines()]
-        keys = ("step", "trained", "episodes", "groups", "time_generate_s", "time_env_s", "time_train_s",
+        keys = ("step", "trained", "episodes_played", "episodes", "groups", "time_generate_s", "time_env_s", "time_train_s",
                 "time_sync_s", "time_step_s", "rollout_tokens_per_s", "train_tokens_per_s", "workers_gave_up")
         result["runs"][name] = {"stage_wall_s": round(wall, 1), "steps": [{k: r.get(k) for k in keys} for r in rows]}
         print(name, json.dumps(result["runs"][name], indent=1))

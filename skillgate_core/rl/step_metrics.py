@@ -11,7 +11,8 @@ Prefect artifact:
 - credit: task and selector token mass, the share of loss tokens that are selection (identity)
   tokens and read-call tokens, oracle reads with a negative selector advantage;
 - loss: policy (task, selector), KL, clip fraction (means over micro-batches with tokens);
-- filter: rejections by reason, forced acceptances, workers that gave up;
+- filter: rejections by reason, forced acceptances, workers that gave up, episodes played (accepted
+  or not) vs `episodes` (trained);
 - speed: rollout and train tokens/s, and the step time split into generate / env (sandbox starts,
   tools, verification) / train / sync.
 """
@@ -99,6 +100,7 @@ def rank_summary(*, groups: Sequence[Any], rollout: Any, facts: Any, filter_coun
         "clip_fractions": [float(o.clip_fraction) for o in losses],
         "drawn": list(rollout.drawn),
         "gave_up": bool(rollout.gave_up),
+        "episodes_played": rollout.episodes,
         "generated_tokens": rollout.generated_tokens,
         "generate_s": rollout.generate_s,
         "env_s": rollout.env_s,
@@ -125,6 +127,7 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "profile": profile.name,
         "groups": int(total("groups")),
         "episodes": int(total("episodes")),
+        "episodes_played": int(total("episodes_played")),
         "reward": _rate(total("score_sum"), total("episodes")),
         "success_rate": _rate(total("successes"), total("episodes")),
         "read_rate": _rate(total("any_read"), total("slate_episodes")),
