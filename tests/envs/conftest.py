@@ -9,54 +9,15 @@ which turns the skip into a failure.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from envtest_paths import GOOD, REPO
+from envtest_paths import GOOD
+from sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: F401  (fixtures)
 
-
-def _unusable(reason: str) -> None:
-    if os.environ.get("SKILLGATE_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"docker required (SKILLGATE_REQUIRE_DOCKER=1) but unusable: {reason}")
-    pytest.skip(f"docker unusable here: {reason}")
-
-
-@pytest.fixture(scope="session")
-def docker_ready() -> str:
-    """A Docker daemon that answers and the local base image; returns the base image id."""
-    from skillgate_core.envs import docker_sandbox
-    from skillgate_core.envs.docker_images import ensure_base_image
-
-    if docker_sandbox.unavailable_reason() and os.geteuid() == 0 and shutil.which("dockerd"):
-        done = subprocess.run(["bash", str(REPO / "infra" / "dockerd.sh")], capture_output=True, text=True)
-        if done.returncode != 0:
-            _unusable(f"infra/dockerd.sh failed: {done.stderr.strip()[-300:]}")
-    reason = docker_sandbox.unavailable_reason()
-    if reason:
-        _unusable(reason)
-    try:
-        return ensure_base_image()
-    except Exception as exc:
-        _unusable(f"base image: {exc}")
-        raise
-
-
-@pytest.fixture(scope="session")
-def bwrap_ready() -> None:
-    from skillgate_core.envs import bwrap_sandbox
-
-    reason = bwrap_sandbox.unavailable_reason()
-    if reason:
-        pytest.skip(f"bubblewrap unusable here: {reason}")
-
-
-@pytest.fixture(params=["bwrap", "docker"])
-def backend(request: pytest.FixtureRequest) -> str:
-    """Each test using it runs once per sandbox backend."""
-    request.getfixturevalue(f"{request.param}_ready")
-    return request.param
+# One definition of sandbox readiness for every test package (tests/sandbox_fixtures.py); here the
+# per-backend fixture is called `backend`.
+backend = sandbox_backend
 
 
 @pytest.fixture(scope="session", autouse=True)
