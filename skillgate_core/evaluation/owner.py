@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
+from skillgate_core.ownership.atomic import link_tree
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
 
@@ -84,19 +84,6 @@ def is_endpoint(policy: str) -> bool:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40] or "model"
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    for path in sorted(source.rglob("*")):
-        dest = target / path.relative_to(source)
-        if path.is_dir():
-            dest.mkdir(parents=True, exist_ok=True)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, dest)
-        except OSError:
-            shutil.copy2(path, dest)
 
 
 def _ensure_experiment(root: Path, experiment_id: str, init: str, hypothesis: str) -> bool:
@@ -180,7 +167,7 @@ def resolve_policy(policy: str, *, root: Path, model: str = "", endpoint_options
         hypothesis=f"evaluation of the model at {path}, which no SkillGate experiment owns",
     ) else ()
     created += _publish(root, experiment_id, export_id, lambda run: build_export(
-        root, experiment_id, export_id, run_name=run, step=0, write=lambda tmp: _link_tree(path, tmp),
+        root, experiment_id, export_id, run_name=run, step=0, write=lambda tmp: link_tree(path, tmp),
         lineage={"kind": "standalone", "source": str(path), "source_sha256": sha}))
     exported = load_export(experiment_dir(root, experiment_id), export_id)
     assert exported is not None

@@ -134,3 +134,18 @@ def remove_stale_builds(parent: Path) -> list[Path]:
     for p in removed:
         shutil.rmtree(p, ignore_errors=True)
     return removed
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Hard-link every file of `source` under `target` (a copy across filesystems): publishing a model
+    dir a second time (a stage output, an export of an outside model) costs no disk."""
+    for path in sorted(Path(source).rglob("*")):
+        dest = Path(target) / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)

@@ -41,6 +41,7 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
+from skillgate_core.ownership.atomic import link_tree
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.paths import state_layout
@@ -103,20 +104,6 @@ def _experiment_rows(root: Path, experiment_id: str, filename: str) -> list[dict
     return [row for step in sorted(by_step) for row in by_step[step]]
 
 
-def _link_tree(source: Path, target: Path) -> None:
-    """Hard-link every file of `source` under `target` (copy across filesystems)."""
-    for path in sorted(source.rglob("*")):
-        dest = target / path.relative_to(source)
-        if path.is_dir():
-            dest.mkdir(parents=True, exist_ok=True)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, dest)
-        except OSError:
-            shutil.copy2(path, dest)
-
-
 def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Run (or resume) a GRPO experiment; returns the export and the run's facts."""
     root = experiments_root(state_layout())
@@ -159,7 +146,7 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
     summary = results[0]
     export = summary["export"]
     target = out_dir / "policy_export"
-    _link_tree(Path(export["path"]), target)
+    link_tree(Path(export["path"]), target)
     (target / "export.json").write_text(json.dumps(
         {"experiment_id": experiment_id, "run_name": run_name, **export}, indent=2, sort_keys=True) + "\n")
     training_dir = out_dir / "training"
