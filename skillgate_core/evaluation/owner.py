@@ -67,10 +67,15 @@ class PolicyRef:
     """The endpoint (kind endpoint)."""
     created: tuple[str, ...] = field(default=())
     """What this call created ('experiment', 'segment', 'export'), for the caller to record."""
+    profile: str = ""
+    """The training profile that produced the export (from its lineage; '' when none did)."""
 
     @property
     def label(self) -> str:
-        """Default method label of the rows: the served model name or the export id."""
+        """Default method label of the rows: the training profile (what the paper's tables compare),
+        else the served model name or the export id."""
+        if self.profile:
+            return self.profile
         return self.endpoint.model if self.endpoint is not None else self.export_id
 
     @property
@@ -132,7 +137,9 @@ def _owned(path: Path, root: Path) -> PolicyRef | None:
         if load_export(exp, export_id) is None:
             raise ValueError(f"{meta}: export '{export_id}' is not a published export of experiment "
                              f"'{experiment_id}' under {root}")
-        return PolicyRef("export", str(path), experiment_id, export_id, model_dir=path)
+        lineage = json.loads((path / LINEAGE_FILE).read_text()) if (path / LINEAGE_FILE).is_file() else {}
+        profile = str(lineage.get("lineage", {}).get("profile", ""))
+        return PolicyRef("export", str(path), experiment_id, export_id, model_dir=path, profile=profile)
     return None
 
 
