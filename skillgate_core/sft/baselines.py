@@ -35,7 +35,7 @@ from typing import Any
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
-from skillgate_core.sft.trainer import save_policy_export, train_lora_sft
+from skillgate_core.sft.trainer import lora_config, save_policy_export, train_lora_sft
 from skillgate_core.stage_output import StageOutput
 
 __all__ = ["BCStageConfig", "DPOStageConfig", "bc_rows", "dpo_rows", "selection_tasks", "train_bc", "train_dpo"]
@@ -227,7 +227,6 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
     """SelSkill-style DPO with LoRA (reference = the SFT model); out_dir/model + dpo_summary.json."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig
 
@@ -255,8 +254,7 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
         remove_unused_columns=True,
         disable_tqdm=False,
     )
-    peft_config = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                             target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
+    peft_config = lora_config(config)
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for r in rows])
     trainer = _token_id_dpo_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                                       peft_config=peft_config)

@@ -15,11 +15,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["SFTStageConfig", "save_policy_export", "sft_rows", "train_lora_sft", "train_sft"]
+__all__ = ["SFTStageConfig", "lora_config", "save_policy_export", "sft_rows", "train_lora_sft", "train_sft"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,15 @@ def save_policy_export(model, tokenizer, target: Path) -> Path:
     return target
 
 
+def lora_config(config: Any) -> Any:
+    """The LoRA adapter every SFT-style stage trains (sft, bc, dpo): `config` carries lora_rank,
+    lora_alpha and lora_targets; no dropout, causal-LM task."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
+                      target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
+
+
 def train_lora_sft(config, model_dir: Path, rows: list[dict[str, list[int]]], out_dir: Path) -> tuple[Path, dict]:
     """TRL SFTTrainer + LoRA on pre-tokenized rows {input_ids, assistant_masks} from the policy at
     `model_dir`; merge, save out_dir/model. `config` carries the SFTStageConfig training fields
@@ -112,7 +122,6 @@ def train_lora_sft(config, model_dir: Path, rows: list[dict[str, list[int]]], ou
     Returns (model dir, summary)."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
@@ -134,8 +143,7 @@ def train_lora_sft(config, model_dir: Path, rows: list[dict[str, list[int]]], ou
         gradient_checkpointing=config.gradient_checkpointing,
         disable_tqdm=False,
     )
-    peft_config = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                             target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
+    peft_config = lora_config(config)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=tokenizer, peft_config=peft_config)
     result = trainer.train()
