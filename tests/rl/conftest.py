@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 
 os.environ.setdefault(
@@ -23,25 +23,6 @@ os.environ.setdefault(
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private local test cluster, no token files in ~
 
 HERE = Path(__file__).parent
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
-"""16 training tasks: one per family x domain."""
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A randomly initialised Qwen2 model + tokenizer, written by the project's tiny-model code."""
-    out = tmp_path_factory.mktemp("tiny-model")
-    config = TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64)
-    return build_tiny_model(config, {}, out).outputs["base_model"]
-
-
-@pytest.fixture(scope="session")
-def bench(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rl-bench") / "bench"
-    build_suite(SMALL_BENCH, out)
-    return out
-
-
 @pytest.fixture(scope="session")
 def policy(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rl-policy")
