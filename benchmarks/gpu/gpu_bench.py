@@ -43,6 +43,16 @@ WORDS = ["read", "skill", "exec", "file", "grep", "the", "task", "oracle", "ls",
 """anchor_trl.py's vocabulary of words (corpus and prompts)."""
 
 
+def add_model_args(p: Any) -> None:
+    """The anchors' model-shape arguments (anchor_trl.py / anchor_ds.py), with their defaults."""
+    p.add_argument("--hidden", type=int, default=896)
+    p.add_argument("--layers", type=int, default=24)
+    p.add_argument("--heads", type=int, default=14)
+    p.add_argument("--kv", type=int, default=2)
+    p.add_argument("--inter", type=int, default=4864)
+    p.add_argument("--vocab", type=int, default=32000)
+
+
 def anchor_tokenizer(vocab: int, seed: int):
     """anchor_trl.py's tokenizer: byte-level BPE trained on 3000 random lines of WORDS + digits
     (the anchor does not seed `random`; we do, for a reproducible side)."""

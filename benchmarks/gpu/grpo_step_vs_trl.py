@@ -42,12 +42,7 @@ SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # the anchor's arguments, defaulting to the recorded anchor run (shared/gpu/README.md)
-    p.add_argument("--hidden", type=int, default=896)
-    p.add_argument("--layers", type=int, default=24)
-    p.add_argument("--heads", type=int, default=14)
-    p.add_argument("--kv", type=int, default=2)
-    p.add_argument("--inter", type=int, default=4864)
-    p.add_argument("--vocab", type=int, default=32000)
+    gpu_bench.add_model_args(p)
     p.add_argument("--steps", type=int, default=4, help="timed steps (TRL: --steps)")
     p.add_argument("--bs", type=int, default=32, help="completions per step (TRL per_device_train_batch_size)")
     p.add_argument("--gens", type=int, default=8, help="completions per prompt (TRL num_generations)")

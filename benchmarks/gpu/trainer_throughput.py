@@ -69,12 +69,7 @@ PRESETS = {
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # anchor_ds.py's arguments and defaults
-    p.add_argument("--hidden", type=int, default=896)
-    p.add_argument("--layers", type=int, default=24)
-    p.add_argument("--heads", type=int, default=14)
-    p.add_argument("--kv", type=int, default=2)
-    p.add_argument("--inter", type=int, default=4864)
-    p.add_argument("--vocab", type=int, default=32000)
+    gpu_bench.add_model_args(p)
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--mb", type=int, default=8)
     p.add_argument("--steps", type=int, default=6, help="timed optimizer steps")
