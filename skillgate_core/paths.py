@@ -1,4 +1,9 @@
-"""The state directory: everything SkillGate writes lives under SKILLGATE_HOME (default ./.skillgate).
+"""The state directory: everything SkillGate writes lives under SKILLGATE_HOME.
+
+Where it is never depends on the current directory (a `cd` must not make runs vanish): $SKILLGATE_HOME
+when set, else `.skillgate/` in the source checkout the code runs from (the repository root that holds
+pyproject.toml; what `make demo` and infra/*.sh use), else ~/.local/share/skillgate (an installed
+package). `skillgate where` (and every `skillgate run`) prints it and says which rule chose it.
 
     SKILLGATE_HOME/
       warehouse.duckdb   the experiment warehouse (warehouse/ is its only writer)
@@ -20,10 +25,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["StateLayout", "apply_cache_env", "state_layout"]
+__all__ = ["StateLayout", "apply_cache_env", "default_home", "state_layout"]
 
 ENV_HOME = "SKILLGATE_HOME"
-DEFAULT_HOME = ".skillgate"
+CHECKOUT_DIR_NAME = ".skillgate"
+_CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -76,9 +82,19 @@ class StateLayout:
         return self
 
 
+def default_home() -> tuple[Path, str]:
+    """(state dir, the rule that chose it) when no explicit home is given; independent of the cwd."""
+    if os.environ.get(ENV_HOME):
+        return Path(os.environ[ENV_HOME]).expanduser().resolve(), f"${ENV_HOME}"
+    if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "skillgate_core").is_dir():
+        return _CHECKOUT_ROOT / CHECKOUT_DIR_NAME, "source checkout"
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return (data / "skillgate").resolve(), "user data dir"
+
+
 def state_layout(home: str | os.PathLike[str] | None = None) -> StateLayout:
-    """The layout rooted at `home`, else $SKILLGATE_HOME, else ./.skillgate."""
-    root = Path(home or os.environ.get(ENV_HOME) or DEFAULT_HOME).expanduser().resolve()
+    """The layout rooted at `home`, else `default_home()` ($SKILLGATE_HOME, the checkout, the user dir)."""
+    root = Path(home).expanduser().resolve() if home else default_home()[0]
     return StateLayout(home=root)
 
 

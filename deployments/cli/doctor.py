@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.paths import state_layout
+from skillgate_core.paths import default_home, state_layout
 
 __all__ = ["CheckRow", "run_checks"]
 
@@ -140,7 +140,7 @@ def _state_dir() -> list[CheckRow]:
         home.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=home):
             pass
-        rows.append(CheckRow("state dir", "ok", f"{home} (SKILLGATE_HOME)"))
+        rows.append(CheckRow("state dir", "ok", f"{home} (chosen by: {default_home()[1]})"))
     except OSError as exc:
         rows.append(CheckRow("state dir", "fail", f"{home}: {exc.strerror}", "set SKILLGATE_HOME to a writable dir"))
         return rows

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deployments.cli.doctor import run_checks
+from skillgate_core.paths import default_home
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -24,3 +25,11 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
         if any(r.status == "fail" for r in rows):
             raise typer.Exit(1)
+
+    @app.command()
+    def where() -> None:
+        """Print the state dir (warehouse, experiments, datasets, Prefect home) and which rule chose it."""
+        home, rule = default_home()
+        print(home)
+        Console(stderr=True).print(f"[dim]chosen by: {rule} (set SKILLGATE_HOME to move it; the current "
+                                   "directory never matters)[/]")
