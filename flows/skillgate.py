@@ -1,65 +1,136 @@
-"""The one entry flow: `skillgate(recipe, overrides)` routes to one sub-flow per stage.
+"""The one entry flow: `skillgate(recipe, overrides)` runs a recipe's plan, one sub-flow per stage.
 
 Every recipe deployment in prefect.yaml points here with a recipe name, so a Prefect UI run,
 `prefect deployment run skillgate/rl-train` and `skillgate run` all go through the same code (the
 nightly regression, which loops over experiments, is flows/eval_nightly.py and runs its
-evaluations through the same `eval70` stage sub-flow). Stages that are not built yet are reported as such, never faked.
+evaluations through the same `eval70` stage sub-flow).
+
+The plan (skillgate_core/recipe_plan.py) decides where every input comes from: an earlier stage of
+the run, an explicit input, the newest completed output of that role in the warehouse, or a stage
+added to build it. A plan that cannot run (an input nothing provides) fails the run before any stage
+starts, with every reason in the run's state message and summary artifact; a stage that fails fails
+the run. A run never ends Completed without having done its job.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from deployments import RECIPES_DIR
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe, resume_overrides
-from skillgate_core.stages import get_stage
+from skillgate_core.config import ConfigError
+from skillgate_core.gathered import stage_inputs
+from skillgate_core.paths import state_layout
+from skillgate_core.recipes import ResolvedRecipe, Selection, find_recipe, resolve_recipe, resume_overrides
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
+from warehouse.outputs import WarehouseInputFinder
 
-__all__ = ["skillgate"]
+__all__ = ["PlanNotRunnable", "RECIPE_TAG_PREFIX", "plan_run", "skillgate"]
+
+RECIPE_TAG_PREFIX = "recipe:"
 
 
-@flow(name="skillgate", log_prints=True)
-def skillgate(recipe: str, overrides: list[str] | None = None, trigger: str = "ui", resume: str = "") -> dict[str, Any]:
+class PlanNotRunnable(ConfigError):
+    """The run's plan has inputs that nothing provides (or stages that are not built)."""
+
+
+def override_source(trigger: str) -> str:
+    """How errors name where overrides came from."""
+    return "command line" if trigger == "cli" else "flow parameter 'overrides'"
+
+
+def plan_run(recipe: str, overrides: list[str] | None = None, *, trigger: str = "cli", resume: str = "",
+             only: list[str] | None = None, start: str = "", until: str = "") -> ResolvedRecipe:
+    """Resolve and plan a run exactly as the flow will (the CLI prints this plan before running it)."""
+    found = find_recipe(recipe, RECIPES_DIR)
+    extra = resume_overrides(found, resume) if resume else []
+    selection = Selection(only=tuple(only or ()), start=start, until=until)
+    return resolve_recipe(found, [*(overrides or []), *extra], source=override_source(trigger),
+                          selection=selection, finder=WarehouseInputFinder(state_layout()), build_missing=True)
+
+
+def _check_runnable(resolved: ResolvedRecipe) -> None:
+    problems = [f"{row.entry}: {row.note}" for row in resolved.plan if row.missing or not row.built]
+    if problems:
+        raise PlanNotRunnable(f"recipe '{resolved.name}' cannot run; nothing was started:\n  " + "\n  ".join(problems))
+
+
+def _run_name(parameters: dict[str, Any]) -> str:
+    parts = [parameters["recipe"]]
+    for flag, key in (("only", "only"), ("from", "start"), ("until", "until")):
+        value = parameters.get(key)
+        if value:
+            parts.append(f"--{flag} {','.join(value) if isinstance(value, list) else value}")
+    return " ".join(parts) + f" ({parameters.get('trigger', 'ui')})"
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return _run_name(flow_run.parameters)
+
+
+@flow(name="skillgate", log_prints=True, flow_run_name=_flow_run_name)
+def skillgate(
+    recipe: str,
+    overrides: list[str] | None = None,
+    trigger: str = "ui",
+    resume: str = "",
+    only: list[str] | None = None,
+    start: str = "",
+    until: str = "",
+) -> dict[str, Any]:
     """Run RECIPE (catalog name or .toml path) with `stage.key=value` overrides.
 
     trigger: who started it (ui, schedule, cli, test); recorded with the run.
     resume: an experiment id: the recipe's training stage continues that experiment from its latest
     checkpoint in a new segment (sets grpo.resume_experiment; never answered from the stage cache).
-    Returns {"recipe", "digest", "stages": {stage: record or {"status": "not-built"}}}.
+    only / start / until: run part of the recipe (entry or stage names; `skillgate run --only/--from/--until`).
+    Returns {"recipe", "digest", "stages": {entry: record}} (record status: completed or reused).
     """
     if trigger not in TRIGGERS:
         raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     logger = get_run_logger()
-    found = find_recipe(recipe, RECIPES_DIR)
-    extra = resume_overrides(found, resume) if resume else []
-    resolved = resolve_recipe(found, [*(overrides or []), *extra])
-    plan = plan_recipe(resolved)
-    artifacts: dict[str, str] = dict(resolved.recipe.inputs)
+    resolved = plan_run(recipe, overrides, trigger=trigger, resume=resume, only=only, start=start, until=until)
+    head = f"# skillgate `{resolved.name}` ({trigger}{', resume ' + resume if resume else ''})"
+    lines = [head, "", "| stage | status | inputs | outputs |", "|---|---|---|---|"]
+    try:
+        _check_runnable(resolved)
+    except PlanNotRunnable as exc:
+        lines += [f"| {row.entry} | {'cannot run: ' + row.note if row.note else 'not started'} | | |"
+                  for row in resolved.plan]
+        create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines + ["", f"**Failed**: {exc}"]))
+        raise
+    layout = state_layout()
+    outputs: dict[str, dict[str, str]] = {}
     results: dict[str, Any] = {}
-    lines = [f"# skillgate `{resolved.name}` ({trigger}{', resume ' + resume if resume else ''})", "", "| stage | status | outputs |", "|---|---|---|"]
-    for row in plan:
-        if not row.built:
-            logger.warning("stage %s: %s", row.stage, row.note)
-            results[row.stage] = {"status": "not-built", "note": row.note}
-            lines.append(f"| {row.stage} | not built yet | {row.note} |")
-            continue
-        missing = [r for r in get_stage(row.stage).inputs if r not in artifacts]
-        if missing:
-            logger.warning("stage %s: skipped, missing inputs %s", row.stage, missing)
-            results[row.stage] = {"status": "skipped", "note": f"missing inputs: {', '.join(missing)}"}
-            lines.append(f"| {row.stage} | skipped | missing inputs: {', '.join(missing)} |")
-            continue
-        inputs = {r: artifacts[r] for r in get_stage(row.stage).inputs}
-        with tags(TRIGGER_TAG_PREFIX + trigger):  # the stage task records it with the run (warehouse)
-            record = STAGE_FLOWS[row.stage](resolved.config_json(row.stage), inputs)
-        artifacts.update(record["outputs"])
-        results[row.stage] = {"status": "reused" if record["reused"] else "completed", **record}
+    for row in resolved.plan:
+        inputs = stage_inputs(row.sources, outputs, layout)
+        for role, where in row.found.items():
+            logger.info("%s: input %s = newest on record: %s (%s)", row.entry, role, inputs[role], where)
+        stage_flow = STAGE_FLOWS[row.stage].with_options(flow_run_name=f"{resolved.name}/{row.entry}")
+        try:
+            with tags(TRIGGER_TAG_PREFIX + trigger, RECIPE_TAG_PREFIX + resolved.name):
+                record = stage_flow(resolved.config_json(row.entry), inputs)
+        except BaseException as exc:
+            lines.append(f"| {row.entry} | **failed**: {type(exc).__name__}: {str(exc)[:300]} | | |")
+            create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
+            raise
+        outputs[row.entry] = dict(record["outputs"])
+        results[row.entry] = {"status": "reused" if record["reused"] else "completed", **record}
+        ins = ", ".join(f"{r}: `{p}`" + (" (found)" if r in row.found else "") for r, p in inputs.items())
         outs = ", ".join(f"{r}: `{p}`" for r, p in record["outputs"].items())
-        lines.append(f"| {row.stage} | {results[row.stage]['status']} ({record['seconds']} s) | {outs} |")
+        added = f" (added: builds {row.added_for})" if row.added_for else ""
+        lines.append(f"| {row.entry}{added} | {results[row.entry]['status']} ({record['seconds']} s) | {ins} | {outs} |")
     create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
+    report = next((Path(r["outputs"]["report"]) for r in results.values() if "report" in r["outputs"]), None)
+    if report is not None:
+        create_link_artifact(key="skillgate-report", link=(report / "report.md").as_uri(),
+                             link_text=f"paper report of {resolved.name}",
+                             description="tables and figures rebuilt from this run's evaluation rows")
     return {"recipe": resolved.name, "digest": resolved.digest(), "stages": results}

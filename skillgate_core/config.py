@@ -125,15 +125,16 @@ def replace_checked(config: C, values: Mapping[str, Any], source: str, prefix: s
     return type(config)(**merged)
 
 
-def parse_override(text: str) -> tuple[str, Any]:
+def parse_override(text: str, source: str = "command line") -> tuple[str, Any]:
     """Split `key=value`; the value is read as a TOML literal when it is one, else kept as a string.
 
-    So `lr=1e-6` is a float, `stages=["sft"]` a list, `name=demo` the string "demo".
+    So `lr=1e-6` is a float, `stages=["sft"]` a list, `name=demo` the string "demo". `source` names
+    where the text came from in the error.
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"command line: override '{text}' is not of the form key=value")
+        raise ConfigError(f"{source}: override '{text}' is not of the form key=value")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

@@ -29,7 +29,7 @@ from skillgate_core.paths import StateLayout
 from skillgate_core.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
 from skillgate_core.stages import get_stage
 
-__all__ = ["RESULT_FILE", "StageRecord", "run_stage"]
+__all__ = ["RESULT_FILE", "StageRecord", "finished_run", "run_stage"]
 
 RESULT_FILE = "stage_result.json"
 
@@ -84,10 +84,18 @@ def _relocated(value: Any, work: Path, final: Path) -> Any:
     return value
 
 
-def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
-    """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
+@dataclass(frozen=True)
+class _RunKey:
+    input_paths: dict[str, Path]
+    input_digests: dict[str, str]
+    config_digest: str
+    reusable: bool
+    key: str
+    final: Path
+
+
+def _run_key(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> _RunKey:
     spec = get_stage(stage)
-    fn = spec.run_function()
     if not isinstance(config, spec.config_class()):
         raise TypeError(f"stage '{stage}' expects a {spec.config_class().__name__}, got {type(config).__name__}")
     missing = [r for r in spec.inputs if r not in inputs]
@@ -99,10 +107,28 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
     reusable = bool(getattr(config, "reusable", True))
     fresh = [] if reusable else [f"run:{uuid.uuid4().hex}"]  # a run of its own: never a finished folder
     key = hashlib.sha256(canonical_json([stage, cdigest, input_digests, *fresh]).encode()).hexdigest()[:16]
-    final = layout.stage_dir(stage, key)
-    if reusable and (final / RESULT_FILE).is_file():
-        record = StageRecord.from_json(json.loads((final / RESULT_FILE).read_text()))
-        return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
+    return _RunKey(input_paths, input_digests, cdigest, reusable, key, layout.stage_dir(stage, key))
+
+
+def _reused(final: Path) -> StageRecord:
+    record = StageRecord.from_json(json.loads((final / RESULT_FILE).read_text()))
+    return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
+
+
+def finished_run(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord | None:
+    """The finished identical run `run_stage` would reuse (reused=True), or None when it would compute."""
+    k = _run_key(stage, config, inputs, layout)
+    return _reused(k.final) if k.reusable and (k.final / RESULT_FILE).is_file() else None
+
+
+def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
+    """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
+    spec = get_stage(stage)
+    fn = spec.run_function()
+    k = _run_key(stage, config, inputs, layout)
+    input_paths, input_digests, cdigest, key, final = k.input_paths, k.input_digests, k.config_digest, k.key, k.final
+    if k.reusable and (final / RESULT_FILE).is_file():
+        return _reused(final)
 
     layout.ensure()
     remove_dead_workdirs(layout.artifacts)

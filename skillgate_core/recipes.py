@@ -13,8 +13,16 @@ A recipe file looks like
     [init-model]          # one table per stage: that stage's config values
     vocab_size = 2048
 
-Resolution checks every key, type and range against the stage's frozen config dataclass and applies
-`stage.key=value` overrides from the command line on top. A stage that is not built yet keeps its
+    ["grpo:mixed-task-reward"]   # a labelled second instance of a stage has its own table
+
+`[recipe] upstream = "demo"` names the recipe whose tables configure the stages a run adds to build
+an input it lacks (recipe_plan.py: which inputs come from where, and when a stage is added).
+
+Resolution plans the run (recipe_plan.py: the selected entries, the wiring of every input, the
+stages added to build missing ones), then checks every key, type and range against each planned
+stage's frozen config dataclass and applies `stage.key=value` overrides on top; an error names where
+the value came from (the recipe file, the command line, a deployment parameter), and an override of
+a stage that is not in the plan is refused. A stage that is not built yet keeps its
 table unvalidated (and the plan says so). An input (`[inputs]` or `inputs.ROLE=PATH`) must name a
 role some stage of the recipe takes from outside (a typo would otherwise be silently ignored), and a
 path given on the command line must exist; a path in the file may be absent (the plan reports it).
@@ -42,11 +50,20 @@ from skillgate_core.config import (
     config_to_dict,
     parse_override,
 )
-from skillgate_core.stages import UnknownStageError, get_stage, stage_names
+from skillgate_core.recipe_plan import (
+    InputFinder,
+    PlannedStage,
+    Selection,
+    entry_stage,
+    plan_entries,
+    validate_entries,
+)
+from skillgate_core.stages import get_stage, stage_names
 
 __all__ = [
     "PlannedStage",
     "Recipe",
+    "Selection",
     "ResolvedRecipe",
     "find_recipe",
     "list_recipes",
@@ -73,6 +90,8 @@ class Recipe:
     """Role -> path for inputs that no stage of this recipe produces."""
     source: Path
     """The TOML file it was read from."""
+    upstream: str = ""
+    """Recipe whose tables configure stages a run adds to build missing inputs ("" = stage defaults)."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +101,22 @@ class ResolvedRecipe:
     recipe: Recipe
     """The recipe as written."""
     configs: Mapping[str, Any]
-    """Stage name -> frozen config (built stages) or the raw table (stages not built yet)."""
+    """Entry -> frozen config (built stages) or the raw table (stages not built yet), in run order."""
     overrides: tuple[str, ...] = field(default=())
     """The `key=value` overrides applied, in order."""
+    plan: tuple[PlannedStage, ...] = field(default=())
+    """The run's plan: entries in run order with the source of every input (recipe_plan.py)."""
+    selection: Selection = field(default_factory=Selection)
+    """The part of the recipe this run executes."""
 
     @property
     def name(self) -> str:
         return self.recipe.name
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """The entries this run executes, in order (selected + added)."""
+        return tuple(p.entry for p in self.plan)
 
     def config_json(self, stage: str) -> dict[str, Any]:
         cfg = self.configs[stage]
@@ -97,7 +125,7 @@ class ResolvedRecipe:
     def digest(self) -> str:
         """Digest of the whole resolved recipe: stage list, inputs, and each stage's config digest."""
         payload = {
-            "stages": list(self.recipe.stages),
+            "stages": list(self.entries),
             "inputs": dict(self.recipe.inputs),
             "configs": {
                 s: (config_digest(c) if not isinstance(c, Mapping) else canonical_json(c))
@@ -105,22 +133,6 @@ class ResolvedRecipe:
             },
         }
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class PlannedStage:
-    """One row of a recipe's plan."""
-
-    stage: str
-    """Stage name."""
-    built: bool
-    """Whether the stage's code exists (False: it is declared for a later step)."""
-    inputs: Mapping[str, str]
-    """Input role -> where it comes from ("stage:NAME" or a path)."""
-    missing: tuple[str, ...]
-    """Input roles nobody provides (no earlier stage, no [inputs] entry, or the path is absent)."""
-    note: str
-    """Why it cannot run, when it cannot."""
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -135,26 +147,20 @@ def load_recipe(path: str | Path) -> Recipe:
     head = data.pop("recipe", None)
     if not isinstance(head, dict):
         raise ConfigError(f"{source}: missing [recipe] table (name, description, stages)")
-    unknown = sorted(set(head) - {"name", "description", "stages"})
+    unknown = sorted(set(head) - {"name", "description", "stages", "upstream"})
     if unknown:
-        raise ConfigError(f"{source}: unknown key 'recipe.{unknown[0]}'; valid keys: description, name, stages")
+        raise ConfigError(f"{source}: unknown key 'recipe.{unknown[0]}'; valid keys: description, name, stages, upstream")
     name, description, stages = head.get("name"), head.get("description", ""), head.get("stages")
+    upstream = head.get("upstream", "")
+    if not isinstance(upstream, str):
+        raise ConfigError(f"{source}: recipe.upstream: expected a recipe name, got {upstream!r}")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{source}: recipe.name: expected a non-empty str, got {name!r}")
     if not isinstance(description, str):
         raise ConfigError(f"{source}: recipe.description: expected str, got {type(description).__name__}")
     if not isinstance(stages, list) or not stages or not all(isinstance(s, str) for s in stages):
         raise ConfigError(f"{source}: recipe.stages: expected a non-empty list of stage names, got {stages!r}")
-    for s in stages:
-        try:
-            get_stage(s)
-        except UnknownStageError as exc:
-            raise ConfigError(f"{source}: recipe.stages: {exc}") from None
-    order = {s: i for i, s in enumerate(stage_names())}
-    if [order[s] for s in stages] != sorted(order[s] for s in stages) or len(set(stages)) != len(stages):
-        raise ConfigError(
-            f"{source}: recipe.stages: stages must be unique and in pipeline order ({', '.join(stage_names())})"
-        )
+    validate_entries(stages, str(source))
     inputs = data.pop("inputs", {})
     if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
         raise ConfigError(f"{source}: [inputs]: expected a table of role = \"path\" strings")
@@ -162,7 +168,7 @@ def load_recipe(path: str | Path) -> Recipe:
         _check_input_role(role, stages, name, str(source))
     tables: dict[str, dict[str, Any]] = {}
     for key, table in data.items():
-        if key not in stage_names():
+        if entry_stage(key) not in stage_names():
             raise ConfigError(
                 f"{source}: unknown table [{key}]; expected [recipe], [inputs] or a stage: {', '.join(stage_names())}"
             )
@@ -171,7 +177,7 @@ def load_recipe(path: str | Path) -> Recipe:
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {key}: expected a table of config values")
         tables[key] = table
-    return Recipe(name, description, tuple(stages), tables, inputs, source)
+    return Recipe(name, description, tuple(stages), tables, inputs, source, upstream)
 
 
 def list_recipes(directory: str | Path) -> list[Recipe]:
@@ -204,7 +210,7 @@ def _check_input_role(role: str, stages: Sequence[str], recipe: str, source: str
     produced_by: dict[str, str] = {}
     consumed: set[str] = set()
     for stage in stages:
-        spec = get_stage(stage)
+        spec = get_stage(entry_stage(stage))
         outside += [r for r in spec.inputs if r not in produced_by and r not in outside]
         consumed.update(spec.inputs)
         for r in spec.outputs:
@@ -222,7 +228,7 @@ def _check_input_role(role: str, stages: Sequence[str], recipe: str, source: str
     )
 
 
-def _nest(flat: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+def _nest(flat: Iterable[tuple[str, Any]], source: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for dotted, value in flat:
         node = out
@@ -230,7 +236,7 @@ def _nest(flat: Iterable[tuple[str, Any]]) -> dict[str, Any]:
         for p in parents:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"command line: '{dotted}' sets a key inside a non-table value")
+                raise ConfigError(f"{source}: '{dotted}' sets a key inside a non-table value")
         node[leaf] = value
     return out
 
@@ -245,71 +251,75 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def resolve_recipe(recipe: Recipe, overrides: Sequence[str] = ()) -> ResolvedRecipe:
-    """Apply `stage.key=value` overrides and check every built stage's table against its config class."""
-    by_stage: dict[str, list[tuple[str, Any]]] = {}
+def resolve_recipe(
+    recipe: Recipe,
+    overrides: Sequence[str] = (),
+    *,
+    source: str = "command line",
+    selection: Selection = Selection(),
+    finder: InputFinder | None = None,
+    build_missing: bool = False,
+) -> ResolvedRecipe:
+    """Plan the run (recipe_plan.py) and check every planned stage's config with the overrides applied.
+
+    `source` names where the overrides came from ("command line", "deployment parameter 'overrides'"):
+    every error about them says so. `finder` looks up inputs on record (None: only the recipe and the
+    overrides provide inputs); `build_missing` adds the stages that build inputs nothing provides
+    (what `skillgate run` and the entry flow do; off, the plan lists them as missing).
+    """
+    by_entry: dict[str, list[tuple[str, Any]]] = {}
     inputs = dict(recipe.inputs)
+    given_inputs: list[tuple[str, str]] = []
     for text in overrides:
-        key, value = parse_override(text)
-        stage, _, rest = key.partition(".")
-        if stage == "inputs" and rest:
+        key, value = parse_override(text, source)
+        entry, _, rest = key.partition(".")
+        if entry == "inputs" and rest:
             if not isinstance(value, str):
-                raise ConfigError(f"command line: {key}: expected a path string")
-            _check_input_role(rest, recipe.stages, recipe.name, "command line")
+                raise ConfigError(f"{source}: {key}: expected a path string")
             if not Path(value).expanduser().exists():
-                raise ConfigError(f"command line: {key}: path {value} does not exist")
+                raise ConfigError(f"{source}: {key}: path {value} does not exist")
             inputs[rest] = value
+            given_inputs.append((rest, value))
             continue
-        if stage not in recipe.stages or not rest:
+        if not rest:
+            raise ConfigError(f"{source}: override '{text}': key must be STAGE.KEY (or inputs.ROLE)")
+        by_entry.setdefault(entry, []).append((rest, value))
+    upstream = find_recipe(recipe.upstream, recipe.source.parent) if recipe.upstream else None
+    plan = plan_entries(recipe.stages, selection, inputs, finder=finder,
+                        upstream_entries=upstream.stages if upstream else (), build_missing=build_missing,
+                        where=source)
+    entries = [p.entry for p in plan]
+    for role, _ in given_inputs:
+        _check_input_role(role, entries, recipe.name, source)
+    for entry, values in by_entry.items():
+        if entry not in entries:
+            key, value = values[0]
             raise ConfigError(
-                f"command line: override '{text}': key must be STAGE.KEY with STAGE one of "
-                f"{', '.join(recipe.stages)} (or inputs.ROLE)"
+                f"{source}: override '{entry}.{key}': stage '{entry}' is not in this run's plan "
+                f"({', '.join(entries)})" + (f" ({selection.describe()})" if selection else "")
             )
-        by_stage.setdefault(stage, []).append((rest, value))
     configs: dict[str, Any] = {}
-    for stage in recipe.stages:
-        table = dict(recipe.tables.get(stage, {}))
-        extra = _nest(by_stage.get(stage, []))
-        spec = get_stage(stage)
+    for row in plan:
+        entry, spec = row.entry, get_stage(row.stage)
+        table_source = recipe if entry in recipe.stages or upstream is None else upstream
+        table = dict(table_source.tables.get(entry, {}))
+        extra = _nest(by_entry.get(entry, []), source)
         if not spec.built:
-            configs[stage] = _merge(table, extra)
+            configs[entry] = _merge(table, extra)
             continue
         cls = spec.config_class()
-        # File values are checked with the file named, overrides with the command line named.
-        checked = config_from_mapping(cls, table, str(recipe.source), prefix=f"{stage}.")
+        # File values are checked with the file named, overrides with their source named.
+        checked = config_from_mapping(cls, table, str(table_source.source), prefix=f"{entry}.")
         if extra:
-            checked = config_from_mapping(cls, _merge(table, extra), "command line", prefix=f"{stage}.")
-        configs[stage] = checked
-    shaped = Recipe(recipe.name, recipe.description, recipe.stages, recipe.tables, inputs, recipe.source)
-    return ResolvedRecipe(shaped, configs, tuple(overrides))
+            checked = config_from_mapping(cls, _merge(table, extra), source, prefix=f"{entry}.")
+        configs[entry] = checked
+    shaped = dataclasses.replace(recipe, inputs=inputs)
+    return ResolvedRecipe(shaped, configs, tuple(overrides), tuple(plan), selection)
 
 
 def plan_recipe(resolved: ResolvedRecipe) -> list[PlannedStage]:
-    """Which stage feeds which, what is missing, and which stages are not built yet."""
-    provided: dict[str, str] = {}
-    for role, path in resolved.recipe.inputs.items():
-        provided[role] = path
-    rows: list[PlannedStage] = []
-    for stage in resolved.recipe.stages:
-        spec = get_stage(stage)
-        wiring: dict[str, str] = {}
-        missing: list[str] = []
-        for role in spec.inputs:
-            src = provided.get(role)
-            if src is None:
-                missing.append(role)
-            elif not src.startswith("stage:") and not Path(src).exists():
-                missing.append(role)
-                wiring[role] = f"{src} (does not exist)"
-            else:
-                wiring[role] = src
-        note = "" if spec.built else f"not built yet ({spec.planned_in})"
-        if missing and not note:
-            note = f"missing inputs: {', '.join(missing)}"
-        rows.append(PlannedStage(stage, spec.built, wiring, tuple(missing), note))
-        for role in spec.outputs:
-            provided[role] = f"stage:{stage}"
-    return rows
+    """The run's plan: which entry feeds which input, what is found on record, added or missing."""
+    return list(resolved.plan)
 
 
 RESUME_FIELD = "resume_experiment"
@@ -325,8 +335,8 @@ def resume_overrides(recipe: Recipe, experiment_id: str) -> list[str]:
     if not _EXPERIMENT_ID.fullmatch(experiment_id or ""):
         raise ConfigError(f"resume: {experiment_id!r} is not an experiment id (1-128 characters of "
                           "[A-Za-z0-9._-]); `skillgate experiments` lists them")
-    stages = [s for s in recipe.stages if get_stage(s).built
-              and RESUME_FIELD in {f.name for f in dataclasses.fields(get_stage(s).config_class())}]
+    stages = [s for s in recipe.stages if get_stage(entry_stage(s)).built
+              and RESUME_FIELD in {f.name for f in dataclasses.fields(get_stage(entry_stage(s)).config_class())}]
     if not stages:
         raise ConfigError(f"resume: recipe '{recipe.name}' has no training stage that resumes an experiment "
                           f"(stages: {', '.join(recipe.stages)})")

@@ -41,6 +41,9 @@ class StageSpec:
     """'module:function' `(config, inputs) -> ExperimentRecord` for a stage whose runs belong to an
     experiment (METHOD.md 10): opens or creates the experiment the run will train in, before it
     runs, so the run is recorded as that experiment's from its start. None: no experiment."""
+    gathers: tuple[str, ...] = ()
+    """Input roles it takes from every producer in the run, gathered into one folder (paper-tables
+    compares every evaluation of the run); other roles come from one producer."""
 
     @property
     def built(self) -> bool:
@@ -152,6 +155,7 @@ STAGES: tuple[StageSpec, ...] = (
         outputs=("report",),
         config="skillgate_core.evaluation.paper_config:PaperConfig",
         entrypoint="skillgate_core.evaluation.paper:build_paper_tables",
+        gathers=("eval_rows",),
     ),
 )
 

@@ -22,7 +22,8 @@ from contextlib import nullcontext
 from typing import Any
 
 from prefect import runtime, task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
 
 from skillgate_core.config import config_from_mapping
 from skillgate_core.evaluation.observer import observing
@@ -36,9 +37,45 @@ from tasks.training import TrainingRecorder, training_artifacts
 from warehouse import StageRunRecorder, experiment_created, record
 from warehouse.evaluations import WarehouseEvalObserver
 
-__all__ = ["TRIGGER_TAG_PREFIX", "run_stage_task"]
+__all__ = ["INFRASTRUCTURE_ERRORS", "TRIGGER_TAG_PREFIX", "is_infrastructure_failure", "run_stage_task"]
 
 TRIGGER_TAG_PREFIX = "trigger:"
+
+INFRASTRUCTURE_ERRORS = frozenset({
+    "ConnectionError", "TimeoutError", "BrokenPipeError",          # a service went away mid-call
+    "RaySystemError", "RayActorError", "ActorDiedError", "WorkerCrashedError", "NodeDiedError",
+    "GetTimeoutError",                                             # the Ray cluster, not our code
+    "APIError", "DockerException",                                 # the Docker daemon
+    "WarehouseBusy",                                               # another writer held the file too long
+})
+"""Exception class names (anywhere in the class's MRO) that mean the machine, not the inputs or the
+code, failed: only these are retried. A config error, a bug or a bad task package fails at once (a
+retry would fail the same way and hide the first error under two more)."""
+
+
+def is_infrastructure_failure(exc: BaseException | None) -> bool:
+    return exc is not None and any(c.__name__ in INFRASTRUCTURE_ERRORS for c in type(exc).__mro__)
+
+
+def _retry_on_infrastructure(task_, task_run, state) -> bool:
+    exc = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
+    return is_infrastructure_failure(exc if isinstance(exc, BaseException) else None)
+
+
+def _summary_markdown(stage: str, record: dict[str, Any]) -> str:
+    lines = [f"# stage `{stage}`: {'reused' if record['reused'] else 'completed'} in {record['seconds']} s",
+             "", f"config digest `{record['config_digest'][:16]}`, folder `{record['out_dir']}`", "",
+             "| input | path | sha256 |", "|---|---|---|"]
+    lines += [f"| {r} | `{p}` | `{record['input_digests'][r][:16]}` |" for r, p in record["inputs"].items()]
+    lines += ["", "| output | path | sha256 |", "|---|---|---|"]
+    lines += [f"| {r} | `{p}` | `{record['output_digests'][r][:16]}` |" for r, p in record["outputs"].items()]
+    return "\n".join(lines)
+
+
+def _metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scalar metrics as rows (nested values are in the outputs, not in a table cell)."""
+    return [{"metric": k, "value": v} for k, v in sorted(metrics.items())
+            if isinstance(v, (int, float, str, bool)) or v is None]
 
 _PUBLISHERS = {"paper-tables": publish_paper_report}
 """Stages whose output deserves its own artifact beyond the outputs table."""
@@ -49,7 +86,10 @@ def _trigger() -> str:
     return next((t[len(TRIGGER_TAG_PREFIX):] for t in tags if t.startswith(TRIGGER_TAG_PREFIX)), "cli")
 
 
-@task(name="run-stage", task_run_name="{stage}", retries=0)
+# Retries: 2, for infrastructure failures only. Never cached by Prefect: reuse is the stage's own
+# content-keyed folder (pipeline.run_stage), which a training run with `resume` always bypasses.
+@task(name="run-stage", task_run_name="{stage}", retries=2, retry_delay_seconds=10,
+      retry_condition_fn=_retry_on_infrastructure, cache_policy=NO_CACHE)
 def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -> dict[str, Any]:
     """Run one stage; returns the StageRecord as JSON (outputs, digests, metrics, timing)."""
     spec = get_stage(stage)
@@ -85,6 +125,10 @@ def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -
         table=rows,
         description=f"Outputs of stage {stage} (config {result.config_digest[:12]}, reused={result.reused})",
     )
+    create_markdown_artifact(key=f"{stage}-summary", markdown=_summary_markdown(stage, result.to_json()),
+                             description=f"stage {stage}: inputs, outputs, digests")
+    if metric_rows := _metric_rows(dict(result.metrics)):
+        create_table_artifact(key=f"{stage}-metrics", table=metric_rows, description=f"metrics of stage {stage}")
     if training:
         training_artifacts(stage, result)
     if stage in _PUBLISHERS:

@@ -13,21 +13,30 @@ from rich.table import Table
 from deployments import RECIPES_DIR
 from skillgate_core.config import config_digest, config_to_dict, field_docs
 from skillgate_core.config_ranges import field_ranges
-from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe, resume_overrides
+from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
 
 console = Console()
 
 
 def _plan_table(resolved) -> Table:
-    table = Table(title=f"plan of recipe '{resolved.name}' ({resolved.recipe.source.name})")
+    title = f"plan of recipe '{resolved.name}' ({resolved.recipe.source.name})"
+    if resolved.selection:
+        title += f" {resolved.selection.describe()}"
+    table = Table(title=title)
     for col in ("#", "stage", "built", "inputs", "note"):
         table.add_column(col)
     for i, row in enumerate(plan_recipe(resolved), 1):
-        wiring = ", ".join(f"{r} <- {src}" for r, src in row.inputs.items())
+        wiring = ", ".join(f"{r} <- {src}" + (f" [dim](found: {row.found[r]})[/]" if r in row.found else "")
+                           for r, src in row.inputs.items())
         if row.missing:
             wiring += (", " if wiring else "") + ", ".join(f"[red]{r} <- ?[/]" for r in row.missing if r not in row.inputs)
-        table.add_row(str(i), row.stage, "yes" if row.built else "[yellow]no[/]", wiring or "-", escape(row.note))
+        name = row.entry + (f" [cyan](added: builds {row.added_for})[/]" if row.added_for else "")
+        table.add_row(str(i), name, "yes" if row.built else "[yellow]no[/]", wiring or "-", escape(row.note))
     return table
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v for item in values or [] for v in item.split(",") if v]
 
 
 def register(app: typer.Typer) -> None:
@@ -35,14 +44,14 @@ def register(app: typer.Typer) -> None:
     def recipes() -> None:
         """List the recipe catalog, with the inputs each recipe is missing."""
         table = Table(title=f"recipes ({RECIPES_DIR})")
-        for col in ("name", "stages", "description", "missing inputs / not built"):
+        for col in ("name", "stages", "description", "takes from outside"):
             table.add_column(col)
         for recipe in list_recipes(RECIPES_DIR):
             plan = plan_recipe(resolve_recipe(recipe))
-            missing = sorted({f"{m} (for {p.stage})" for p in plan for m in p.missing if p.built})
-            unbuilt = [p.stage for p in plan if not p.built]
-            notes = "; ".join(filter(None, [", ".join(missing), f"not built: {', '.join(unbuilt)}" if unbuilt else ""]))
-            table.add_row(recipe.name, " > ".join(recipe.stages), escape(recipe.description), escape(notes) or "[green]ready[/]")
+            outside = sorted({m for p in plan for m in p.missing if p.built})
+            how = f"newest on record, else built by '{recipe.upstream}'" if recipe.upstream else "newest on record"
+            notes = f"{', '.join(outside)} ({how})" if outside else "[green]nothing[/]"
+            table.add_row(recipe.name, " > ".join(recipe.stages), escape(recipe.description), notes)
         console.print(table)
 
     @app.command()
@@ -76,30 +85,54 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def run(
         recipe: str = typer.Argument(..., help="recipe name or path to a .toml"),
-        overrides: list[str] = typer.Argument(None, help="STAGE.KEY=VALUE overrides"),
+        overrides: list[str] = typer.Argument(None, help="STAGE.KEY=VALUE overrides, inputs.ROLE=PATH"),
         execute: bool = typer.Option(False, "--execute", help="run it (default: print the plan only)"),
         trigger: str = typer.Option("cli", help="recorded trigger: cli, schedule, ui, test"),
         resume: str = typer.Option("", "--resume", metavar="EXPERIMENT_ID",
                                    help="continue this experiment from its latest checkpoint (sets grpo.resume_experiment)"),
+        only: list[str] = typer.Option(None, "--only", metavar="STAGE",
+                                       help="run only this stage (repeat or comma-separate); inputs from the warehouse or inputs.ROLE="),
+        start: str = typer.Option("", "--from", metavar="STAGE", help="start at this stage"),
+        until: str = typer.Option("", "--until", metavar="STAGE", help="stop after this stage"),
     ) -> None:
         """Dry run by default: print the plan of stages. With --execute, run the `skillgate` flow."""
-        found = find_recipe(recipe, RECIPES_DIR)
-        extra = resume_overrides(found, resume) if resume else []
-        resolved = resolve_recipe(found, [*(overrides or []), *extra])
+        from flows.skillgate import plan_run
+        from skillgate_core.paths import default_home
+
+        home, rule = default_home()
+        resolved = plan_run(recipe, list(overrides or []), trigger=trigger, resume=resume, only=_split(only),
+                            start=start, until=until)
         console.print(_plan_table(resolved))
+        console.print(f"[dim]state dir: {home} ({rule})[/]")
         if resume:
-            console.print(f"resume: {', '.join(escape(e) for e in extra)} (a resume always trains: never reused)")
+            console.print(f"resume: {escape(resume)} (a resume always trains: never reused)")
         if not execute:
             console.print("[dim]dry run: add --execute to run it[/]")
             return
-        from flows.skillgate import skillgate
+        from deployments.cli.run_fast import all_reused
 
-        result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger, resume=resume)
+        reused = all_reused(resolved)
+        if reused is not None:  # the common re-run: nothing to compute, so no Prefect server to start
+            result = {"recipe": resolved.name, "digest": resolved.digest(), "stages": reused}
+            console.print("[green]up to date[/]: every stage of this plan has a finished identical run; nothing ran "
+                          "(no Prefect flow run started)")
+        else:
+            from prefect import tags
+
+            from flows.skillgate import RECIPE_TAG_PREFIX, skillgate
+
+            with tags(RECIPE_TAG_PREFIX + resolved.name):
+                result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger, resume=resume,
+                                   only=_split(only), start=start, until=until)
         table = Table(title=f"result of '{resolved.name}' (digest {result['digest'][:16]})")
-        for col in ("stage", "status", "outputs / note"):
+        for col in ("stage", "status", "run id", "outputs"):
             table.add_column(col)
-        for stage, res in result["stages"].items():
-            detail = res.get("note") or ", ".join(f"{r}: {p}" for r, p in res.get("outputs", {}).items())
-            style = {"completed": "green", "reused": "green", "not-built": "yellow"}.get(res["status"], "red")
-            table.add_row(stage, f"[{style}]{res['status']}[/]", escape(detail))
+        for entry, res in result["stages"].items():
+            detail = "\n".join(f"{r}: {p}  [dim]sha256 {res['output_digests'][r][:12]}[/]"
+                                for r, p in res.get("outputs", {}).items())
+            style = {"completed": "green", "reused": "green"}.get(res["status"], "red")
+            table.add_row(entry, f"[{style}]{res['status']}[/]", res.get("run_id") or "-", detail)
         console.print(table)
+        from deployments.cli.run_fast import print_report_and_lineage
+
+        print_report_and_lineage(console, result)

@@ -38,24 +38,54 @@ def test_entry_flow_runs_a_real_stage_and_reuses_it(skillgate_home: Path):
     assert again["status"] == "reused" and again["out_dir"] == record["out_dir"]
 
 
-def test_entry_flow_reports_unbuilt_stages_without_output(skillgate_home: Path):
+def test_entry_flow_runs_part_of_a_recipe_then_one_stage_from_the_warehouse(skillgate_home: Path):
+    """--until runs the head of the demo; --only then runs one stage with its inputs found on record."""
     from flows.skillgate import skillgate
 
-    result = skillgate(recipe="demo", overrides=SMALL + DEMO_SMALL, trigger="test")
+    result = skillgate(recipe="demo", overrides=SMALL + DEMO_SMALL, trigger="test", until="rl-data-prep")
     stages = result["stages"]
-    assert stages["init-model"]["status"] in {"completed", "reused"}
+    assert list(stages) == ["init-model", "bench-build", "collect", "sft", "rl-data-prep"]
     for built in ("bench-build", "collect", "sft", "rl-data-prep"):
         assert stages[built]["status"] == "completed", (built, stages[built])
     assert stages["collect"]["metrics"]["episodes"] == 2
     # rl-data-prep renders its prompts with the SFT model the sft stage just wrote (lineage by role).
     assert stages["rl-data-prep"]["inputs"]["sft_model"] == stages["sft"]["outputs"]["sft_model"]
     assert stages["rl-data-prep"]["metrics"]["tasks"] == 16
-    unbuilt = [s for s, r in stages.items() if r["status"] == "not-built"]
-    # paper-tables is built but has nothing to read while eval70 is not: skipped, nothing written.
-    assert stages["paper-tables"]["status"] in {"skipped", "completed"}
-    if stages["paper-tables"]["status"] == "skipped":
-        assert stages["paper-tables"]["note"] == "missing inputs: eval_rows"
-        assert not (skillgate_home / "artifacts" / "paper-tables").exists()
-    for stage in unbuilt:
-        assert "not built yet" in stages[stage]["note"]
-        assert not (skillgate_home / "artifacts" / stage).exists()
+    assert not (skillgate_home / "artifacts" / "grpo").exists()
+
+    # --only rl-data-prep with another profile: bench and sft_model are the newest on record.
+    again = skillgate(recipe="demo", overrides=["rl-data-prep.profile=mixed_task_reward"], trigger="test",
+                      only=["rl-data-prep"])["stages"]
+    assert list(again) == ["rl-data-prep"] and again["rl-data-prep"]["status"] == "completed"
+    assert again["rl-data-prep"]["inputs"] == stages["rl-data-prep"]["inputs"]
+    assert again["rl-data-prep"]["out_dir"] != stages["rl-data-prep"]["out_dir"]
+
+
+def test_a_run_that_cannot_do_its_job_fails_before_starting(skillgate_home: Path):
+    """An input nothing provides (--only on a fresh state) ends the flow run Failed, reason in the state."""
+    from flows.skillgate import PlanNotRunnable, skillgate
+
+    state = skillgate(recipe="rl-train", trigger="test", only=["grpo"], return_state=True)
+    assert state.is_failed()
+    with pytest.raises(PlanNotRunnable) as err:
+        state.result()
+    message = str(err.value)
+    assert "cannot run; nothing was started" in message
+    for role in ("sft_model", "bench"):
+        assert f"{role}: none on record: give inputs.{role}=PATH|ID" in message
+    assert "rl_data: produced by 'rl-data-prep', which this run skips (--only grpo)" in message
+    assert not (skillgate_home / "artifacts").exists()
+
+
+def test_errors_name_where_a_bad_value_came_from(skillgate_home: Path):
+    from flows.skillgate import skillgate
+    from skillgate_core.config import ConfigError
+
+    state = skillgate(recipe="init-model", overrides=["init-model.hidden_size=fast"], trigger="ui",
+                      return_state=True)
+    with pytest.raises(ConfigError, match=r"^flow parameter 'overrides': init-model.hidden_size: expected int"):
+        state.result()
+    state = skillgate(recipe="init-model", overrides=["sft.max_steps=3"], trigger="ui", return_state=True)
+    with pytest.raises(ConfigError, match=r"^flow parameter 'overrides': override 'sft.max_steps': stage 'sft' "
+                                          r"is not in this run's plan \(init-model\)"):
+        state.result()

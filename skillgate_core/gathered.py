@@ -1,0 +1,71 @@
+"""One folder holding several stage outputs of one role, for a stage that gathers them.
+
+paper-tables compares every evaluation of a run: `eval70` and `eval70:mixed-task-reward` each write
+an eval_rows folder, and the paper reads one folder (at any depth). The gathered folder is named by
+the content of what it holds, so the same outputs gather into the same folder and the stage that
+reads it is reused on the next run; files are hard-linked (no copy on the same filesystem).
+
+    folder = gather_outputs({"eval70": rows_a, "eval70:mixed-task-reward": rows_b}, layout)
+    # SKILLGATE_HOME/datasets/gathered/<sha>/eval70/..., .../eval70-mixed-task-reward/...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from skillgate_core.config import canonical_json
+from skillgate_core.digests import path_sha256
+from skillgate_core.ownership.atomic import link_tree
+from skillgate_core.paths import StateLayout
+
+__all__ = ["gather_outputs", "stage_inputs"]
+
+
+def gather_outputs(sources: Mapping[str, str | os.PathLike[str]], layout: StateLayout) -> Path:
+    """The content-addressed folder with each source under its name (':' becomes '-')."""
+    digests = {name: path_sha256(path) for name, path in sorted(sources.items())}
+    key = hashlib.sha256(canonical_json(digests).encode()).hexdigest()[:16]
+    final = layout.datasets / "gathered" / key
+    if final.is_dir():
+        return final
+    work = final.parent / f".{key}.{uuid.uuid4().hex[:8]}.tmp"
+    work.mkdir(parents=True)
+    try:
+        for name, path in sorted(sources.items()):
+            target = work / name.replace(":", "-")
+            src = Path(path)
+            if src.is_dir():
+                link_tree(src, target)
+            else:
+                target.mkdir()
+                shutil.copy2(src, target / src.name)
+        try:
+            work.rename(final)
+        except OSError:  # gathered by someone else meanwhile: same content by construction
+            if not final.is_dir():
+                raise
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return final
+
+
+def stage_inputs(
+    sources: Mapping[str, tuple[str, ...]], outputs: Mapping[str, Mapping[str, str]], layout: StateLayout
+) -> dict[str, str]:
+    """Role -> path for one planned entry: "stage:ENTRY" sources read `outputs[ENTRY][role]`, paths
+    stay paths, and a role with several sources is gathered into one folder."""
+    resolved: dict[str, str] = {}
+    for role, srcs in sources.items():
+        paths = {}
+        for src in srcs:
+            entry = src[len("stage:"):] if src.startswith("stage:") else ""
+            paths[entry or Path(src).name] = outputs[entry][role] if entry else src
+        resolved[role] = next(iter(paths.values())) if len(paths) == 1 else str(gather_outputs(paths, layout))
+    return resolved
