@@ -16,7 +16,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from skillgate_core.gathered import stage_inputs
 from skillgate_core.paths import state_layout
@@ -46,7 +45,8 @@ LINEAGE_SQL = """select l.experiment_id, l.scope as benchmark, round(l.value, 3)
        l.export_id, l.run_id as trained_by_run, left(l.git_sha, 12) as git_sha, l.git_dirty,
        list(struct_pack(role := i.role, sha256 := left(i.sha256, 12)) order by i.role) as trained_from
 from v_metric_lineage l, unnest(l.inputs) as u(i)
-where l.metric = 'trial_success' and l.scope = 'all' and l.eval_dataset_sha256 in ({placeholders})
+where l.metric = 'trial_success' and l.scope = 'all'
+  and l.eval_run_id in (select produced_by_run from dataset_version where sha256 in ({placeholders}))
 group by all order by l.experiment_id"""
 """For each evaluation output of a run: the score, the export, the training run, its commit and inputs."""
 
@@ -63,12 +63,10 @@ def print_report_and_lineage(console: Console, result: dict[str, Any]) -> None:
 
     sql = LINEAGE_SQL.format(placeholders=", ".join("?" * len(digests)))
     rows = query(sql, digests).dicts()
-    table = Table(title="lineage: which export, trained by which run from which inputs, scored what (eval70)")
-    for col in ("experiment", "trial success", "trials", "export", "trained by run", "commit", "trained from"):
-        table.add_column(col)
+    console.print("[bold]lineage[/] (warehouse): which export, trained by which run from which inputs, scored what")
     for r in rows:
         inputs = ", ".join(f"{i['role']} {i['sha256']}" for i in r["trained_from"])
-        table.add_row(r["experiment_id"], str(r["trial_success"]), str(r["trials"]), r["export_id"],
-                      r["trained_by_run"], r["git_sha"] + (" (dirty)" if r["git_dirty"] else ""), escape(inputs))
-    console.print(table)
+        console.print(f"  [bold]{escape(r['experiment_id'])}[/]: trial success {r['trial_success']} over {r['trials']} "
+                      f"trials; export {escape(r['export_id'])}; trained by run {r['trained_by_run']} at commit "
+                      f"{r['git_sha']}{' (dirty)' if r['git_dirty'] else ''} from {escape(inputs)}")
     console.print("[dim]the query: skillgate sql \"" + " ".join(LINEAGE_SQL.split()).replace("{placeholders}", "...") + "\"[/]")
