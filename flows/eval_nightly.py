@@ -31,6 +31,7 @@ from skillgate_core.paths import state_layout
 from tasks.eval_nightly import compare_task, targets_task
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
+from warehouse.outputs import WarehouseInputFinder
 
 __all__ = ["RegressionDetected", "eval70_nightly"]
 
@@ -39,11 +40,22 @@ class RegressionDetected(RuntimeError):
     """A nightly evaluation dropped outside its bootstrap interval (or could not be evaluated)."""
 
 
-def _default_bench() -> Path:
-    return state_layout().datasets / "bench" / "seed-0" / "bench"
+def _newest_bench() -> Path:
+    """The newest completed bench on record (the nightly evaluates on what the pipeline built)."""
+    found = WarehouseInputFinder(state_layout()).newest("bench")
+    if found is None:
+        raise FileNotFoundError("the nightly needs a bench: none is on record (run `skillgate run demo --execute` "
+                                "or a bench-build), or pass the `bench` parameter")
+    return Path(found.path)
 
 
-@flow(name="eval70-nightly", log_prints=True)
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return f"eval70-nightly {flow_run.parameters.get('date') or datetime.now(UTC).strftime('%Y-%m-%d')}"
+
+
+@flow(name="eval70-nightly", log_prints=True, flow_run_name=_run_name)
 def eval70_nightly(
     experiments: list[str] | None = None,
     export: str = "",
@@ -63,14 +75,15 @@ def eval70_nightly(
         raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     logger = get_run_logger()
     date = date or datetime.now(UTC).strftime("%Y-%m-%d")
-    bench_dir = Path(bench) if bench else _default_bench()
+    bench_dir = Path(bench) if bench else _newest_bench()
     config = Eval70Config(protocol=protocol, demo_repeats=demo_repeats, tag=nightly_tag(date),
                           batch_episodes=batch_episodes)
     results: list[dict[str, Any]] = []
     for target in targets_task(list(experiments or []), export):
         try:
-            with tags(TRIGGER_TAG_PREFIX + trigger):
-                record = STAGE_FLOWS["eval70"](config_to_dict(config),
+            stage_flow = STAGE_FLOWS["eval70"].with_options(flow_run_name=f"eval70-nightly/{target['experiment_id']}")
+            with tags(TRIGGER_TAG_PREFIX + trigger, "recipe:eval70-nightly"):
+                record = stage_flow(config_to_dict(config),
                                                {"policy_export": target["path"], "bench": str(bench_dir)})
             comparison = compare_task(target["experiment_id"], record["metrics"]["eval_id"], n_boot, seed, alpha)
             results.append({**comparison, "error": None})

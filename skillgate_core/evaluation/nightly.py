@@ -24,6 +24,7 @@ from skillgate_core.ownership import (
     experiment_dir,
     list_eval_rows,
     list_evals,
+    list_experiments,
     list_exports,
     load_eval,
     load_export,
@@ -78,8 +79,16 @@ class NightlyComparison:
 
 def nightly_targets(root: Path, experiments: Sequence[str] = (), export: str = "") -> list[NightlyTarget]:
     """The newest published export (highest step, then latest) of each named experiment, or the one
-    export named EXPERIMENT_ID/EXPORT_ID."""
+    export named EXPERIMENT_ID/EXPORT_ID; neither named: of every experiment that has an export (what
+    the scheduled nightly follows). Nothing to evaluate is an error: a nightly that evaluated nothing
+    must not end Completed."""
     targets = []
+    if not experiments and not export:
+        experiments = [e.experiment_id for e in list_experiments(root)
+                       if list_exports(open_experiment(root, e.experiment_id)[0])]
+        if not experiments:
+            raise UnknownExport(f"the nightly found no experiment with a published export under {root}: train one "
+                                "first (e.g. `skillgate run rl-train --execute`), or name experiments/export")
     if export:
         experiment_id, _, export_id = export.partition("/")
         if not export_id:
@@ -96,8 +105,6 @@ def nightly_targets(root: Path, experiments: Sequence[str] = (), export: str = "
             raise UnknownExport(f"experiment '{experiment_id}' has no published export to evaluate")
         newest = max(exports, key=lambda r: (r.step, r.created_at, r.export_id))
         targets.append(NightlyTarget(experiment_id, newest.export_id, Path(newest.path)))
-    if not targets:
-        raise ValueError("the nightly needs experiments to follow or one export (EXPERIMENT_ID/EXPORT_ID)")
     return targets
 
 

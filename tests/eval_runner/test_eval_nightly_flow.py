@@ -59,3 +59,29 @@ def test_nightly_flags_a_regression_and_fails_the_run(skillgate_home, tiny_model
     assert flag is not None and "grpo-nightly" in str(flag.data)
     assert [d for d in verify().drift if d.kind != "pending-events"] == []
     assert Path(bench).is_dir()
+
+
+def test_a_nightly_with_nothing_to_evaluate_fails_with_the_reason(skillgate_home, bench, tiny_model_dir):
+    """The scheduled nightly names no experiment: it follows every experiment with an export, and with
+    none it ends Failed saying so (never a Completed run that evaluated nothing)."""
+    from flows.eval_nightly import eval70_nightly
+    from skillgate_core.evaluation.nightly import nightly_targets
+    from skillgate_core.ownership import UnknownExport
+
+    state = eval70_nightly(bench=str(bench), trigger="test", return_state=True)
+    assert state.is_failed()
+    with pytest.raises(UnknownExport, match="the nightly found no experiment with a published export"):
+        state.result()
+    state = eval70_nightly(trigger="test", return_state=True)  # no bench given, none on record
+    with pytest.raises(FileNotFoundError, match="the nightly needs a bench: none is on record"):
+        state.result()
+
+    root = state_layout().experiments
+    create_experiment(root, "grpo-empty", algorithm="grpo:test", data="d", init="i", hypothesis="h")
+    create_experiment(root, "grpo-one", algorithm="grpo:test", data="d", init="i", hypothesis="h")
+    start_segment(root, "seg-a", experiment_id="grpo-one")
+    build_export(root, "grpo-one", "step-3", run_name="seg-a", step=3,
+                 write=lambda tmp: shutil.copytree(tiny_model_dir, tmp, dirs_exist_ok=True))
+    finish_segment(root, "grpo-one", "seg-a", "completed")
+    [target] = nightly_targets(root)
+    assert (target.experiment_id, target.export_id) == ("grpo-one", "step-3")
