@@ -340,4 +340,7 @@ def resume_overrides(recipe: Recipe, experiment_id: str) -> list[str]:
     if not stages:
         raise ConfigError(f"resume: recipe '{recipe.name}' has no training stage that resumes an experiment "
                           f"(stages: {', '.join(recipe.stages)})")
+    if len(stages) > 1:  # each arm is its own experiment: one id cannot continue both
+        raise ConfigError(f"resume: recipe '{recipe.name}' trains {len(stages)} arms ({', '.join(stages)}); resume one "
+                          f"with its own recipe (e.g. rl-train), or pass {stages[0]}.{RESUME_FIELD}=ID as an override")
     return [f'{s}.{RESUME_FIELD}="{experiment_id}"' for s in stages]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,19 @@ def test_execute_writes_only_under_skillgate_home(tmp_path):
     assert list(fake_home.rglob("*")) == [], "something was written to ~"
     assert list(cwd.rglob("*")) == [], "something was written to the working directory"
     assert (state / "prefect").is_dir() and any((state / "artifacts" / "init-model").iterdir())
+    # the run id it prints is one `skillgate lineage` and the warehouse know (orchestration 5)
+    [run_id] = re.findall(r"init-model-\d{8}T\d{6}-[0-9a-f]{6}", proc.stdout)
+    sql = subprocess.run([SKILLGATE, "sql", f"select stage from run where run_id = '{run_id}'", "--format", "csv"],
+                         capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    assert sql.stdout.split() == ["stage", "init-model"], sql.stdout + sql.stderr
+
+    # the same run again: every stage has a finished identical run, so no Prefect server starts
+    started = time.monotonic()
+    again = subprocess.run(
+        [SKILLGATE, "run", "init-model", "--execute", "init-model.corpus_lines=300", "init-model.vocab_size=600"],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
+    )
+    took = time.monotonic() - started
+    assert again.returncode == 0 and "up to date" in again.stdout and "reused" in again.stdout, again.stdout
+    assert "Starting temporary server" not in again.stdout + again.stderr
+    assert took < 15, f"an all-reused run took {took:.1f} s"

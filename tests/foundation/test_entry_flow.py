@@ -38,6 +38,35 @@ def test_entry_flow_runs_a_real_stage_and_reuses_it(skillgate_home: Path):
     assert again["status"] == "reused" and again["out_dir"] == record["out_dir"]
 
 
+def test_flow_runs_are_named_after_recipe_and_stage_and_tagged(skillgate_home: Path):
+    """Orchestration 10: the entry run reads `RECIPE (trigger)`, each stage run `RECIPE/ENTRY`, and the
+    stage runs carry the recipe and trigger tags; every stage publishes a summary and its metrics."""
+    from prefect import get_client, tags
+    from prefect.artifacts import Artifact
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    from flows.skillgate import skillgate
+
+    with tags("recipe:init-model"):
+        state = skillgate(recipe="init-model", overrides=SMALL, trigger="test", return_state=True)
+    assert state.is_completed()
+
+    async def runs():
+        async with get_client() as client:
+            parent = await client.read_flow_run(state.state_details.flow_run_id)
+            children = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent.id])))
+            return parent, children
+
+    parent, children = run_coro_as_sync(runs())
+    assert parent.name == "init-model (test)" and "recipe:init-model" in parent.tags
+    assert [c.name for c in children] == ["init-model/init-model"]
+    assert {"recipe:init-model", "trigger:test"} <= set(children[0].tags)
+    assert "completed" in str(Artifact.get("init-model-summary").data)
+    assert Artifact.get("skillgate-run-summary") is not None
+
+
 def test_entry_flow_runs_part_of_a_recipe_then_one_stage_from_the_warehouse(skillgate_home: Path):
     """--until runs the head of the demo; --only then runs one stage with its inputs found on record."""
     from flows.skillgate import skillgate

@@ -41,15 +41,18 @@ def test_baseline_recipes_feed_eval_like_any_policy(tmp_path):
     assert (dpo.beta, dpo.loss_type, dpo.pairs_per_task) == (0.1, "sigmoid", 5)  # METHOD.md 7
 
 
-def test_every_grpo_recipe_has_a_deployment_that_takes_resume():
-    """prefect.yaml: rl-train and each rl.<profile> are deployments of the entry flow with a `resume`
-    parameter (an experiment id), which the flow accepts and turns into grpo.resume_experiment."""
+def test_every_recipe_has_a_deployment_and_training_ones_take_resume():
+    """prefect.yaml: every recipe of the catalog is a deployment of the entry flow (tagged with it); the
+    training ones (rl-train, each rl.<profile>, pipeline, demo) take a `resume` parameter (an experiment
+    id), which the flow accepts and turns into grpo.resume_experiment."""
     import inspect
     from pathlib import Path
 
+    import pytest
     import yaml
 
     from flows.skillgate import skillgate
+    from skillgate_core.config import ConfigError
     from skillgate_core.recipes import resume_overrides
 
     spec = yaml.safe_load((Path(RECIPES_DIR).parents[1] / "prefect.yaml").read_text())
@@ -59,10 +62,16 @@ def test_every_grpo_recipe_has_a_deployment_that_takes_resume():
     for d in deployments.values():
         assert set(d["parameters"]) <= accepted, d["name"]
         find_recipe(d["parameters"]["recipe"], RECIPES_DIR)  # every deployment names a recipe
-    grpo = [r.name for r in list_recipes(RECIPES_DIR) if "grpo" in r.stages and r.name != "demo"]
-    assert len(grpo) == 8
+        assert d["name"] == d["parameters"]["recipe"] and f"recipe:{d['name']}" in d["tags"]
+    assert set(deployments) == {r.name for r in list_recipes(RECIPES_DIR)}
+    grpo = [r.name for r in list_recipes(RECIPES_DIR) if "grpo" in r.stages]
+    assert len(grpo) == 10  # rl-train, seven rl.<profile>, pipeline, demo
+    grpo.remove("demo")  # two arms, two experiments: no single id to resume
+    assert deployments["demo"]["parameters"] == {"recipe": "demo", "trigger": "ui", "overrides": []}
+    with pytest.raises(ConfigError, match="recipe 'demo' trains 2 arms"):
+        resume_overrides(find_recipe("demo", RECIPES_DIR), "grpo-x-1")
     for name in grpo:
-        assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "resume": ""}, name
+        assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "overrides": [], "resume": ""}, name
         assert resume_overrides(find_recipe(name, RECIPES_DIR), "grpo-x-1") == ['grpo.resume_experiment="grpo-x-1"']
         resolved = resolve_recipe(find_recipe(name, RECIPES_DIR), resume_overrides(find_recipe(name, RECIPES_DIR), "7"))
         assert resolved.configs["grpo"].resume_experiment == "7" and not resolved.configs["grpo"].reusable
