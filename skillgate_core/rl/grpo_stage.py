@@ -48,7 +48,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
-from skillgate_core.rl.progress import progress_style
+from skillgate_core.rl.progress import follow_metrics, progress_style
 from skillgate_core.rl.training_curves import plot_training_curves
 from skillgate_core.stage_events import report
 from skillgate_core.stage_output import StageOutput
@@ -128,7 +128,7 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         config=config, model_dir=str(inputs["sft_model"]), rl_data=str(inputs["rl_data"]), bench=str(inputs["bench"]),
         experiments_root=str(root), experiment_id=experiment_id, run_name=run_name, segment_dir=str(segment_dir),
         resume_checkpoint=str(resume_from) if resume_from else "", start_step=start_step,
-        scratch_dir=str(out_dir / "scratch"), progress=progress_style(),
+        scratch_dir=str(out_dir / "scratch"), progress=progress_style() if config.launcher == "process" else "off",
     )
     try:
         report("segment_started", segment=segment)
@@ -138,7 +138,9 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
             launch = LaunchConfig(num_workers=config.num_workers, use_gpu=config.use_gpu,
                                   max_failures=config.max_failures, storage_path=str(out_dir / "ray"),
                                   name=f"{experiment_id}-{run_name}")
-            results = launch_ray(grpo_worker, job, launch).results
+            with follow_metrics(segment_dir / METRICS_FILE, total=config.steps, initial=start_step,
+                                desc=f"grpo {experiment_id}", style=progress_style()):
+                results = launch_ray(grpo_worker, job, launch).results
     except BaseException:
         report("segment_ended", segment=finish_segment(root, experiment_id, run_name, "failed"))
         raise

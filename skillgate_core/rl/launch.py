@@ -33,6 +33,7 @@ world (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT in the environment).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sys
@@ -200,12 +201,17 @@ def init_ray(config: LaunchConfig) -> bool:
         return False
     address = config.ray_address or os.environ.get("RAY_ADDRESS")
     runtime_env = {"env_vars": worker_env(config)}
+    # The workers' stdout/stderr (Ray Train's controller chatter, library warnings, one line per actor)
+    # stay in Ray's session logs: the driver shows progress itself and a failure's traceback comes back
+    # with the exception. SKILLGATE_RAY_WORKER_LOGS=1 streams them here again.
+    quiet = {"log_to_driver": os.environ.get("SKILLGATE_RAY_WORKER_LOGS", "") == "1",
+             "logging_level": logging.WARNING}
     if address:
         runtime_env["env_vars"]["RAY_ADDRESS"] = address  # Ray's own helper actors look it up
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        ray.init(address=address, runtime_env=runtime_env, **quiet)
     else:
         cpus = config.local_num_cpus or max(os.cpu_count() or 1, int(config.num_workers * config.cpus_per_worker + 0.999))
-        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, log_to_driver=True)
+        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, **quiet)
     return True
 
 

@@ -7,7 +7,10 @@ Ray worker does not):
   around the workers' log lines, which stay readable);
 - "bar" in this process: a tqdm bar on stderr;
 - "lines" (a Prefect worker's log, a file, CI): one plain line per step, which Ray prefixes with
-  the worker like any other line.
+  the worker like any other line;
+- "off": the workers show nothing, because the driver follows the run's metrics.jsonl itself
+  (`follow_metrics`, what the grpo stage does under Ray: the workers' own output stays in Ray's
+  session logs unless SKILLGATE_RAY_WORKER_LOGS=1, so a run reads as one bar, not pages of Ray).
 
 Every other rank gets a progress that shows nothing.
 
@@ -19,13 +22,17 @@ Every other rank gets a progress that shows nothing.
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
-__all__ = ["ProgressStyle", "StepProgress", "progress_style", "step_progress"]
+__all__ = ["ProgressStyle", "StepProgress", "follow_metrics", "progress_style", "step_progress"]
 
-ProgressStyle = Literal["bar", "lines"]
+ProgressStyle = Literal["bar", "lines", "off"]
 
 
 def progress_style(stream: TextIO | None = None) -> ProgressStyle:
@@ -73,7 +80,7 @@ class StepProgress:
 def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, under_ray: bool,
                   enabled: bool = True, stream: TextIO | None = None) -> StepProgress:
     """The progress for this rank and this output (module docstring)."""
-    if not enabled:
+    if not enabled or style == "off":
         return StepProgress(total=total, initial=initial, desc=desc)
     stream = stream or sys.stderr
     if style == "bar" and under_ray:
@@ -89,3 +96,49 @@ def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, 
         bar = tqdm(total=total, initial=initial, desc=desc, unit="step", file=stream, dynamic_ncols=True)
         return StepProgress(total=total, initial=initial, desc=desc, bar=bar)
     return StepProgress(total=total, initial=initial, desc=desc, stream=stream)
+
+
+@contextmanager
+def follow_metrics(path: Path, *, total: int, initial: int, desc: str, style: ProgressStyle,
+                   poll_s: float = 1.0, stream: TextIO | None = None) -> Iterator[StepProgress]:
+    """While the body runs, tick a progress (in this process) once per step row appended to `path`.
+
+    Rows are JSON lines with a "step"; a step is counted once however many rows it has. The file may
+    appear late (the workers create it); a partial last line is read on the next poll.
+    """
+    progress = step_progress(total=total, initial=initial, desc=desc, style=style, under_ray=False, stream=stream)
+    stop = threading.Event()
+    seen: set[int] = set()
+
+    def poll() -> None:
+        offset, tail = 0, ""
+        while True:
+            stopping = stop.is_set()
+            if path.is_file():
+                with path.open() as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                    offset = fh.tell()
+                lines = (tail + chunk).split("\n")
+                tail = lines.pop()
+                for line in lines:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    step = row.get("step")
+                    if isinstance(step, int) and step not in seen and step > initial:
+                        seen.add(step)
+                        progress.step(row)
+            if stopping:  # one last read after the run ended, then done
+                return
+            stop.wait(poll_s)
+
+    thread = threading.Thread(target=poll, name="follow-metrics", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        progress.close()

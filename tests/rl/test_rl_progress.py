@@ -29,3 +29,25 @@ def test_a_bar_ticks_once_per_step():
     assert progress._bar is not None and progress._bar.n == 2
     progress.close()
     assert "2/3" in out.getvalue()
+
+
+def test_the_driver_follows_the_workers_metrics_file(tmp_path):
+    """Under Ray the driver ticks once per step row the workers append (rows of a step counted once,
+    steps before a resume skipped, a half-written last line read when complete)."""
+    import json
+    import time
+
+    from skillgate_core.rl.progress import follow_metrics
+
+    path, out = tmp_path / "seg" / "metrics.jsonl", io.StringIO()
+    with follow_metrics(path, total=4, initial=1, desc="grpo exp", style="lines", poll_s=0.05, stream=out):
+        time.sleep(0.1)  # the file does not exist yet
+        path.parent.mkdir()
+        with path.open("w") as fh:
+            fh.write(json.dumps({"step": 1, "reward": 9.0}) + "\n")  # before the resume point
+            fh.write(json.dumps({"step": 2, "reward": 0.5}) + "\n" + json.dumps({"step": 2, "reward": 0.5}) + "\n")
+            fh.write('{"step": 3, "rew')
+            fh.flush()
+            time.sleep(0.2)
+            fh.write('ard": 0.25}\n')
+    assert out.getvalue().splitlines() == ["grpo exp: step 2/4  reward 0.500", "grpo exp: step 3/4  reward 0.250"]
