@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from skillgate_core.library_noise import quiet_library_output
 from skillgate_core.paths import apply_cache_env, state_layout
 
 __all__ = ["configure_prefect_env"]
@@ -21,6 +22,7 @@ def configure_prefect_env() -> dict[str, str]:
     """Set Prefect's environment defaults for this state dir; returns what was set."""
     layout = state_layout()
     apply_cache_env(layout)
+    quiet_library_output()
     defaults = {
         "PREFECT_HOME": str(layout.prefect_home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

@@ -13,7 +13,9 @@ __all__ = ["STAGE_FLOWS"]
 
 
 def _make_stage_flow(stage: str):
-    @flow(name=stage, flow_run_name=f"{stage}")  # library prints stay on stdout, not in run logs
+    # library prints stay on stdout, not in run logs: log_prints=False (None inherits the entry flow's
+    # True; see tasks/stage.py for what that leaks)
+    @flow(name=stage, flow_run_name=f"{stage}", log_prints=False)
     def stage_flow(config: dict[str, Any], inputs: dict[str, str]) -> dict[str, Any]:
         return run_stage_task(stage, config, inputs)
 

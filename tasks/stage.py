@@ -88,8 +88,12 @@ def _trigger() -> str:
 
 # Retries: 2, for infrastructure failures only. Never cached by Prefect: reuse is the stage's own
 # content-keyed folder (pipeline.run_stage), which a training run with `resume` always bypasses.
+# log_prints=False, explicitly: None would inherit the entry flow's True, and Prefect's print patch
+# then logs every print(file=None), even one a library made while it had swapped sys.stdout for a
+# buffer to capture it (dill's global detection disassembles each function datasets fingerprints:
+# a page of bytecode per TRL dataset map in the sft stage). Library prints stay on stdout.
 @task(name="run-stage", task_run_name="{stage}", retries=2, retry_delay_seconds=10,
-      retry_condition_fn=_retry_on_infrastructure, cache_policy=NO_CACHE)
+      retry_condition_fn=_retry_on_infrastructure, cache_policy=NO_CACHE, log_prints=False)
 def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -> dict[str, Any]:
     """Run one stage; returns the StageRecord as JSON (outputs, digests, metrics, timing)."""
     spec = get_stage(stage)

@@ -11,9 +11,11 @@ import sys
 
 import typer
 
+from skillgate_core.library_noise import quiet_library_output
 from skillgate_core.paths import apply_cache_env
 
 apply_cache_env()  # before any command module imports a library that caches in ~
+quiet_library_output()  # before any library can announce itself on stdout
 
 from deployments.cli import doctor_cmd, recipes_cmd, skills_cmd
 from deployments.cli import task_cmd

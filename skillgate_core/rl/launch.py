@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.library_noise import quiet_library_output
 from skillgate_core.paths import apply_cache_env, state_layout
 
 __all__ = [
@@ -261,6 +262,7 @@ def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResu
 def _ray_worker(payload: dict[str, Any]) -> list[Any] | None:
     """Ray Train's train_loop_per_worker: build the context, run fn, gather results to rank 0."""
     apply_cache_env()  # fresh process: caches under SKILLGATE_HOME unless the driver forwarded them
+    quiet_library_output()  # before DeepSpeed is imported
     import ray.train
     import torch
 
