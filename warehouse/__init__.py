@@ -12,6 +12,8 @@ How it fits together (each module's docstring says more):
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
   queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
                 training run's curve is `select * from training_curve('EXPERIMENT_ID')` (004)
+  refs.py       any id, digest (or unique prefix) or output path a user has -> what it names
+                (`resolve_ref(state, text)`: `skillgate lineage X`, inputs given by digest)
   rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
   interrupted.py  runs whose process died (SIGKILL): marked interrupted, temp outputs removed
@@ -82,6 +84,7 @@ from warehouse.recording import (
     training_metrics,
     training_records,
 )
+from warehouse.refs import AmbiguousRef, RefError, RefMatch, UnknownRef, match_ref, resolve_ref
 from warehouse.spool import event_log
 from warehouse.status import WarehouseStatus, warehouse_status
 from warehouse.verify import Drift, VerifyReport, verify
@@ -89,6 +92,7 @@ from warehouse.verify import Drift, VerifyReport, verify
 __all__ = [
     "LATEST_VERSION",
     "TRIGGERS",
+    "AmbiguousRef",
     "CheckpointSaved",
     "DatasetVersion",
     "DeadRun",
@@ -110,6 +114,8 @@ __all__ = [
     "NotInRayWorker",
     "QueryResult",
     "RebuildReport",
+    "RefError",
+    "RefMatch",
     "RunFinished",
     "RunInput",
     "RunStarted",
@@ -118,6 +124,7 @@ __all__ = [
     "StageRunRecorder",
     "TrainingMetric",
     "TrainingMetrics",
+    "UnknownRef",
     "VerifyReport",
     "WarehouseBusy",
     "WarehouseStatus",
@@ -137,6 +144,7 @@ __all__ = [
     "left_on_disk",
     "lineage_tree",
     "mark_interrupted",
+    "match_ref",
     "metric_key",
     "metric_lineage",
     "model_exported",
@@ -147,6 +155,7 @@ __all__ = [
     "rebuild",
     "record",
     "resolve_id",
+    "resolve_ref",
     "segment_ended",
     "segment_key",
     "segment_started",

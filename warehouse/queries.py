@@ -91,7 +91,7 @@ class LineageNode:
     """Upstream links."""
 
 
-def _run_node(con: Con, run_id: str, seen: set[str], depth: int = 0) -> LineageNode:
+def _run_node(con: Con, run_id: str, seen: set[str], depth: int = 0, with_config: bool = True) -> LineageNode:
     row = _dicts(con.execute("select * from run_provenance(?)", [run_id]))
     if not row:
         return LineageNode("run", run_id, {"missing": True})
@@ -101,7 +101,8 @@ def _run_node(con: Con, run_id: str, seen: set[str], depth: int = 0) -> LineageN
         "flow_run_id": r["flow_run_id"], "git_sha": r["git_sha"], "git_dirty": r["git_dirty"],
         "started_at": r["started_at"],
     })
-    node.children.append(LineageNode("config", r["config_digest"], {"type": r["config_type"], "body": r["config"]}))
+    if with_config:
+        node.children.append(LineageNode("config", r["config_digest"], {"type": r["config_type"], "body": r["config"]}))
     for inp in r["inputs"]:
         node.children.append(_dataset_node(con, inp["sha256"], inp["role"], seen, depth + 1))
     return node
@@ -155,10 +156,29 @@ def _evaluation_node(con: Con, eval_id: str, seen: set[str]) -> LineageNode:
     return node
 
 
-def lineage_tree(con: Con, some_id: str) -> LineageNode | None:
-    """The upstream chain of a metric, evaluation, export, run or dataset digest (None if unknown)."""
-    kind = resolve_id(con, some_id)
+def _config_node(con: Con, digest: str, seen: set[str], max_runs: int = 20) -> LineageNode:
+    row = con.execute("select config_type, body from config where config_digest = ?", [digest]).fetchone()
+    if row is None:
+        return LineageNode("config", digest, {"missing": True})
+    runs = [r[0] for r in con.execute(
+        "select run_id from run where config_digest = ? order by started_at desc, run_id limit ?",
+        [digest, max_runs + 1]).fetchall()]
+    node = LineageNode("config", digest, {"type": row[0], "body": row[1],
+                                          "runs": f"latest {max_runs} shown" if len(runs) > max_runs else len(runs)})
+    for run_id in runs[:max_runs]:  # the runs made with this config, newest first
+        seen.add(run_id)
+        node.children.append(_run_node(con, run_id, seen, with_config=False))
+    return node
+
+
+def lineage_tree(con: Con, some_id: str, kind: str | None = None) -> LineageNode | None:
+    """The upstream chain of a metric, evaluation, export, run, dataset digest or experiment (None if
+    unknown). `kind` (a resolved reference's, warehouse.refs) skips the exact-id lookup and also
+    allows "config": a config digest and the runs made with it."""
+    kind = kind or resolve_id(con, some_id)
     seen: set[str] = set()
+    if kind == "config":
+        return _config_node(con, some_id, seen)
     if kind == "metric":
         m = metric_lineage(con, some_id)
         assert m is not None

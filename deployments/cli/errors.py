@@ -39,9 +39,10 @@ def user_error_message(exc: BaseException) -> str | None:
     from skillgate_core.ownership.errors import OwnershipError
     from skillgate_core.policy.openai_chat import EndpointError
     from warehouse.damage import WarehouseDamaged  # deferred: the warehouse is not every command's business
+    from warehouse.refs import RefError
 
     if isinstance(exc, (ConfigError, UnknownStageError, FileNotFoundError, WarehouseDamaged, ProtocolConflictError,
-                        ProtocolMismatchError, EndpointError, OwnershipError)):
+                        ProtocolMismatchError, EndpointError, OwnershipError, RefError)):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
         return _not_writable(exc)

@@ -117,21 +117,33 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def lineage(
-        some_id: str = typer.Argument(..., metavar="ID", help="metric id, export id, evaluation id, run id or dataset sha256"),
+        ref: str = typer.Argument(..., metavar="REF", help="a run, experiment, export, evaluation or metric id, a "
+                                  "dataset/output or config sha256 digest (or a unique prefix: >= 6 characters for "
+                                  "digests), or an output path"),
         as_json: bool = typer.Option(False, "--json", help="print the chain as JSON"),
     ) -> None:
-        """Print the upstream chain of a metric or export: evaluation, export, run, config, commit, inputs."""
-        from warehouse import lineage_tree, read_connection
+        """Print the upstream chain of anything SkillGate recorded: evaluation, export, run, config, commit, inputs.
 
-        with read_connection() as con:
-            node = lineage_tree(con, some_id)
-        if node is None:
-            raise _fail(f"no metric, evaluation, export, run, dataset or experiment has id '{some_id}' "
-                        "(ids of owned things are EXPERIMENT_ID/NAME)", code=1)
+        REF is whatever `skillgate run`, `skillgate runs`, `skillgate experiments` or a stage's folder shows
+        you; an ambiguous prefix lists the candidates.
+        """
+        from skillgate_core.paths import state_layout
+        from warehouse import RefError, lineage_tree, match_ref, read_connection
+
+        state = state_layout()
+        with read_connection(state) as con:
+            try:
+                match = match_ref(con, ref, state)
+            except RefError as exc:
+                raise _fail(str(exc), code=1) from None
+            node = lineage_tree(con, match.id, match.kind)
+        assert node is not None, match  # the match came from the same connection
         if as_json:
             print(json.dumps(dataclasses.asdict(node), default=str, indent=2))
-        else:
-            console.print(_tree(node))
+            return
+        if match.via != "id":
+            err_console.print(f"[dim]{escape(ref)} -> {escape(match.describe())} (by {match.via})[/]", highlight=False)
+        console.print(_tree(node))
 
     @wh_app.command("status")
     def status_cmd() -> None:

@@ -41,7 +41,7 @@ def test_lineage_prints_the_chain_of_a_metric_and_of_an_export(scenario: Scenari
     tree = json.loads(res.output)
     assert tree["kind"] == "export" and tree["facts"]["segment"] == "exp-1/seg-a" and tree["children"][0]["id"] == "grpo-1"
     res = runner.invoke(app, ["lineage", "exp-1/nothing"])
-    assert res.exit_code == 1 and "no metric, evaluation, export" in res.output
+    assert res.exit_code == 1 and "nothing in the warehouse matches 'exp-1/nothing'" in res.output
 
 
 def test_warehouse_subcommands(scenario: Scenario):
