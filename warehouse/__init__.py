@@ -12,6 +12,7 @@ How it fits together (each module's docstring says more):
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
   queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
                 training run's curve is `select * from training_curve('EXPERIMENT_ID')` (004)
+  runs.py       recent stage runs with their outputs (`skillgate runs`)
   refs.py       any id, digest (or unique prefix) or output path a user has -> what it names
                 (`resolve_ref(state, text)`: `skillgate lineage X`, inputs given by digest)
   rebuild.py    delete the file -> replay the archive -> identical warehouse
@@ -85,12 +86,14 @@ from warehouse.recording import (
     training_records,
 )
 from warehouse.refs import AmbiguousRef, RefError, RefMatch, UnknownRef, match_ref, resolve_ref
+from warehouse.runs import RUN_STATUSES, recent_runs
 from warehouse.spool import event_log
 from warehouse.status import WarehouseStatus, warehouse_status
 from warehouse.verify import Drift, VerifyReport, verify
 
 __all__ = [
     "LATEST_VERSION",
+    "RUN_STATUSES",
     "TRIGGERS",
     "AmbiguousRef",
     "CheckpointSaved",
@@ -152,6 +155,7 @@ __all__ = [
     "query",
     "read_metric_rows",
     "read_connection",
+    "recent_runs",
     "rebuild",
     "record",
     "resolve_id",

@@ -2,8 +2,11 @@
 
     skillgate sql "select stage, status, git_sha from v_run order by started_at"
     skillgate sql "select * from metric_lineage('exp-1/eval70-s200/trial_success')" --format json
+    skillgate sql "select * from v_run" -f vertical      # one block per row (the default when too wide)
     skillgate lineage exp-1/eval70-s200/trial_success      # metric -> evaluation -> export -> run -> config, inputs
-    skillgate lineage exp-1/step-200                       # an export (or an evaluation, run, dataset digest)
+    skillgate lineage exp-1/step-200                       # an export (or an evaluation, run, experiment)
+    skillgate lineage 3f2a9c                               # a dataset/output or config digest, by unique prefix
+    skillgate lineage $SKILLGATE_HOME/artifacts/collect/KEY  # an output path (a stage run's folder: its run)
     skillgate warehouse verify                             # files vs warehouse; exit 1 on drift
     skillgate warehouse rebuild                            # rebuild the file from the event archive
     skillgate warehouse requeue                            # retry refused events (see verify for why)
@@ -16,11 +19,8 @@ All reads go through warehouse.read (ingest pending events first, then a read-on
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import datetime as dt
 import json
-import sys
 from typing import Any
 
 import duckdb
@@ -30,20 +30,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from deployments.cli.result_format import FORMATS, cell_text, print_rows
+
 __all__ = ["register"]
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, default=str, separators=(",", ":"))
-    return str(value)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -51,28 +43,12 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _print_result(columns: tuple[str, ...], rows: list[tuple[Any, ...]], fmt: str, title: str) -> None:
-    if fmt == "json":
-        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str, indent=2))
-    elif fmt == "csv":
-        w = csv.writer(sys.stdout)
-        w.writerow(columns)
-        w.writerows([[_cell(v) for v in r] for r in rows])
-    else:
-        table = Table(title=title)
-        for c in columns:
-            table.add_column(c, overflow="fold")
-        for r in rows:
-            table.add_row(*(escape(_cell(v)) for v in r))
-        console.print(table)
-
-
 def _facts(facts: dict[str, Any]) -> str:
     parts = []
     for k, v in facts.items():
         if v is None or v == "":
             continue
-        text = _cell(v)
+        text = cell_text(v)
         parts.append(f"{k}={text if len(text) <= 160 else text[:157] + '...'}")
     return "  ".join(parts)
 
@@ -93,7 +69,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def sql(
         statement: str = typer.Argument(..., help="one SQL statement (read-only)"),
-        fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json"),
+        fmt: str = typer.Option(None, "--format", "-f", show_default=False,
+                                help="table, vertical (one block per row: `column: value` lines), csv or json; "
+                                     "default: table, or vertical when the table is wider than the terminal"),
         limit: int = typer.Option(1000, help="print at most this many rows (0: all)"),
     ) -> None:
         """Run one read-only query (SELECT, DESCRIBE, SHOW, EXPLAIN) on the warehouse and print the rows.
@@ -103,15 +81,15 @@ def register(app: typer.Typer) -> None:
         """
         from warehouse import query
 
-        if fmt not in ("table", "csv", "json"):
-            raise _fail(f"--format must be table, csv or json, got {fmt!r}")
+        if fmt is not None and fmt not in FORMATS:
+            raise _fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         try:
             res = query(statement, untrusted=True)
         except duckdb.Error as exc:  # ReadOnlySqlError included
             raise _fail(str(exc).splitlines()[0]) from None
         rows = res.rows if limit <= 0 else res.rows[:limit]
         title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
-        _print_result(res.columns, rows, fmt, title)
+        print_rows(res.columns, rows, fmt, title, console)
         if res.pending:
             err_console.print(f"[yellow]note:[/] {res.pending} event file(s) not ingested yet (warehouse busy)")
 

@@ -1,0 +1,101 @@
+"""Rows on the terminal: a table, one block per record (vertical), CSV or JSON.
+
+    print_rows(columns, rows, fmt="auto", title="4 row(s)")
+
+`auto` is a table unless the table would be wider than the terminal (a warehouse row easily has
+twenty columns and a 64-character digest); then it is vertical, like psql's \\x:
+
+    -[ row 1 ]--------------
+    run_id:        grpo-2
+    stage:         grpo
+    config_digest: 9b1e04...
+
+csv and json write the values as they are (json: typed, one list of objects), for pipes and scripts.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["FORMATS", "Format", "cell_text", "choose_format", "print_rows", "table_width"]
+
+Format = Literal["auto", "table", "vertical", "csv", "json"]
+FORMATS: tuple[str, ...] = ("table", "vertical", "csv", "json")
+"""What --format accepts (leaving it out means auto)."""
+
+
+def cell_text(value: Any) -> str:
+    """One value as text: '' for NULL, ISO for times, compact JSON for structures."""
+    if value is None:
+        return ""
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    return str(value)
+
+
+def table_width(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
+    """Characters a rich table needs to show every cell unwrapped: each column's widest line, plus
+    the borders and one space of padding either side of each cell."""
+    widths = [len(c) for c in columns]
+    for row in rows:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], max((len(line) for line in cell_text(value).splitlines()), default=0))
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def choose_format(fmt: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int) -> str:
+    """The format to print in: `fmt` when given, else table if it fits in `width` columns, else vertical."""
+    if fmt and fmt != "auto":
+        return fmt
+    return "table" if table_width(columns, rows) <= width else "vertical"
+
+
+def _vertical(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    pad = max((len(c) for c in columns), default=0)
+    blocks = []
+    for n, row in enumerate(rows, 1):
+        lines = [f"-[ row {n} ]" + "-" * max(3, pad)]
+        for col, value in zip(columns, row, strict=True):
+            text = cell_text(value).splitlines() or [""]
+            lines.append(f"{col + ':':{pad + 1}} {text[0]}".rstrip())
+            lines += [f"{'':{pad + 1}} {more}" for more in text[1:]]  # continuation lines stay in the value column
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str | None = None, title: str = "",
+               console: Console | None = None) -> str:
+    """Print `rows` in `fmt` (None/auto: table or vertical by width); returns the format used."""
+    console = console or Console()
+    chosen = choose_format(fmt, columns, rows, console.width)
+    if chosen == "json":
+        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str, indent=2))
+    elif chosen == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(columns)
+        w.writerows([[cell_text(v) for v in r] for r in rows])
+    elif chosen == "vertical":
+        # plain print: a value is never re-wrapped or styled, so it copies back exactly
+        if rows:
+            print(_vertical(columns, rows))
+        if title:
+            print(f"({title})")
+    else:
+        table = Table(title=title or None)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            table.add_row(*(escape(cell_text(v)) for v in r))
+        console.print(table)
+    return chosen
