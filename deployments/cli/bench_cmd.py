@@ -2,8 +2,9 @@
 
 build: write the bundled suite (4 families x 4 domains; training tasks on held-in skills, eval70_v1
 and the 147-task slate on held-out skills) to DIR (default SKILLGATE_HOME/datasets/bench/seed-N),
-with a progress bar; print the digest, the counts and the gate summary. KEY=VALUE overrides any
-BenchBuildConfig field (e.g. train_tasks_per_skill=2). Exit 1 if a gated task is not valid.
+with progress on stderr (writing, then the validity gate); print the digest, the counts and the gate
+summary. KEY=VALUE overrides any BenchBuildConfig field (e.g. train_tasks_per_skill=2). Exit 1 if a
+gated task is not valid.
 stats: tasks per family / domain / split, skills per split and gate results of a built suite.
 skillgym: turn real skills into task packages with the builder/reviewer loop against any
 OpenAI-compatible endpoint (accepted/, unresolved/ with reasons, records.jsonl with tokens and cost).
@@ -60,8 +61,7 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(0, "--workers", min=0, help="writer processes (0: one per core, up to 4)"),
     ) -> None:
         """Generate the suite: skills, task packages, slates; optionally gate them."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+        from deployments.cli.progress import phase_progress
         from skillgate_core.benchgen.stage import build_bench
         from skillgate_core.benchgen.stats import suite_stats
         from skillgate_core.benchgen.suite_config import BenchBuildConfig
@@ -74,11 +74,9 @@ def register(app: typer.Typer) -> None:
         config = config_from_mapping(BenchBuildConfig, values, "command line")
         target = out or _default_dir(seed)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with Progress(TextColumn("writing task packages"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=False) as bar:
-            job = bar.add_task("tasks", total=None)
-            result = build_bench(config, {}, target, workers=workers or None,
-                                 progress=lambda done, total: bar.update(job, completed=done, total=total))
+        with phase_progress(("writing task packages", "tasks"), ("validity gate", "tasks")) as (writing, gating):
+            result = build_bench(config, {}, target, workers=workers or None, progress=writing,
+                                 gate_progress=gating)
         bench = result.outputs["bench"]
         stats = suite_stats(bench)
         console.print(_count_table("tasks per family", stats["tasks_by_family"]))

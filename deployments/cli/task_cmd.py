@@ -1,8 +1,8 @@
 """`skillgate task check PATH...`, `skillgate task import HARBOR_DIR DEST`, `skillgate task gc`.
 
 check: the validity gate on every task package under the PATHs (a package folder, or a folder of
-them): one row per task (valid / which gate failed / flaky / error) and exit 0 only if every task is
-valid. import: copy Harbor / Terminal-Bench tasks into SkillGate packages, one row per task with
+them): progress on stderr while it runs, then one row per task (valid / which gate failed / flaky /
+error) and exit 0 only if every task is valid. import: copy Harbor / Terminal-Bench tasks into SkillGate packages, one row per task with
 what was changed and what to check by hand; exit 1 if any failed. gc: remove sandboxes whose
 owning process is gone (and, with --images, task images built on an older base image); every run
 (check, episodes, collect) also does this first, so gc is only needed to clean up without a run.
@@ -43,8 +43,11 @@ def register(app: typer.Typer) -> None:
         if not find_task_dirs(paths):
             console.print(f"[bold red]no task.toml found under {escape(' '.join(map(str, paths)))}[/]")
             raise typer.Exit(1)
+        from deployments.cli.progress import phase_progress
+
         chosen: Literal["auto", "docker", "bwrap"] = backend  # type: ignore[assignment]
-        reports = check_tasks(paths, backend=chosen, repeats=repeats, jobs=jobs)
+        with phase_progress(("validity gate", "tasks")) as (progress,):  # seconds per task: minutes for a suite
+            reports = check_tasks(paths, backend=chosen, repeats=repeats, jobs=jobs, progress=progress)
         if as_json:
             for r in reports:
                 print(json.dumps({"task": r.task_id, "path": r.path, "backend": r.backend, "valid": r.valid,

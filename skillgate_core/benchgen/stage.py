@@ -31,14 +31,17 @@ def expected_tasks(config: BenchBuildConfig) -> int:
 
 
 def build_bench(config: BenchBuildConfig, inputs: Mapping[str, Path], out_dir: Path,
-                progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> StageOutput:
-    """Write the suite to out_dir/bench; metrics: digest, counts, gate summary."""
+                progress: Callable[[int, int], None] | None = None, workers: int | None = None,
+                gate_progress: Callable[[int, int], None] | None = None) -> StageOutput:
+    """Write the suite to out_dir/bench; metrics: digest, counts, gate summary. `progress` hears of
+    each task package written, `gate_progress` of each task gated (both: done, total)."""
     bench = out_dir / "bench"
     summary = build_suite(config, bench, workers=workers or default_workers(expected_tasks(config)),
                           progress=progress)
     metrics: dict = {"digest": summary.digest, "tasks": summary.tasks, "skills": summary.skills,
                      "counts": summary.counts}
     if config.gate != "none":
-        gate = gate_suite(bench, config.gate, config.gate_sample_per_family, backend=config.gate_backend)
+        gate = gate_suite(bench, config.gate, config.gate_sample_per_family, backend=config.gate_backend,
+                          progress=gate_progress)
         metrics["gate"] = gate["summary"]["overall"]
     return StageOutput(outputs={"bench": bench}, metrics=metrics)

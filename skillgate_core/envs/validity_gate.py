@@ -15,7 +15,7 @@ flaky (and invalid); an ABORTED run (infrastructure) makes the row an error, not
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.scripted_episode import EpisodeOutcome, nop_agent, oracle_agent, run_scripted_episode
 from skillgate_core.envs.task_package import TaskPackage, TaskPackageError, load_task_package
 
-__all__ = ["GateReport", "GateTrial", "check_task", "check_tasks", "find_task_dirs"]
+__all__ = ["GateReport", "GateTrial", "Progress", "check_task", "check_tasks", "find_task_dirs"]
 
 
 @dataclass(frozen=True)
@@ -145,10 +145,22 @@ def find_task_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+Progress = Callable[[int, int], None]
+"""(tasks checked so far, tasks in all): called with 0 first, then as each task finishes."""
+
+
 def check_tasks(paths: Sequence[str | Path], backend: Backend = "auto", repeats: int = 2,
-                config: SandboxConfig | None = None, jobs: int = 4) -> list[GateReport]:
-    """check_task for every task under `paths`, `jobs` tasks at a time; reports in input order."""
+                config: SandboxConfig | None = None, jobs: int = 4,
+                progress: Progress | None = None) -> list[GateReport]:
+    """check_task for every task under `paths`, `jobs` tasks at a time; reports in input order.
+    `progress` hears of each finished task (a task takes seconds; a suite of 70, minutes)."""
     reap_orphans(config)  # once for the whole run: what a killed earlier run left behind
     dirs = find_task_dirs(paths)
+    if progress:
+        progress(0, len(dirs))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda d: _check_task(d, backend, repeats, config, None), dirs))
+        futures = [pool.submit(_check_task, d, backend, repeats, config, None) for d in dirs]
+        for done, _ in enumerate(as_completed(futures), 1):
+            if progress:
+                progress(done, len(dirs))
+        return [f.result() for f in futures]

@@ -4,9 +4,11 @@ sub-flow on a real test server, and the `skillgate bench build / stats` commands
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 
 from skillgate_core.benchgen import BenchBuildConfig
@@ -67,3 +69,19 @@ def test_stage_runs_as_a_prefect_sub_flow(skillgate_home: Path):
     result = STAGE_FLOWS["bench-build"](config=config_to_dict(MINI), inputs={})
     assert result["stage"] == "bench-build" and result["metrics"]["tasks"] == 8
     assert Path(result["outputs"]["bench"]).is_relative_to(skillgate_home)
+
+
+def test_cli_build_shows_writing_and_gate_progress_on_stderr(tmp_path: Path):
+    """The validity-gate phase of `bench build` is not silent: off a terminal, one line per phase."""
+    if available_backends()["bwrap"]:  # the gate plays bubblewrap sandboxes
+        pytest.skip(f"bubblewrap unusable here: {available_backends()['bwrap']}")
+    mini = ['families=["diagnosis","constraints"]', 'domains=["scheduling","service-config"]',
+            "train_skills_per_cell=1", "train_tasks_per_skill=1", "eval_tasks=2", "slate_tasks=2",
+            "gate_sample_per_family=1"]
+    done = run_skillgate("bench", "build", "--seed", "5", "--out", str(tmp_path / "suite"), "--gate", "sample", *mini,
+                         home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert [re.sub(r"in \d+\.\d s", "in T s", line) for line in lines] == [
+        "writing task packages: 8/8 tasks in T s", "validity gate: 6/6 tasks in T s"], done.stderr
+    assert "validity gate (sample)" in done.stdout and "task packages" not in done.stdout

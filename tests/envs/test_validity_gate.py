@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from itertools import count
 from pathlib import Path
 
 import pytest
 from envtest_paths import BROKEN, GOOD
+from skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 
 from skillgate_core.envs.scripted_episode import EpisodeOutcome
@@ -104,7 +106,7 @@ def test_cli_check_exit_codes(bwrap_ready):
     runner = CliRunner()
     ok = runner.invoke(app, ["task", "check", *(str(GOOD / n) for n in BWRAP_GOOD), "--backend", "bwrap", "--json"])
     assert ok.exit_code == 0, ok.output
-    rows = [json.loads(line) for line in ok.output.splitlines()]
+    rows = [json.loads(line) for line in ok.stdout.splitlines()]  # stdout: only the rows (progress: stderr)
     assert [(r["task"], r["verdict"], r["nop"], r["oracle"]) for r in rows] == \
         [(n, "valid", [0.0, 0.0], [1.0, 1.0]) for n in BWRAP_GOOD]
     bad = runner.invoke(app, ["task", "check", str(GOOD / "hello-file"), str(BROKEN / "solution-fails"),
@@ -114,3 +116,19 @@ def test_cli_check_exit_codes(bwrap_ready):
     assert "1/2 valid" in bad.output
     empty = runner.invoke(app, ["task", "check", str(GOOD / "hello-file" / "tests")])
     assert empty.exit_code == 1 and "no task.toml" in empty.output
+
+
+def test_cli_check_shows_progress_on_stderr(bwrap_ready, tmp_path: Path):
+    """Long checks are not silent: off a terminal, one line with the count when the gate is done."""
+    done = run_skillgate("task", "check", *(str(GOOD / n) for n in BWRAP_GOOD), "--backend", "bwrap", "--json",
+                         home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"validity gate: 3/3 tasks in \d+\.\d s\n", done.stderr), done.stderr
+    assert [json.loads(line)["verdict"] for line in done.stdout.splitlines()] == ["valid"] * 3
+
+
+def test_check_tasks_reports_each_finished_task(bwrap_ready):
+    seen: list[tuple[int, int]] = []
+    reports = check_tasks([GOOD / n for n in BWRAP_GOOD], backend="bwrap", jobs=2,
+                          progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and [r.task_id for r in reports] == BWRAP_GOOD
