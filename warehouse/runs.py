@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-__all__ = ["RUN_STATUSES", "recent_runs"]
+__all__ = ["RUN_STATUSES", "recent_runs", "run_outputs"]
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 """What a run's status can be (v_run)."""
@@ -49,7 +49,8 @@ limit 1
 """
 
 
-def _outputs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+def run_outputs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """What `run_id` produced: [{role, sha256, uri}] by role ([] for a reused run: see recent_runs)."""
     cur = con.execute(_OUTPUTS, [run_id])
     return [dict(zip(("role", "sha256", "uri"), row, strict=True)) for row in cur.fetchall()]
 
@@ -64,10 +65,10 @@ def recent_runs(con: duckdb.DuckDBPyConnection, *, stage: str | None = None, sta
     runs = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
     for run in runs:
         inputs = run.pop("input_key")
-        run["outputs"] = _outputs(con, run["run_id"])
+        run["outputs"] = run_outputs(con, run["run_id"])
         if run["reused"] and not run["outputs"]:
             producer = con.execute(_PRODUCER, [run["stage"], run["config_digest"], run["run_id"], inputs]).fetchone()
             if producer:
-                run["outputs"] = _outputs(con, producer[0])
+                run["outputs"] = run_outputs(con, producer[0])
                 run["outputs_from"] = producer[0]
     return runs

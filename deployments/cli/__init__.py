@@ -23,6 +23,7 @@ from deployments.cli import warehouse_cmd
 from deployments.cli import bench_cmd
 from deployments.cli import experiments_cmd
 from deployments.cli import runs_cmd
+from deployments.cli import traj_cmd
 from deployments.cli import paper_cmd
 from deployments.cli import eval_cmd
 from deployments.cli.errors import user_error_message
@@ -42,6 +43,7 @@ warehouse_cmd.register(app)
 bench_cmd.register(app)
 experiments_cmd.register(app)
 runs_cmd.register(app)
+traj_cmd.register(app)
 paper_cmd.register(app)
 eval_cmd.register(app)
 
