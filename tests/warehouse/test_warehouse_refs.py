@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 from wh_scenario import Scenario
 
@@ -120,3 +121,10 @@ def test_the_lineage_command_takes_any_reference(scenario: Scenario):
     assert res.exit_code == 1 and "matches 2 things" in res.output and "run grpo-2" in res.output
     res = runner.invoke(app, ["lineage", "exp-1/nothing"])
     assert res.exit_code == 1 and "nothing in the warehouse matches 'exp-1/nothing'" in res.output
+
+
+def test_an_unknown_reference_is_one_message_not_a_traceback(scenario: Scenario):
+    """Commands that take a reference outside `lineage` (traj show) let RefError reach main(): errors.py."""
+    done = run_skillgate("traj", "show", "grpo-", home=scenario.state.home)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: 'grpo-' matches 2 things") and "run grpo-1" in done.stderr
