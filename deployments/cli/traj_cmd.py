@@ -67,9 +67,9 @@ def _source_path(source: str) -> Path:
                 raise FileNotFoundError(f"run {match.id} has no trajectories output (outputs: "
                                         f"{', '.join(o['role'] for o in outputs) or 'none'})")
             return Path(found[0]["uri"])
-    if match.uri is None:
-        raise FileNotFoundError(f"{source} names {match.describe()}, which has no episodes; give a trajectories "
-                                "dataset, an evaluation, or a collect run")
+    if match.kind not in ("dataset", "evaluation") or match.uri is None:
+        raise FileNotFoundError(f"{source} names {match.describe()}, which holds no episodes of its own; give a "
+                                "trajectories dataset, an evaluation, or a collect run")
     return Path(match.uri)
 
 

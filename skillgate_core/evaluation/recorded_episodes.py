@@ -271,7 +271,9 @@ def _read_source(path: Path) -> list[RecordedEpisode]:
         return [_from_parquet_row(i, str(path), row) for i, row in enumerate(pl.read_parquet(path).iter_rows(named=True))]
     if path.is_file() and path.suffix == ".json":
         return [_from_log(0, str(path), json.loads(path.read_text()))]
-    logs = sorted(path.rglob(TRAJECTORY_FILE)) if path.is_dir() else []
+    # an evaluation's folder (rows/ROW_ID/trajectory.json) or its rows/ folder; never a deeper search,
+    # which would mix the trials of several evaluations into one record (and into one credit group)
+    logs = sorted([*path.glob(f"rows/*/{TRAJECTORY_FILE}"), *path.glob(f"*/{TRAJECTORY_FILE}")]) if path.is_dir() else []
     if logs:
         def trial_index(log: Path) -> tuple[int, str]:
             row = log.parent / "row.json"  # the trial's row: its place in the evaluation
