@@ -8,6 +8,7 @@ anyway, a page per map. The stage sub-flow and task now say log_prints=False (ta
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -37,9 +38,17 @@ def _import_deepspeed(prelude: str) -> str:
 
 def test_the_deepspeed_accelerator_line_is_dropped_in_every_skillgate_process():
     assert ACCELERATOR_LINE in _import_deepspeed("")  # the noise exists without SkillGate's entry points
-    for entry in ("import deployments.cli", "import flows"):  # the CLI; flows and tasks (Prefect workers)
-        out = _import_deepspeed(entry)
-        assert ACCELERATOR_LINE not in out and "ds_accelerator" not in out and "done" in out, (entry, out)
+    out = _import_deepspeed("import deployments.cli")  # the CLI
+    assert ACCELERATOR_LINE not in out and "ds_accelerator" not in out and "done" in out, out
+    # flows and tasks (a Prefect worker) set the same filter up: DeepSpeed's logger drops the line
+    from flows.settings import configure_prefect_env
+
+    configure_prefect_env()
+    for line in (ACCELERATOR_LINE + ". If you have GPU ...", "Setting ds_accelerator to cuda (auto detect)"):
+        record = logging.LogRecord("DeepSpeed", logging.INFO, __file__, 1, line, None, None)
+        assert not logging.getLogger("DeepSpeed").filter(record), line
+    other = logging.LogRecord("DeepSpeed", logging.WARNING, __file__, 1, "ZeRO-3: parameter offload failed", None, None)
+    assert logging.getLogger("DeepSpeed").filter(other)  # everything else it says still shows
 
 
 @pytest.fixture(scope="module")
