@@ -134,6 +134,11 @@ class InputFinder(Protocol):
         """The newest completed output of `role` whose content still exists, or None."""
         ...
 
+    def lookup(self, role: str, reference: str) -> FoundInput:
+        """The content of `role` that `reference` names (an id, a digest, a unique prefix of one);
+        raises LookupError saying why when it names nothing usable for that role."""
+        ...
+
 
 @dataclass(frozen=True)
 class PlannedStage:

@@ -275,9 +275,15 @@ def resolve_recipe(
         entry, _, rest = key.partition(".")
         if entry == "inputs" and rest:
             if not isinstance(value, str):
-                raise ConfigError(f"{source}: {key}: expected a path string")
+                raise ConfigError(f"{source}: {key}: expected a path or an id/digest string")
             if not Path(value).expanduser().exists():
-                raise ConfigError(f"{source}: {key}: path {value} does not exist")
+                if finder is None:
+                    raise ConfigError(f"{source}: {key}: path {value} does not exist")
+                try:  # a run id, export id, digest (or unique prefix) that the record knows
+                    value = finder.lookup(rest, value).path
+                except LookupError as exc:
+                    raise ConfigError(f"{source}: {key}: {value!r} is neither an existing path nor a "
+                                      f"reference to a {rest}: {exc}") from None
             inputs[rest] = value
             given_inputs.append((rest, value))
             continue

@@ -2,6 +2,7 @@
 
     finder = WarehouseInputFinder(state_layout())
     finder.newest("sft_model")   # FoundInput(path=..., description="sft run 3f2a9c1b… of 2026-11-30 17:02 UTC")
+    finder.lookup("sft_model", "sft-20261130T1702")   # by run id, export id, digest or unique prefix
 
 Only outputs of runs that completed, and whose content is still where it was written, count: a
 deleted folder is skipped for the next newest one.
@@ -13,7 +14,9 @@ from pathlib import Path
 
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.recipe_plan import FoundInput
-from warehouse.read import query
+from warehouse.read import query, read_connection
+from warehouse.refs import match_ref
+from warehouse.runs import run_outputs
 
 __all__ = ["WarehouseInputFinder", "newest_outputs"]
 
@@ -47,3 +50,17 @@ class WarehouseInputFinder:
                 when = row["finished_at"].strftime("%Y-%m-%d %H:%M UTC")
                 return FoundInput(path=row["uri"], description=f"{row['stage']} run {row['run_id'][:12]} of {when}")
         return None
+
+    def lookup(self, role: str, reference: str) -> FoundInput:
+        """What `reference` (warehouse.refs: any id or digest, or a unique prefix) names for `role`:
+        a dataset or export by its content, or the `role` output of a run. LookupError otherwise."""
+        with read_connection(self.state) as con:
+            match = match_ref(con, reference, self.state)
+            if match.kind == "run":
+                outputs = {o["role"]: o["uri"] for o in run_outputs(con, match.id)}
+                if role not in outputs:
+                    raise LookupError(f"run {match.id} has no {role} output (it has: {', '.join(outputs) or 'none'})")
+                return FoundInput(path=outputs[role], description=f"{role} of run {match.id}")
+        if match.kind in ("dataset", "export", "evaluation") and match.uri:
+            return FoundInput(path=match.uri, description=match.describe())
+        raise LookupError(f"it names {match.describe()}, which is not a {role}")

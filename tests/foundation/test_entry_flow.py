@@ -89,6 +89,16 @@ def test_entry_flow_runs_part_of_a_recipe_then_one_stage_from_the_warehouse(skil
     assert again["rl-data-prep"]["inputs"] == stages["rl-data-prep"]["inputs"]
     assert again["rl-data-prep"]["out_dir"] != stages["rl-data-prep"]["out_dir"]
 
+    # inputs named by what `skillgate run` printed: a run id, a digest prefix (orchestration 5)
+    named = skillgate(recipe="demo", trigger="test", only=["rl-data-prep"], overrides=[
+        f"inputs.sft_model={stages['sft']['run_id']}",
+        f"inputs.bench={stages['bench-build']['output_digests']['bench'][:10]}"])["stages"]["rl-data-prep"]
+    assert named["inputs"] == stages["rl-data-prep"]["inputs"] and named["status"] == "reused"
+    from skillgate_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"inputs.bench: 'zz-nothing' is neither an existing path nor a reference"):
+        skillgate(recipe="demo", trigger="test", only=["rl-data-prep"], overrides=["inputs.bench=zz-nothing"])
+
 
 def test_a_run_that_cannot_do_its_job_fails_before_starting(skillgate_home: Path):
     """An input nothing provides (--only on a fresh state) ends the flow run Failed, reason in the state."""
