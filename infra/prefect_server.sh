@@ -10,6 +10,7 @@
 #   SKILLGATE_HOME   state dir (default: .skillgate in this checkout, the rule of skillgate_core/paths.py);
 #                    logs and pid files in SKILLGATE_HOME/logs, PREFECT_HOME = SKILLGATE_HOME/prefect
 #   PREFECT_PORT     port of the local server (4200)
+#   PREFECT_HOST     address it listens on (127.0.0.1; 0.0.0.0 for a server others reach: it has no auth)
 #   PREFECT_DB       sqlite (default: PREFECT_HOME/prefect.db) or postgres (a shared server: set
 #                    PREFECT_API_DATABASE_CONNECTION_URL=postgresql+asyncpg://USER:PASSWORD@HOST:PORT/DB)
 #   PREFECT_API_URL  when set to anything but the local server's address: a server that already runs
@@ -36,6 +37,7 @@ export PREFECT_HOME=${PREFECT_HOME:-$HOME_DIR/prefect}
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export SKILLGATE_REPO=$REPO              # prefect.yaml's pull step: flow runs start in this checkout
 PORT=${PREFECT_PORT:-4200}
+HOST=${PREFECT_HOST:-127.0.0.1}
 LOCAL_URL=http://127.0.0.1:$PORT/api
 export PREFECT_API_URL=${PREFECT_API_URL:-$LOCAL_URL}
 EXTERNAL=0; [[ "$PREFECT_API_URL" == "$LOCAL_URL" ]] || EXTERNAL=1
@@ -100,9 +102,9 @@ start_server() {
       exit 1
     fi
     configure_db
-    log "starting the server on 127.0.0.1:$PORT, database $DB_DESC"
+    log "starting the server on $HOST:$PORT, database $DB_DESC"
     echo "$DB_DESC" >"$LOGS/server.db"
-    proc_spawn "$LOGS/server.log" "$PREFECT" server start --host 127.0.0.1 --port "$PORT"
+    proc_spawn "$LOGS/server.log" "$PREFECT" server start --host "$HOST" --port "$PORT"
     pid=$SPAWNED_PID
     echo "$pid" >"$SERVER_PID"
   fi

@@ -68,10 +68,11 @@ def cmdline(pid: int) -> str:
     return ""
 
 
-def _zombie(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child its parent has not reaped yet)."""
     with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    return True
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
 
 
 def processes_with_env(assignment: str, contains: str = "") -> dict[int, str]:
@@ -82,7 +83,7 @@ def processes_with_env(assignment: str, contains: str = "") -> dict[int, str]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         pid = int(entry.name)
-        if assignment in _environ(pid) and not _zombie(pid) and contains in cmdline(pid):
+        if assignment in _environ(pid) and alive(pid) and contains in cmdline(pid):
             found[pid] = cmdline(pid)
     return found
 
