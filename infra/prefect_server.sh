@@ -20,18 +20,17 @@
 #   VENV             the virtualenv with prefect (default .venv of this checkout)
 set -euo pipefail
 
-# The state dir is resolved against the caller's cwd before we cd, as Path.resolve() does in Python.
-if [[ -n "${SKILLGATE_HOME:-}" ]]; then
-  HOME_DIR=$(realpath -m -- "${SKILLGATE_HOME/#\~/$HOME}")
-  [[ -z "${PREFECT_HOME:-}" ]] || PREFECT_HOME=$(realpath -m -- "${PREFECT_HOME/#\~/$HOME}")
-fi
+# The state dir and PREFECT_HOME are resolved against the caller's cwd, before the cd.
+# shellcheck source=infra/state_home.sh
+source "$(dirname "$0")/state_home.sh"
+HOME_DIR=$(skillgate_home "$(cd "$(dirname "$0")/.." && pwd -P)")
+[[ -z "${PREFECT_HOME:-}" ]] || PREFECT_HOME=$(realpath -m -- "${PREFECT_HOME/#\~/$HOME}")
 cd "$(dirname "$0")/.."
-REPO=$(pwd)
+REPO=$(pwd -P)
 # shellcheck source=infra/proc_lib.sh
 source "$REPO/infra/proc_lib.sh"
 VENV=${VENV:-$REPO/.venv}
 PREFECT="$VENV/bin/prefect"
-HOME_DIR=${HOME_DIR:-$REPO/.skillgate}
 export SKILLGATE_HOME=$HOME_DIR          # the worker's flow runs write where this script points
 export PREFECT_HOME=${PREFECT_HOME:-$HOME_DIR/prefect}
 export PREFECT_SERVER_ANALYTICS_ENABLED=false

@@ -58,7 +58,7 @@ proc_find() {
   local env=$1 pid
   shift
   for pid in $(pgrep -f -- "$1" || true); do
-    [[ "$pid" == "$$" ]] && continue
+    [[ "$pid" == "$$" || "$pid" == "$BASHPID" ]] && continue
     proc_is "$pid" "$@" && proc_has_env "$pid" "$env" && echo "$pid"
   done
   return 0
