@@ -3,7 +3,7 @@
 #
 #   bash infra/prefect_server.sh [start]   # idempotent: never a second server or worker; prints the API address
 #   bash infra/prefect_server.sh status    # exit 0 when server and worker run, 3 otherwise
-#   bash infra/prefect_server.sh stop      # worker (and its flow runs) first, then the server; fine when none runs
+#   bash infra/prefect_server.sh stop      # flow runs, worker, then the server; fine when none runs
 # Then: prefect deployment run skillgate/rl-train   (with PREFECT_API_URL exported as printed)
 #
 # Environment:
@@ -126,11 +126,14 @@ start_worker() {
     log "worker already running (pid $pid)"
     return
   fi
+  local offset
+  offset=$(stat -c %s "$LOGS/worker.log" 2>/dev/null || echo 0)
   proc_spawn "$LOGS/worker.log" "$PREFECT" worker start --pool "$POOL" --type process
   pid=$SPAWNED_PID
   echo "$pid" >"$WORKER_PID"
   local deadline=$((SECONDS + 120))
-  until grep -q "started" "$LOGS/worker.log"; do
+  # Ready once this worker (the log's new part) says "Worker '...' started!".
+  until tail -c "+$((offset + 1))" "$LOGS/worker.log" | grep -q "' started"; do
     if ! proc_alive "$pid"; then
       log "the worker exited; last lines of $LOGS/worker.log:"; tail -n 30 "$LOGS/worker.log" >&2; rm -f "$WORKER_PID"; exit 1
     fi
@@ -158,10 +161,17 @@ cmd_start() {
 }
 
 cmd_stop() {
-  local -a pids
-  # The worker first: on SIGTERM it and its flow runs report to the server, which must still answer.
+  local -a pids runs
+  # Order: the worker's flow runs, the worker, the server. A flow run ended by SIGTERM reports itself
+  # Crashed, to the server and through the worker's pipe for its output: with the worker (or the
+  # server) gone first that report is lost and the run stays Running in the UI for ever.
   mapfile -t pids < <(worker_pids)
   if ((${#pids[@]})); then
+    # Flow runs live in sessions of their own (Prefect starts them so): found as the worker's descendants.
+    mapfile -t runs < <(proc_tree "${pids[@]}" | grep -vxF -f <(printf '%s\n' "${pids[@]}") || true)
+    if ((${#runs[@]})); then
+      proc_stop "flow runs" "$STOP_TIMEOUT" "${runs[@]}"; log "flow-run processes stopped (pid ${runs[*]})"
+    fi
     proc_stop worker "$STOP_TIMEOUT" "${pids[@]}"; log "worker stopped (pid ${pids[*]})"
   fi
   rm -f "$WORKER_PID"

@@ -8,7 +8,7 @@
 # where given, its environment) has been checked, so a recycled pid is never signalled.
 
 # proc_spawn LOG CMD...: start CMD detached in a session of its own (its pid = its process group =
-# its session), output to LOG, and set SPAWNED_PID. Two details matter:
+# its session), output appended to LOG (earlier runs' lines stay for a post-mortem), set SPAWNED_PID. Two details matter:
 #  - a non-interactive bash starts background commands with SIGINT/SIGQUIT ignored, and Python keeps
 #    an ignored SIGINT ignored: Prefect's worker turns SIGTERM into SIGINT to itself, so it would
 #    never stop. The subshell restores the default dispositions before exec.
@@ -16,7 +16,8 @@
 proc_spawn() {
   local log=$1
   shift
-  ( trap - INT QUIT; exec setsid "$@" </dev/null >"$log" 2>&1 9>&- ) &
+  echo "=== $(date -Is) $*" >>"$log"
+  ( trap - INT QUIT; exec setsid "$@" </dev/null >>"$log" 2>&1 9>&- ) &
   SPAWNED_PID=$!
 }
 

@@ -3,13 +3,19 @@ stop that leaves no process of that PREFECT_HOME behind (worker first, then the 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from services import (
     REPO,
+    alive,
     cmdline,
     free_ports,
     leftovers,
@@ -98,3 +104,68 @@ def test_state_dir_follows_the_rule_of_skillgate_core_paths(tmp_path):
     assert python_home(unset, tmp_path) == str(REPO / ".skillgate")
     assert not (tmp_path / "rel").exists()  # status creates nothing
     assert os.path.isabs(python_home(relative, tmp_path))
+
+
+SLEEPER = '''
+import os, subprocess, time
+from pathlib import Path
+from prefect import flow
+
+
+@flow
+def sleeper(marker: str):
+    # A grandchild in a session of its own, as sandboxes and Ray start theirs: stop must still find it.
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    Path(marker).write_text(f"{os.getpid()} {child.pid}")
+    time.sleep(600)
+'''
+
+
+@pytest.mark.slow
+def test_stop_ends_a_running_flow_run_and_its_children(tmp_path):
+    """stop: the worker and its running flow run (a session of its own) and that run's children end,
+    while the server still answers, so the run is recorded as ended, not left Running."""
+    home = tmp_path / "home"
+    (port,) = free_ports()
+    api = f"http://127.0.0.1:{port}/api"
+    env = service_env(home, PREFECT_PORT=str(port), SKILLGATE_DEPLOY="0", PREFECT_WORKER_QUERY_SECONDS="2")
+    flow_dir = tmp_path / "flow"
+    flow_dir.mkdir()
+    (flow_dir / "sleeper.py").write_text(SLEEPER)
+    marker = tmp_path / "running"
+    client_env = dict(env, PREFECT_API_URL=api)
+    prefect = str(Path(env["VENV"]) / "bin" / "prefect")
+    with prefect_services(env):
+        subprocess.run([prefect, "--no-prompt", "deploy", "sleeper.py:sleeper", "-n", "sleeper", "-p",
+                        "skillgate-process"], cwd=flow_dir, env=client_env, check=True, capture_output=True)
+        out = subprocess.run([prefect, "deployment", "run", "sleeper/sleeper", "-p", f"marker={json.dumps(str(marker))}"],
+                             env=client_env, check=True, capture_output=True, text=True).stdout
+        flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
+        deadline = time.time() + 180
+        while not marker.exists():
+            assert time.time() < deadline, "the flow run did not start"
+            time.sleep(0.5)
+        engine, grandchild = map(int, marker.read_text().split())
+        assert alive(engine) and alive(grandchild)
+
+        t0 = time.monotonic()
+        stopped = run_script("prefect_server.sh", "stop", env=env, timeout=120)
+        stop_s = time.monotonic() - t0
+        assert not alive(engine) and not alive(grandchild)
+        assert not wait_no_leftovers(home)
+        print(stopped.stderr)
+        assert "SIGKILL" not in stopped.stderr, "the flow run or worker needed SIGKILL"
+
+        # Back up (same database): the run was told it ended while the server was still there.
+        run_script("prefect_server.sh", "start", env=env)
+
+        async def state():
+            from prefect.client.orchestration import PrefectClient
+
+            async with PrefectClient(api=api) as client:
+                return (await client.read_flow_run(flow_run_id)).state
+
+        final = asyncio.run(state())
+        assert final.is_final() and not final.is_completed(), final
+    print(f"stop with a running flow run: {stop_s:.1f} s; its final state: {final.type.value}")
+    assert not leftovers(home)
