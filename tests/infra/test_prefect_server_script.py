@@ -52,6 +52,22 @@ def test_start_is_idempotent_and_stop_leaves_nothing(tmp_path):
         assert list(processes_with_env(prefect_home, "prefect server start")) == [server]
         assert list(processes_with_env(prefect_home, "prefect worker start")) == [worker]
 
+        # Another state dir on the same port: refused, not silently attached to this server.
+        other = service_env(tmp_path / "other", PREFECT_PORT=str(port), SKILLGATE_DEPLOY="0")
+        refused = run_script("prefect_server.sh", "start", env=other, check=False)
+        assert refused.returncode == 1 and "another Prefect server already answers" in refused.stderr
+        assert not leftovers(tmp_path / "other")
+        # ... unless PREFECT_API_URL names it: then only a worker of its own (the shared-server setup).
+        joined = dict(other, PREFECT_API_URL=f"http://localhost:{port}/api")
+        run_script("prefect_server.sh", "start", env=joined)
+        assert "server: external" in run_script("prefect_server.sh", "status", env=joined).stdout
+        assert len(processes_with_env(prefect_home, "prefect worker start")) == 1
+        assert [c for c in leftovers(tmp_path / "other").values() if "prefect" in c] == [
+            cmdline(int((tmp_path / "other" / "logs" / "worker.pid").read_text()))]
+        run_script("prefect_server.sh", "stop", env=joined)
+        assert not wait_no_leftovers(tmp_path / "other") and list(processes_with_env(prefect_home, "prefect")) == [
+            server, worker]
+
         run_script("prefect_server.sh", "stop", env=env, timeout=120)
         assert not processes_with_env(prefect_home, "prefect"), "a prefect process of this PREFECT_HOME is left"
         assert not wait_no_leftovers(home)
