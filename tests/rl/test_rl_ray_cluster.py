@@ -1,97 +1,81 @@
-"""launch_ray joins an existing cluster named by RAY_ADDRESS (a real `ray start --head` on this machine).
+"""launch_ray joins an existing cluster named by RAY_ADDRESS: a real Ray head started by infra/ray_cluster.sh.
 
-The head runs with --block in its own session, on free ports and a private temp dir, so it
-collides with no other Ray on the machine; it is stopped by its own pid (and any descendant still
-alive after that, by pid), never by `ray stop`, which would end every Ray of this user.
+The script is what is tested here: `up` starts the head (its own session, free ports, a private temp
+dir, no dashboard) and prints the `export RAY_ADDRESS=...` line the grpo stage joins through; `down`
+stops that cluster only (never `ray stop`, which would end every Ray of this user on the machine) and
+fails if any of its processes is left, which is checked here again from the outside.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
+import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 from rl_workers import describe_worker
 
 from skillgate_core.rl.launch import LaunchConfig, launch_ray
 
 HERE = Path(__file__).parent
-RAY = str(Path(sys.executable).with_name("ray"))
+REPO = HERE.parents[1]
+VENV = Path(sys.executable).parent.parent  # not resolved: .venv/bin/python is a symlink
 
 
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-def stop(head: subprocess.Popen) -> None:
-    tree = [head.pid]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        tree += [p.pid for p in psutil.Process(head.pid).children(recursive=True)]
-    head.send_signal(signal.SIGTERM)  # `ray start --block` tears its node down on SIGTERM
-    try:
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        head.kill()
-    deadline = time.time() + 20
-    for pid in tree:
-        while psutil.pid_exists(pid) and time.time() < deadline:
-            time.sleep(0.2)
-        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                os.kill(pid, signal.SIGKILL)
+def cluster_script(action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(["bash", str(REPO / "infra" / "ray_cluster.sh"), action], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, f"ray_cluster.sh {action}: {result.stdout}{result.stderr}"
+    return result
+
+
+def cluster_processes(temp_dir: str) -> list[int]:
+    """Live processes of the cluster: the script marks each with SKILLGATE_RAY_CLUSTER=<its temp dir>."""
+    mark = f"SKILLGATE_RAY_CLUSTER={temp_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 @pytest.fixture
-def ray_head(monkeypatch):
+def ray_head(monkeypatch, tmp_path):
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
-    gcs, node_manager, object_manager, agent_http, agent_grpc, runtime_env, metrics = free_ports(7)
-    temp_dir = tempfile.mkdtemp(prefix="sgray-")  # short: Ray's socket paths must fit in 107 chars
-    env = dict(
-        os.environ,
-        RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"),
-        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",  # SIGTERM: tear down now, no 30 s drain
-    )
-    head = subprocess.Popen(
-        [RAY, "start", "--head", "--block", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=false",
-         "--disable-usage-stats", f"--temp-dir={temp_dir}", f"--node-manager-port={node_manager}",
-         f"--object-manager-port={object_manager}", f"--dashboard-agent-listen-port={agent_http}",
-         f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime_env}",
-         f"--metrics-export-port={metrics}",],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    address = f"127.0.0.1:{gcs}"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(SKILLGATE_HOME=str(tmp_path / "ray-state"), VENV=str(VENV), RAY_PORT=str(free_port()),
+               RAY_NUM_CPUS="2")
+    up = cluster_script("up", env)
+    (address,) = re.findall(r"^export RAY_ADDRESS=(\S+)$", up.stdout, re.M)
+    temp_dir = (tmp_path / "ray-state" / "ray" / "cluster.env").read_text().split("TEMP_DIR=")[1].strip()
     try:
-        deadline = time.time() + 120
-        while subprocess.run([RAY, "status", f"--address={address}"], env=env, capture_output=True).returncode:
-            if head.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"ray head did not come up (exit {head.poll()})")
-            time.sleep(1)
+        assert cluster_processes(temp_dir), "the head's processes do not carry the cluster mark"
         monkeypatch.setenv("RAY_ADDRESS", address)
         yield address
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        stop(head)
+        cluster_script("down", env)
+        left = cluster_processes(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not left, f"ray_cluster.sh down left {left}"
 
 
 @pytest.mark.slow

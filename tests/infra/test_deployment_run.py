@@ -1,0 +1,129 @@
+"""A real deployment run, as a user does it: infra/prefect_server.sh (server + worker + `prefect deploy
+--all` from prefect.yaml), then `prefect deployment run FLOW/DEPLOYMENT --watch`, on a fresh state dir.
+
+The run is `skillgate/init-model` (cheap: it builds the tiny policy). `run_deployment(name, params)`
+is the one place that knows how a run is started and watched, so the same test can run
+`skillgate/rl-train` with tiny override parameters once a fresh state builds its own inputs, e.g.
+    run_deployment("skillgate/rl-train", {"overrides": ["grpo.steps=1", ...]})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from services import (
+    REPO,
+    VENV,
+    free_ports,
+    prefect_services,
+    processes_with_env,
+    service_env,
+    wait_no_leftovers,
+)
+from skillgate_cli import run_skillgate
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class FinalState:
+    flow_run_id: str
+    state_type: str  # COMPLETED, FAILED, CRASHED, ...
+    state_name: str
+    cli_output: str
+
+
+def _client(api_url: str):
+    from prefect.client.orchestration import PrefectClient
+
+    return PrefectClient(api=api_url)
+
+
+def run_deployment(name: str, params: dict[str, Any], *, env: dict[str, str], api_url: str,
+                   timeout: float = 900) -> FinalState:
+    """`prefect deployment run NAME --params JSON --watch`; the final state as the server records it.
+
+    `params` are merged by the server into the deployment's own parameters (prefect.yaml)."""
+    cmd = [str(VENV / "bin" / "prefect"), "deployment", "run", name, "--watch", "--watch-interval", "2",
+           "--watch-timeout", str(int(timeout))]
+    if params:
+        cmd += ["--params", json.dumps(params)]
+    proc = subprocess.run(cmd, env=dict(env, PREFECT_API_URL=api_url), cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout + 60, stdin=subprocess.DEVNULL)
+    output = proc.stdout + proc.stderr
+    match = re.search(r"UUID:\s*([0-9a-f-]{36})", output)
+    assert match, f"no flow run id in the output of {' '.join(cmd)}:\n{output}"
+
+    async def read():
+        async with _client(api_url) as client:
+            return await client.read_flow_run(match.group(1))
+
+    run = asyncio.run(read())
+    return FinalState(str(run.id), run.state.type.value, run.state.name, output)
+
+
+async def _root_flow_run_id(client, flow_run_id: str) -> str:
+    """The top flow run above a sub-flow run (the stage sub-flows run inside the entry flow)."""
+    run = await client.read_flow_run(flow_run_id)
+    while run.parent_task_run_id:
+        task_run = await client.read_task_run(run.parent_task_run_id)
+        run = await client.read_flow_run(task_run.flow_run_id)
+    return str(run.id)
+
+
+def test_init_model_deployment_run_on_a_fresh_state(tmp_path):
+    began = time.monotonic()
+    home = tmp_path / "home"
+    (port,) = free_ports()
+    api_url = f"http://127.0.0.1:{port}/api"
+    # The worker polls every 2 s instead of 10: the run starts sooner, nothing else changes.
+    env = service_env(home, PREFECT_PORT=str(port), SKILLGATE_REPO=str(REPO), PREFECT_WORKER_QUERY_SECONDS="2")
+    timings: dict[str, float] = {}
+    with prefect_services(env) as started:
+        timings["start + deploy"] = time.monotonic() - began
+        assert api_url in started.stdout
+
+        # The nightly's schedule, as prefect.yaml declares it, read back from the server.
+        async def nightly():
+            async with _client(api_url) as client:
+                return await client.read_deployment_by_name("eval70-nightly/eval70-nightly")
+
+        deployment = asyncio.run(nightly())
+        crons = [(s.schedule.cron, s.schedule.timezone, s.active) for s in deployment.schedules]
+        assert crons == [("0 2 * * *", "UTC", True)]
+
+        t0 = time.monotonic()
+        final = run_deployment("skillgate/init-model", {}, env=env, api_url=api_url)
+        timings["init-model run"] = time.monotonic() - t0
+        assert final.state_type == "COMPLETED", final.cli_output
+
+        # The warehouse of this state dir holds the stage run, recorded by that deployment run.
+        res = run_skillgate("sql", "select stage, status, \"trigger\", flow_run_id from v_run", "--format", "json",
+                            home=home)
+        assert res.returncode == 0, res.stderr
+        rows = [r for r in json.loads(res.stdout) if r["stage"] == "init-model"]
+        assert len(rows) == 1 and rows[0]["status"] == "completed" and rows[0]["trigger"] == "ui", rows
+
+        async def root():
+            async with _client(api_url) as client:
+                return await _root_flow_run_id(client, rows[0]["flow_run_id"])
+
+        assert asyncio.run(root()) == final.flow_run_id
+        assert (home / "warehouse.duckdb").is_file()
+
+        t0 = time.monotonic()
+    timings["stop"] = time.monotonic() - t0
+    # Nothing of this state dir is left: no server, worker or flow-run process.
+    assert not wait_no_leftovers(home)
+    assert not processes_with_env(f"PREFECT_HOME={home / 'prefect'}")
+    timings["total"] = time.monotonic() - began
+    print("timings (s):", {k: round(v, 1) for k, v in timings.items()})
+    (Path(tmp_path) / "timings.json").write_text(json.dumps(timings))
