@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from skillgate_core.atomic_dirs import building_dir
 from skillgate_core.digests import atomic_write_json
-from skillgate_core.ownership.atomic import atomic_create_json, building_dir, read_json
+from skillgate_core.ownership.atomic import atomic_create_json, read_json
 from skillgate_core.ownership.errors import (
     EvalExists,
     EvalRowExists,
