@@ -112,7 +112,15 @@ def parse_override(text: str, source: str = "command line") -> tuple[str, Any]:
 
 @cache
 def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstring of each field (the string literal on the line after it)."""
+    """The attribute docstring of each field (the string literal on the line after it), inherited
+    from a base class where the subclass re-declares a field (a new default) without one."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object has no fields
+        docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):
