@@ -21,6 +21,7 @@ import secrets
 import shutil
 from pathlib import Path
 
+from skillgate_core.dataclass_json import dataclass_from_json
 from skillgate_core.digests import atomic_write_json
 from skillgate_core.processes import ProcessIdentity, current_process, process_state
 
@@ -49,8 +50,9 @@ def release_workdir(work: Path) -> None:
 
 def _owner(owner_file: Path) -> ProcessIdentity | None:
     try:
-        return ProcessIdentity(**json.loads(owner_file.read_text()))
-    except (OSError, ValueError, TypeError):
+        return dataclass_from_json(ProcessIdentity, json.loads(owner_file.read_text()), source=str(owner_file),
+                                   strictness="exact")
+    except (OSError, ValueError):
         return None
 
 

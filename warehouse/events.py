@@ -14,9 +14,11 @@ two experiments may both have an export named "step-200".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+from skillgate_core.dataclass_json import dataclass_from_json
 
 __all__ = [
     "EVENT_TYPES",
@@ -475,29 +477,11 @@ EVENT_TYPES: dict[str, type] = {
         EvalMetrics, CheckpointSaved, TrainingMetrics, EvaluationStatus, EvalRegression,
     )
 }
-_NESTED: dict[str, tuple[str, type]] = {
-    "eval_trials": ("trials", EvalTrial),
-    "eval_metrics": ("metrics", EvalMetric),
-    "training_metrics": ("metrics", TrainingMetric),
-}
-
-
 def event_to_json(event: Any) -> dict[str, Any]:
     """{"kind": ..., "data": {...}} (nested rows become lists of objects)."""
     if type(event) not in EVENT_TYPES.values():
         raise EventFormatError(f"not a warehouse event: {type(event).__name__}")
     return {"kind": event.kind, "data": dataclasses.asdict(event)}
-
-
-def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise EventFormatError(f"{where}: unknown field(s) {unknown} for {cls.__name__}")
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise EventFormatError(f"{where}: {exc}") from None
 
 
 def event_from_json(obj: Mapping[str, Any]) -> Any:
@@ -507,11 +491,5 @@ def event_from_json(obj: Mapping[str, Any]) -> Any:
     data = obj.get("data") if isinstance(obj, Mapping) else None
     if cls is None or not isinstance(data, Mapping):
         raise EventFormatError(f"unknown event kind {kind!r}; known: {', '.join(EVENT_TYPES)}")
-    data = dict(data)
-    if kind in _NESTED:
-        field, row_cls = _NESTED[str(kind)]
-        rows: Sequence[Any] = data.get(field) or ()
-        data[field] = tuple(
-            r if isinstance(r, row_cls) else _build(row_cls, r, f"{kind}.{field}") for r in rows
-        )
-    return _build(cls, data, str(kind))
+    # Exact: a field this version does not know is an error (the spool is written by the same code).
+    return dataclass_from_json(cls, data, source=str(kind), strictness="exact", error=EventFormatError)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from skillgate_core.ownership.locks import LockTimeout, file_lock
+from skillgate_core.file_locks import LockTimeout, file_lock
 from skillgate_core.ownership.records import utc_now
 from skillgate_core.paths import StateLayout, state_layout
 from warehouse.apply import REJECTABLE, apply_events

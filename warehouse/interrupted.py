@@ -28,8 +28,8 @@ from pathlib import Path
 
 import duckdb
 
+from skillgate_core.file_locks import file_lock
 from skillgate_core.ownership import OwnershipError, experiments_root, finish_segment
-from skillgate_core.ownership.locks import file_lock
 from skillgate_core.ownership.records import utc_now
 from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.processes import process_state

@@ -2,8 +2,10 @@
 
 - `tool_calls`: the one parser (JSON and Qwen XML forms) shared by SFT, rollouts, eval, spans.
 - `tool_schemas`, `prompts`: what the model is shown (both digested into evaluation fingerprints).
-- `tools`, `shell`, `globs`: the nine tools over a sandbox, with a persistent shell per episode and
-  bounded glob matching for find/grep.
+- `tools`: the nine tools over a sandbox (`ToolBox`), built from `tool_args` (arguments checked
+  against the schemas), `tool_results` (results and the observation text), `unified_diff`
+  (apply_patch's parser and applier), `shell` (a persistent shell per episode) and `globs`
+  (bounded glob matching for find/grep).
 - `episode`: lockstep episodes that keep the exact token stream, graded by the task's verifier.
 - `policies`: a local transformers policy and the skill-following teacher.
 - `collect`: the `collect` stage (teacher trajectories -> parquet with selection spans).

@@ -9,18 +9,18 @@
 
 Contract:
 - `ToolBox.run` never raises for the agent's mistakes: an unknown tool, a missing, unexpected or
-  mistyped argument (checked against TOOL_SCHEMAS, the schemas the model is shown), a missing file,
+  mistyped argument (checked against TOOL_SCHEMAS, the schemas the model is shown: tool_args.py), a missing file,
   a patch that does not apply: all come back as ToolResult(ok=False, error=...) naming the argument
   and what was expected. SandboxError (infrastructure) propagates: the episode becomes ABORTED.
 - A command that fails or times out is not a tool error: exec returns ok=True with its exit_code,
   timed_out and output (the model must see what happened).
 - Relative paths of every tool resolve against the shell's current cwd (exec's `cd` moves it).
 - Every text field of a payload (and an error) longer than `output_chars` keeps its head and tail
-  around `\\n...[N characters omitted]...\\n` (`truncate_middle`).
+  around `\\n...[N characters omitted]...\\n` (`truncate_middle`, skillgate_core/agent/tool_results.py).
 - Files are read and written through the sandbox (commands inside it), never on the host.
 - apply_patch: neither `patch` nor `git` is in the base image (skillgate/base:bookworm), so unified
-  diffs are applied by the small applier in this module on the host, over file content read through
-  the sandbox, and written back through it (see `apply_unified_diff`).
+  diffs are applied on the host by skillgate_core/agent/unified_diff.py, over file content read
+  through the sandbox, and written back through it.
 - find/grep globs: see skillgate_core/agent/globs.py (brace alternatives and pattern length are
   bounded, and matching cannot backtrack exponentially: both run on the host, not in the sandbox).
 - exec/process: see skillgate_core/agent/shell.py (cwd/env persistence; background jobs run on
@@ -29,13 +29,11 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from skillgate_core.agent.globs import (
@@ -47,7 +45,16 @@ from skillgate_core.agent.globs import (
     glob_matcher,
 )
 from skillgate_core.agent.shell import BackgroundUnsupported, PersistentShell, UnknownJob
-from skillgate_core.agent.tool_schemas import TOOL_NAMES, TOOL_SCHEMAS
+from skillgate_core.agent.tool_args import check_arguments
+from skillgate_core.agent.tool_results import (
+    OUTPUT_CHARS,
+    ToolError,
+    ToolResult,
+    format_observation,
+    truncate_middle,
+)
+from skillgate_core.agent.tool_schemas import TOOL_NAMES
+from skillgate_core.agent.unified_diff import PatchError, apply_unified_diff, parse_unified_diff, split_lines
 from skillgate_core.envs.sandbox import Sandbox
 from skillgate_core.tool_calls import ToolCall
 
@@ -65,8 +72,6 @@ __all__ = [
     "truncate_middle",
 ]
 
-OUTPUT_CHARS = 16_000
-"""Characters of one output field the model sees (METHOD.md 2)."""
 MAX_ENTRIES = 1000
 """Lines ls/find return at most (sorted; the payload says when more matched)."""
 MAX_LINE_CHARS = 500
@@ -74,387 +79,6 @@ MAX_LINE_CHARS = 500
 _MAX_ARG_CHARS = 8192
 """Paths, patterns and globs travel on a command line; longer ones are refused (not the agent's
 command or file content: those go through stdin)."""
-
-
-# ---------------------------------------------------------------- results and observations
-
-
-def truncate_middle(text: str, limit: int = OUTPUT_CHARS) -> str:
-    """`text` if it fits in `limit` characters, else head + `\\n...[N characters omitted]...\\n` + tail,
-    `limit` characters in all (the marker included), N exact.
-
-    >>> truncate_middle("abcdefghijklmnopqrstuvwxyz" * 4, 40)
-    'abcde\\n...[95 characters omitted]...\\nwxyz'
-    """
-    if limit < 1:
-        raise ValueError(f"limit: expected a positive number of characters, got {limit}")
-    if len(text) <= limit:
-        return text
-    keep = limit
-    marker = ""
-    for _ in range(3):  # the marker's length depends on the count it reports: settle it
-        marker = f"\n...[{len(text) - keep} characters omitted]...\n"
-        keep = max(0, limit - len(marker))
-    if keep == 0:
-        return text[:limit]
-    head = (keep + 1) // 2
-    tail = keep - head
-    return text[:head] + f"\n...[{len(text) - keep} characters omitted]...\n" + (text[-tail:] if tail else "")
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What one tool call did."""
-
-    name: str
-    """The tool name as the model wrote it."""
-    ok: bool
-    """False when the call itself was wrong (unknown tool, bad arguments, missing file, ...);
-    a command that merely fails is ok=True with its exit code."""
-    payload: dict[str, Any] = field(default_factory=dict)
-    """JSON-able result (text fields already cut to output_chars)."""
-    error: str | None = None
-    """Why the call failed (None when ok)."""
-    duration_s: float = 0.0
-    """Host wall-clock seconds the call took."""
-
-    def observation(self, limit: int = OUTPUT_CHARS) -> dict[str, Any]:
-        """The JSON object the model sees: the payload, plus `error` when the call failed."""
-        body = {k: truncate_middle(v, limit) if isinstance(v, str) else v for k, v in self.payload.items()}
-        if not self.ok:
-            body["error"] = truncate_middle(self.error or "failed", limit)
-        return body
-
-
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def format_observation(results: Sequence[ToolResult], limit: int = OUTPUT_CHARS) -> str:
-    """ONE observation message for a turn: `<tool_response name='TOOL'>JSON</tool_response>` per result,
-    in call order, joined by newlines (JSON: sorted keys, ensure_ascii=False, text fields cut to `limit`)."""
-    parts = []
-    for r in results:
-        name = _SAFE_NAME.sub("_", r.name)[:64] or "_"  # the model chose it: keep the tag well-formed
-        body = json.dumps(r.observation(limit), ensure_ascii=False, sort_keys=True)
-        parts.append(f"<tool_response name='{name}'>{body}</tool_response>")
-    return "\n".join(parts)
-
-
-class ToolError(Exception):
-    """The agent's mistake: becomes ToolResult(ok=False, error=str(exc))."""
-
-
-# ---------------------------------------------------------------- argument checking
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _check(value: Any, schema: Mapping[str, Any], where: str) -> Any:
-    """`value` checked against the schema subset TOOL_SCHEMAS uses; returns it normalised."""
-    kind = schema.get("type")
-    got = _json_type(value)
-    if kind == "integer" and isinstance(value, float) and value.is_integer():
-        value, got = int(value), "integer"
-    if kind is not None and got != kind:
-        shown = "{...}" if got == "object" else json.dumps(value, ensure_ascii=False)
-        raise ToolError(f"argument '{where}': expected {kind}, got {got} ({truncate_middle(shown, 60)})")
-    if isinstance(value, str):
-        # JSON may carry lone surrogates ("\\ud800"); they cannot be encoded for a command line or a file.
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    if "enum" in schema and value not in schema["enum"]:
-        raise ToolError(f"argument '{where}': expected one of {', '.join(map(str, schema['enum']))}, got {value!r}")
-    if kind == "array" and "items" in schema:
-        return [_check(item, schema["items"], f"{where}[{i}]") for i, item in enumerate(value)]
-    if kind == "object" and "properties" in schema:
-        return _check_object(value, schema, f"{where}.")
-    return value
-
-
-def _check_object(args: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    required = schema.get("required", [])
-    takes = ", ".join(f"{k} ({v.get('type', 'any')}{'' if k in required else ', optional'})" for k, v in props.items())
-    out: dict[str, Any] = {}
-    for key, value in args.items():
-        if key not in props:
-            raise ToolError(f"unexpected argument '{prefix}{key}'; expected: {takes or 'no arguments'}")
-        if value is None and key not in required:
-            continue  # an explicit null for an optional argument means "not given"
-        out[key] = _check(value, props[key], f"{prefix}{key}")
-    for key in required:
-        if key not in out:
-            raise ToolError(f"missing required argument '{prefix}{key}' ({props[key].get('type', 'any')}); "
-                            f"expected: {takes}")
-    return out
-
-
-_PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS}
-
-
-def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
-    """The call's arguments checked against its schema; ToolError names the argument and the type."""
-    if name not in _PARAMS:
-        raise ToolError(f"unknown tool '{name}'; the tools are: {', '.join(TOOL_NAMES)}")
-    if not isinstance(arguments, Mapping):
-        raise ToolError(f"arguments: expected an object, got {_json_type(arguments)}")
-    return _check_object(arguments, _PARAMS[name])
-
-
-# ---------------------------------------------------------------- unified diffs
-
-
-class PatchError(ValueError):
-    """A patch that cannot be parsed or does not apply; the message names the file and hunk."""
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One `@@ -a,b +c,d @@` block."""
-
-    old_start: int | None
-    """Line number of the hunk's first old line (1-based; for a pure insertion, the line after which);
-    None for a bare `@@` header without numbers: the hunk is then placed by its context alone."""
-    old_count: int
-    """Old lines the header claims (for messages only: models often get it wrong)."""
-    lines: tuple[tuple[str, str], ...]
-    """(op, text with its line ending): op ' ' context, '-' removed, '+' added."""
-
-
-@dataclass(frozen=True)
-class FilePatch:
-    """The hunks for one file."""
-
-    old_path: str | None
-    """Path before, git's a/ prefix removed (None: the file is created)."""
-    new_path: str | None
-    """Path after, git's b/ prefix removed (None: the file is deleted)."""
-    hunks: tuple[Hunk, ...]
-    """In file order."""
-    rename: bool = False
-    """git's `rename from` / `rename to`: old_path moves to new_path."""
-    executable: bool = False
-    """git's `new file mode 100755`."""
-
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_BARE_HUNK = re.compile(r"^@@(?:\s.*)?$")
-_GIT_META = ("new file mode", "deleted file mode", "rename from ", "rename to ", "index ", "similarity index",
-             "dissimilarity index", "old mode", "new mode", "copy from ", "copy to ")
-
-
-def _diff_path(raw: str, prefix: str) -> str | None:
-    path = raw.split("\t", 1)[0].strip()
-    if len(path) >= 2 and path[0] == path[-1] == '"':  # git C-quotes unusual names ("caf\\303\\251")
-        try:
-            path = path[1:-1].encode("latin-1").decode("unicode_escape").encode("latin-1").decode("utf-8")
-        except UnicodeError:
-            path = path[1:-1]
-    if path == "/dev/null":
-        return None
-    return path[len(prefix):] if path.startswith(prefix) else path  # -p1 for git-style a/ b/ paths
-
-
-class _Builder:
-    """One file's headers and hunks while parsing."""
-
-    def __init__(self) -> None:
-        self.old: str | None = None
-        self.new: str | None = None
-        self.named = False
-        self.headers = False
-        self.hunks: list[Hunk] = []
-        self.rename = self.executable = self.created = self.deleted = False
-
-    def build(self) -> FilePatch | None:
-        if not (self.hunks or self.created or self.deleted or self.rename):
-            return None
-        return FilePatch(None if self.created else self.old, None if self.deleted else self.new,
-                         tuple(self.hunks), self.rename, self.executable)
-
-
-def _parse_hunk(lines: list[str], i: int) -> tuple[list[tuple[str, str]], int]:
-    """The body of the hunk whose header is lines[i-1]: (body, index of the first line after it)."""
-    body: list[tuple[str, str]] = []
-    blank_tail = 0  # trailing entries that came from empty lines (maybe just the patch's end)
-    while i < len(lines):
-        ln = lines[i]
-        if ln.startswith("\\"):  # "\ No newline at end of file": the previous line has no EOL
-            if body:
-                op, t = body[-1]
-                body[-1] = (op, t[:-1] if t.endswith("\n") else t)
-            i += 1
-            continue
-        if ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            break
-        if ln == "":
-            body.append((" ", "\n"))
-            blank_tail += 1
-        elif ln[0] in " -+":
-            body.append((ln[0], ln[1:] + "\n"))
-            blank_tail = 0
-        else:
-            break
-        i += 1
-    if blank_tail:
-        del body[-blank_tail:]
-    return body, i
-
-
-def parse_unified_diff(text: str) -> list[FilePatch]:
-    """Parse a unified diff (plain or git-style, one or more files). Lenient where models slip: the
-    hunk header's counts are not trusted (a hunk runs until a line that cannot belong to it), an
-    empty line inside a hunk is a blank context line, trailing empty lines are dropped, and prose
-    around the diff is ignored. Raises PatchError when no file change is found."""
-    lines = text.split("\n")
-    done: list[FilePatch] = []
-    cur: _Builder | None = None
-
-    def flush() -> None:
-        built = cur.build() if cur is not None else None
-        if built is not None:
-            done.append(built)
-
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("diff --git "):
-            flush()
-            cur = _Builder()
-            m = re.match(r"diff --git a/(\S+) b/(\S+)\s*$", line)
-            if m:
-                cur.old, cur.new, cur.named = m.group(1), m.group(2), True
-            i += 1
-        elif cur is not None and not cur.hunks and line.startswith(_GIT_META):
-            if line.startswith("new file mode"):
-                cur.created, cur.executable = True, line.rstrip().endswith("755")
-            elif line.startswith("deleted file mode"):
-                cur.deleted = True
-            elif line.startswith("rename from "):
-                cur.rename, cur.old = True, line[len("rename from "):].strip()
-            elif line.startswith("rename to "):
-                cur.rename, cur.new = True, line[len("rename to "):].strip()
-            i += 1
-        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            if cur is None or cur.hunks or cur.headers:
-                flush()
-                cur = _Builder()
-            old, new = _diff_path(line[4:], "a/"), _diff_path(lines[i + 1][4:], "b/")
-            cur.created, cur.deleted = cur.created or old is None, cur.deleted or new is None
-            cur.old, cur.new = old if old is not None else cur.old, new if new is not None else cur.new
-            if cur.old is None:
-                cur.old = cur.new
-            if cur.new is None:
-                cur.new = cur.old
-            cur.named = cur.headers = True
-            i += 2
-        elif _HUNK.match(line) or _BARE_HUNK.match(line):
-            m = _HUNK.match(line)
-            if cur is None or not cur.named:
-                raise PatchError(f"patch line {i + 1}: hunk before any '--- FILE' / '+++ FILE' header")
-            body, i = _parse_hunk(lines, i + 1)
-            if not any(op in "-+" for op, _ in body):
-                raise PatchError(f"patch line {i}: hunk '{line.strip()}' changes nothing")
-            if m:
-                cur.hunks.append(Hunk(int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1), tuple(body)))
-            else:
-                cur.hunks.append(Hunk(None, 0, tuple(body)))
-        else:
-            i += 1  # prose, "Index:" lines, blank lines between files
-    flush()
-    if not done:
-        if "*** Begin Patch" in text:
-            raise PatchError("this is a '*** Begin Patch' patch; apply_patch takes a unified diff "
-                             "('--- a/FILE', '+++ b/FILE', '@@ -l,n +l,n @@' hunks)")
-        raise PatchError("no file changes found; expected a unified diff ('--- a/FILE', '+++ b/FILE', '@@' hunks)")
-    return done
-
-
-def _split_lines(text: str) -> list[str]:
-    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
-
-
-def _norm(line: str) -> str:
-    return line.rstrip()
-
-
-def _find(lines: list[str], old: list[str], expected: int, lo: int) -> int | None:
-    """Where `old` occurs in lines[lo:], nearest to `expected`: exact first, then ignoring trailing
-    whitespace and line endings (GNU patch -l style)."""
-    n = len(old)
-    last = len(lines) - n
-    if last < lo:
-        return None
-    order = sorted(range(lo, last + 1), key=lambda p: (abs(p - expected), p))
-    for same in ((lambda a, b: a == b), (lambda a, b: _norm(a) == _norm(b))):
-        for p in order:
-            if all(same(lines[p + k], old[k]) for k in range(n)):
-                return p
-    return None
-
-
-def apply_unified_diff(text: str, hunks: Sequence[Hunk], path: str = "file") -> str:
-    """Apply `hunks` (in order, non-overlapping) to `text`; PatchError names the hunk that does not fit.
-    Each hunk is placed where its context and removed lines match, nearest to its header's line;
-    context lines keep the file's own text."""
-    lines = _split_lines(text)
-    out: list[str] = []
-    pos = 0
-    shift = 0  # how far earlier hunks landed from their headers: later ones are expected as far off
-    for number, hunk in enumerate(hunks, 1):
-        old = [t for op, t in hunk.lines if op != "+"]
-        if old:
-            at = _find(lines, old, pos if hunk.old_start is None else hunk.old_start - 1 + shift, pos)
-        elif hunk.old_start is not None:  # a pure insertion goes after line old_start
-            at = min(max(hunk.old_start + shift, pos), len(lines))
-        elif not lines:
-            at = 0
-        else:
-            raise PatchError(f"{path}: hunk {number} has neither line numbers nor context lines: "
-                             "cannot tell where it goes")
-        if at is None:
-            first = next((t for op, t in hunk.lines if op != "+"), "").rstrip("\n")
-            where = "@@" if hunk.old_start is None else f"@@ -{hunk.old_start},{hunk.old_count}"
-            raise PatchError(f"{path}: hunk {number} ({where}) does not match the "
-                             f"file: its context/removed lines (starting {first[:80]!r}) were not found"
-                             + (" after the previous hunk" if number > 1 else ""))
-        if old and hunk.old_start is not None:
-            shift = at - (hunk.old_start - 1)
-        out.extend(lines[pos:at])
-        k = at
-        for op, t in hunk.lines:
-            if op == "-":
-                k += 1
-                continue
-            piece = lines[k] if op == " " else t
-            if op == " ":
-                k += 1
-            if out and not out[-1].endswith("\n"):
-                out[-1] += "\n"  # a line gains a successor: it needs its newline back
-            out.append(piece)
-        pos = k
-    rest = lines[pos:]
-    if rest and out and not out[-1].endswith("\n"):
-        out[-1] += "\n"
-    return "".join(out + rest)
-
-
-# ---------------------------------------------------------------- the tools
 
 
 _GREP_LINE = re.compile(r"^(.*?):(\d+):")
@@ -600,7 +224,7 @@ class ToolBox:
         total = int(first)
         if offset > max(total, 1):
             raise ToolError(f"argument 'offset': {offset} is past the end of {path} ({total} lines)")
-        shown = len(_split_lines(content))
+        shown = len(split_lines(content))
         if dropped:
             content += (f"\n[skillgate: stopped after {self.sandbox.config.output_limit_bytes} bytes; "
                         "read further with offset/limit]")

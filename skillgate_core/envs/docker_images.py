@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import os
@@ -27,6 +26,7 @@ from skillgate_core.digests import path_sha256
 from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import DEFAULT_WORKDIR, TaskPackage
+from skillgate_core.file_locks import file_lock
 
 __all__ = ["docker_client", "ensure_base_image", "map_from_lines", "prune_task_images", "task_image",
            "workspace_seed_path"]
@@ -137,8 +137,7 @@ def task_image(task: TaskPackage, config: SandboxConfig | None = None) -> tuple[
     if _image_exists(client, tag):
         return tag, workdir
     lock_path = Path(tempfile.gettempdir()) / f"skillgate-build-{key}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent sandboxes of one task build it once
+    with file_lock(lock_path):  # concurrent sandboxes of one task build it once
         if not _image_exists(client, tag):
             _build(client, task, text, tag, min(task.config.environment.build_timeout_sec,
                                                   cfg.docker_build_timeout_sec), base_id)

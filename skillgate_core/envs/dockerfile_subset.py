@@ -22,12 +22,12 @@ top-level directories (e.g. DIR/app, DIR/data); the bubblewrap sandbox binds tho
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import posixpath
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -415,30 +415,24 @@ def _check_writable_target(path: str, where: str, needs: list[str]) -> None:
 # ---------------------------------------------------------------- materializing
 
 
-def _dockerignore(ctx: Path) -> list[tuple[bool, str]]:
-    """[(negated, pattern)] from ctx/.dockerignore; the last matching pattern decides."""
+def _dockerignore(ctx: Path) -> Callable[[str], bool]:
+    """Whether a path of the context (relative, '/'-separated) is excluded by ctx/.dockerignore,
+    decided by the docker SDK's matcher, as for the Docker backend's builds: `*` and `?` stay within
+    one folder, `**` spans folders, a folder's pattern covers what is under it, `!` re-includes, and
+    the last matching pattern decides."""
     f = ctx / ".dockerignore"
     if not f.is_file():
-        return []
-    rules = []
-    for raw in f.read_text(encoding="utf-8").splitlines():
-        s = raw.strip()
-        if not s or s.startswith("#"):
-            continue
-        neg = s.startswith("!")
-        pat = os.path.normpath(s.lstrip("!").strip().lstrip("/"))
-        rules.append((neg, pat))
-    return rules
+        return lambda rel: False
+    from docker.utils.build import PatternMatcher  # here: importing the SDK costs ~0.1 s
 
-
-def _ignored(rel: str, rules: list[tuple[bool, str]]) -> bool:
-    verdict = False
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    for neg, pat in rules:
-        if any(fnmatch.fnmatchcase(p, pat) or fnmatch.fnmatchcase(p, pat.replace("**/", "")) for p in prefixes):
-            verdict = not neg
-    return verdict
+    lines = [raw.strip() for raw in f.read_text(encoding="utf-8").splitlines()]
+    matcher = PatternMatcher([s for s in lines if s and not s.startswith("#")])
+    # The SDK appends "!.dockerignore" so that its client always uploads that file; COPY does not copy
+    # an excluded .dockerignore into the image (Docker's documented behaviour), so that one goes.
+    last = matcher.patterns[-1] if matcher.patterns else None
+    if last is not None and last.exclusion and last.cleaned_pattern == ".dockerignore":
+        matcher.patterns.pop()
+    return matcher.matches
 
 
 def _expand_sources(step: FileStep, ctx: Path, source: str) -> list[Path]:
@@ -461,7 +455,7 @@ def _expand_sources(step: FileStep, ctx: Path, source: str) -> list[Path]:
     return found
 
 
-def _copy_step(step: FileStep, ctx: Path, root: Path, rules: list[tuple[bool, str]], source: str) -> None:
+def _copy_step(step: FileStep, ctx: Path, root: Path, ignored: Callable[[str], bool], source: str) -> None:
     sources = _expand_sources(step, ctx, source)
     dest = step.dest.rstrip("/") or "/"
     into_dir = step.dest.endswith("/") or len(sources) > 1 or image_root.is_dir(root, dest)
@@ -471,12 +465,12 @@ def _copy_step(step: FileStep, ctx: Path, root: Path, rules: list[tuple[bool, st
             image_root.make_dirs(root, dest)
             for item in sorted(src.rglob("*")):  # (rglob does not descend into linked folders)
                 item_rel = item.relative_to(ctx).as_posix()
-                if _ignored(item_rel, rules):
+                if ignored(item_rel):
                     continue
                 _copy_one(item, posixpath.join(dest, item.relative_to(src).as_posix()), root, step.mode, source,
                           step.line)
         else:
-            if rel and _ignored(rel, rules):
+            if rel and ignored(rel):
                 continue
             _copy_one(src, posixpath.join(dest, src.name) if into_dir else dest, root, step.mode, source, step.line)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.atomic_dirs import publish_dir
 from skillgate_core.envs.task_package import (
     TASK_ID,
     AgentSection,
@@ -152,16 +153,7 @@ def import_harbor_task(src: Path, dest_root: Path, overwrite: bool = False,
                 notes.append(f"environment/Dockerfile puts the workspace on {name} ({', '.join(inside)}): the "
                              f"verifier drops it (planted code would run in the grader); set [verifier] env "
                              f"{name} if the tests must import the graded code")
-        if dest.exists():  # the old package goes only once the new one is in place
-            old = staging / ".replaced"
-            dest.rename(old)
-            try:
-                work.rename(dest)
-            except OSError:
-                old.rename(dest)
-                raise
-        else:
-            work.rename(dest)
+        publish_dir(work, dest, replace=True)  # an old package goes only once the new one is in place
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if not package.has_solution:

@@ -1,30 +1,24 @@
-"""Atomic publication of files and folders: build under a temp name, fsync, rename into place.
+"""Atomic publication in the ownership layout: exclusive JSON creation, and the remains of killed builds.
 
-A reader (another process, `verify`, a listing) sees either nothing or the complete artifact: a
-process killed mid-build leaves only a `.tmp-NAME-PID-RANDOM` folder, which listings skip and
-`remove_stale_builds` deletes once its PID is gone. JSON records go through
-skillgate_core.digests.atomic_write_json (temp file + fsync + rename) for the same reason.
-
-    with building_dir(final) as tmp:
-        write_everything_into(tmp)
-        validate(tmp)
-    # here `final` exists and is complete; on an exception nothing was published
+Folders are published with skillgate_core.atomic_dirs.building_dir (build under a temp name, fsync,
+rename): a reader (another process, `verify`, a listing) sees either nothing or the complete
+artifact, and a process killed mid-build leaves only a `.tmp-NAME-PID-RANDOM` folder, which
+listings skip and `remove_stale_builds` deletes once its PID is gone. JSON records go through
+skillgate_core.digests.atomic_write_json (temp file + fsync + rename) for the same reason, or
+`atomic_create_json` where creation must be exclusive.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.ownership.layout import TMP_PREFIX
+from skillgate_core.atomic_dirs import TMP_PREFIX, temp_name
 
-__all__ = ["atomic_create_json", "building_dir", "fsync_tree", "read_json", "remove_stale_builds", "stale_builds"]
+__all__ = ["atomic_create_json", "link_tree", "read_json", "remove_stale_builds", "stale_builds"]
 
 
 def read_json(path: Path) -> Any:
@@ -39,7 +33,7 @@ def atomic_create_json(path: Path, data: Any) -> None:
     existing target, so creation is exclusive between processes and never half-written.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = path.parent / temp_name(path)
     try:
         with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -48,10 +42,6 @@ def atomic_create_json(path: Path, data: Any) -> None:
         os.link(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _tmp_name(final: Path) -> str:
-    return f"{TMP_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def _pid_of(tmp: Path) -> int | None:
@@ -69,50 +59,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file and folder under `root`, so the rename never publishes data still in flight."""
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def building_dir(final: Path) -> Iterator[Path]:
-    """Yield a fresh temp folder beside `final`; on normal exit fsync it and rename it to `final`.
-
-    Raises FileExistsError when `final` already exists (checked before and, through rename's own
-    refusal of a non-empty target, at publication). On any exception the temp folder is removed.
-    """
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        raise FileExistsError(str(final))
-    tmp = final.parent / _tmp_name(final)
-    tmp.mkdir()
-    try:
-        yield tmp
-        fsync_tree(tmp)
-        if final.exists():  # rename() would silently replace an *empty* folder: refuse that too
-            raise FileExistsError(str(final))
-        os.rename(tmp, final)
-        _fsync_dir(final.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def stale_builds(parent: Path) -> list[Path]:

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillgate_core.atomic_dirs import TMP_PREFIX
 from skillgate_core.ownership.errors import InvalidName
 from skillgate_core.paths import StateLayout
 
@@ -53,7 +54,6 @@ ROW_FILE = "row.json"
 LINEAGE_FILE = "lineage.json"
 METRICS_FILE = "metrics.jsonl"
 COMPLETE_MARKER = "COMPLETE"
-TMP_PREFIX = ".tmp-"
 
 # Ids become folder names: keep them portable and free of path separators and leading dots.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -1,6 +1,7 @@
 """The JSON records of the ownership layout, as frozen dataclasses (what the files hold).
 
-Each record round-trips through `to_json` / `from_json`; files are written with
+Each record round-trips through `to_json` / `from_json` (skillgate_core.dataclass_json, "lenient":
+keys a newer version wrote are dropped); files are written with
 skillgate_core.digests.atomic_write_json. Timestamps are UTC ISO-8601 strings ending in "Z".
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+from skillgate_core.dataclass_json import dataclass_from_json
 
 __all__ = [
     "CheckpointRef",
@@ -37,8 +40,8 @@ def current_host() -> str:
 
 
 def _from_json(cls: type[R], data: Mapping[str, Any]) -> R:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in data.items() if k in names})
+    # Lenient: a key this version does not know (written by a newer one) is dropped, not an error.
+    return dataclass_from_json(cls, data, source=f"{cls.__name__} JSON", strictness="lenient")
 
 
 @dataclass(frozen=True)
@@ -118,10 +121,7 @@ class SegmentRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SegmentRecord:
-        rec = _from_json(cls, data)
-        if isinstance(rec.resumed_from, Mapping):
-            rec = dataclasses.replace(rec, resumed_from=ResumePoint(**rec.resumed_from))
-        return rec
+        return _from_json(cls, data)
 
 
 @dataclass(frozen=True)

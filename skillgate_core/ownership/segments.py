@@ -25,8 +25,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from skillgate_core.atomic_dirs import building_dir
 from skillgate_core.digests import atomic_write_json
-from skillgate_core.ownership.atomic import atomic_create_json, building_dir, read_json
+from skillgate_core.file_locks import file_lock
+from skillgate_core.ownership.atomic import atomic_create_json, read_json
 from skillgate_core.ownership.errors import (
     CheckpointExists,
     CheckpointOutsideExperiment,
@@ -44,7 +46,6 @@ from skillgate_core.ownership.layout import (
     ExperimentDir,
     parse_checkpoint_name,
 )
-from skillgate_core.ownership.locks import file_lock
 from skillgate_core.ownership.records import CheckpointRef, ResumePoint, SegmentRecord, current_host, utc_now
 
 __all__ = [

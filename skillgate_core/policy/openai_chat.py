@@ -1,4 +1,5 @@
-"""An OpenAI-compatible `/v1/chat/completions` client for policies served over HTTP (urllib, no SDK).
+"""The OpenAI-compatible `/v1/chat/completions` client (urllib, no SDK): for policies served over
+HTTP, and for SkillGym's builder/reviewer model (benchgen.skillgym.ChatClient, fixed settings over it).
 
 Tools are not sent as the API's `tools` field: the system prompt already holds the tool schemas as
 text in our prompt format, and the reply's text is parsed by the shared tool-call parser, exactly
@@ -9,9 +10,9 @@ from it once, by the caller, with the policy tokenizer, only where ids are neede
     turn = chat_completion(endpoint, messages, temperature=1.0, top_p=1.0, max_tokens=1024, seed=7)
     turn.text, turn.finish, turn.completion_tokens
 
-POST {base_url}/chat/completions with {model, messages, temperature, top_p, max_tokens, seed}. 429,
-5xx and connection failures are retried with backoff; anything else raises EndpointError naming the
-URL, the status and the start of the body.
+POST {base_url}/chat/completions with {model, messages, temperature, max_tokens} and top_p and seed
+when given. 429, 5xx and connection failures are retried with backoff; anything else raises
+EndpointError naming the URL, the status and the start of the body.
 """
 
 from __future__ import annotations
@@ -96,18 +97,22 @@ def chat_completion(
     messages: Sequence[Mapping[str, str]],
     *,
     temperature: float,
-    top_p: float,
     max_tokens: int,
+    top_p: float | None = None,
     seed: int | None = None,
+    api_key: str | None = None,
 ) -> ChatTurn:
-    """One chat completion (module docstring)."""
+    """One chat completion (module docstring). `api_key`: the bearer token itself, for a caller that
+    holds one ("" sends none); None reads the environment variable the endpoint names."""
     body: dict[str, Any] = {"model": endpoint.model, "messages": [dict(m) for m in messages],
-                            "temperature": temperature, "top_p": top_p, "max_tokens": int(max_tokens)}
+                            "temperature": temperature, "max_tokens": int(max_tokens)}
+    if top_p is not None:
+        body["top_p"] = top_p
     if seed is not None:
         body["seed"] = int(seed) % (2**31)  # servers take a 32-bit seed
     payload = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get(endpoint.api_key_env, "")
+    key = os.environ.get(endpoint.api_key_env, "") if api_key is None else api_key
     if key:
         headers["Authorization"] = f"Bearer {key}"
     start = time.perf_counter()

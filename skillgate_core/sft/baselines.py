@@ -33,51 +33,30 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
-from skillgate_core.sft.trainer import lora_config, save_policy_export, train_lora_sft
+from skillgate_core.sft.trainer import LoRATrainingConfig, lora_config, save_policy_export, train_lora_sft
 from skillgate_core.stage_output import StageOutput
 
 __all__ = ["BCStageConfig", "DPOStageConfig", "bc_rows", "dpo_rows", "selection_tasks", "train_bc", "train_dpo"]
 
-_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
 @dataclass(frozen=True)
-class BCStageConfig:
+class BCStageConfig(LoRATrainingConfig):
     """Gold Selector BC: LoRA SFT on the gold first read turn (defaults sized for the tiny CPU policy)."""
 
     max_tasks: NonNegativeInt = 16
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     skill_reasoning: bool = True
     """Open the turn with <skill_reasoning>, as the teacher does."""
-    max_steps: PositiveInt = 8
-    """Optimizer steps."""
-    learning_rate: PositiveFloat = 1e-3
-    """LoRA learning rate."""
-    per_device_batch_size: PositiveInt = 1
-    """Sequences per step per device."""
-    max_length: PositiveInt = 8192
-    """Longest row in tokens (prompt + turn); a longer row is refused, naming its task."""
-    lora_rank: PositiveInt = 8
-    """LoRA rank r."""
-    lora_alpha: PositiveInt = 16
-    """LoRA scaling alpha."""
-    lora_targets: tuple[str, ...] = _LORA_TARGETS
-    """Module names that get LoRA adapters."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in backward (saves memory on large models, costs time)."""
-    seed: NonNegativeInt = 0
-    """Trainer seed (data order, adapter init)."""
-
-    def __post_init__(self) -> None:
-        check_ranges(self)
 
 
 @dataclass(frozen=True)
-class DPOStageConfig:
-    """SelSkill-style DPO on gold-read vs misleading-read first turns (defaults sized for the tiny CPU policy)."""
+class DPOStageConfig(LoRATrainingConfig):
+    """SelSkill-style DPO on gold-read vs misleading-read first turns (defaults sized for the tiny CPU
+    policy). The reference model is the SFT model: the policy with its LoRA adapter disabled."""
 
+    max_steps: PositiveInt = 6
+    learning_rate: PositiveFloat = 5e-4
     max_tasks: NonNegativeInt = 4
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     pairs_per_task: PositiveInt = 5
@@ -88,27 +67,6 @@ class DPOStageConfig:
     """TRL DPO loss (METHOD.md 7: sigmoid, the original DPO loss)."""
     skill_reasoning: bool = True
     """Open the turns with <skill_reasoning>, as the teacher does."""
-    max_steps: PositiveInt = 6
-    """Optimizer steps."""
-    learning_rate: PositiveFloat = 5e-4
-    """LoRA learning rate."""
-    per_device_batch_size: PositiveInt = 1
-    """Pairs per step per device."""
-    max_length: PositiveInt = 8192
-    """Longest sequence in tokens (prompt + turn); a longer pair is refused, naming its task."""
-    lora_rank: PositiveInt = 8
-    """LoRA rank r (the reference model is the SFT model: the policy with its adapter disabled)."""
-    lora_alpha: PositiveInt = 16
-    """LoRA scaling alpha."""
-    lora_targets: tuple[str, ...] = _LORA_TARGETS
-    """Module names that get LoRA adapters."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in backward (saves memory on large models, costs time)."""
-    seed: NonNegativeInt = 0
-    """Trainer seed (data order, adapter init)."""
-
-    def __post_init__(self) -> None:
-        check_ranges(self)
 
 
 def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict[str, Any]]:

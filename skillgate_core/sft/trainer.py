@@ -20,29 +20,41 @@ from typing import Any
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.stage_output import StageOutput
 
-__all__ = ["SFTStageConfig", "lora_config", "save_policy_export", "sft_rows", "train_lora_sft", "train_sft"]
+__all__ = [
+    "LORA_TARGETS",
+    "LoRATrainingConfig",
+    "SFTStageConfig",
+    "lora_config",
+    "save_policy_export",
+    "sft_rows",
+    "train_lora_sft",
+    "train_sft",
+]
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The attention and MLP projections of Qwen/Llama-style models."""
 
 
 @dataclass(frozen=True)
-class SFTStageConfig:
-    """SFT with LoRA (merged at the end)."""
+class LoRATrainingConfig:
+    """The LoRA training settings the sft, bc and dpo stage configs share (train_lora_sft, lora_config and
+    the DPO trainer read them); each stage config adds its own fields and may change a default. The
+    fields stay flat on the stage config, so a recipe's `[bc] max_steps = 4` is unchanged."""
 
-    only_resolved: bool = True
-    """Train only on trajectories whose score is 1 (the teacher's noisy misses are dropped)."""
-    max_length: PositiveInt = 8192
-    """Longest training sequence in tokens (longer rows are truncated; a row whose prompt alone
-    fills it is refused)."""
-    max_steps: PositiveInt = 30
+    max_steps: PositiveInt = 8
     """Optimizer steps."""
     learning_rate: PositiveFloat = 1e-3
     """LoRA learning rate."""
-    per_device_batch_size: PositiveInt = 2
-    """Sequences per step per device."""
+    per_device_batch_size: PositiveInt = 1
+    """Rows per step per device (a row: one sequence; for DPO one chosen/rejected pair)."""
+    max_length: PositiveInt = 8192
+    """Longest row in tokens (prompt + trained turn); a longer row is refused, naming its task."""
     lora_rank: PositiveInt = 8
     """LoRA rank r."""
     lora_alpha: PositiveInt = 16
     """LoRA scaling alpha."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    lora_targets: tuple[str, ...] = LORA_TARGETS
     """Module names that get LoRA adapters."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward (TRL's default is on): saves memory on large models, costs
@@ -54,6 +66,19 @@ class SFTStageConfig:
         check_ranges(self)
         if not self.lora_targets:
             raise ValueError("lora_targets: expected at least one module name")
+
+
+@dataclass(frozen=True)
+class SFTStageConfig(LoRATrainingConfig):
+    """SFT with LoRA (merged at the end)."""
+
+    max_steps: PositiveInt = 30
+    per_device_batch_size: PositiveInt = 2
+    max_length: PositiveInt = 8192
+    """Longest training sequence in tokens (longer rows are truncated; a row whose prompt alone
+    fills it is refused)."""
+    only_resolved: bool = True
+    """Train only on trajectories whose score is 1 (the teacher's noisy misses are dropped)."""
 
 
 def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[dict[str, list[int]]]:
@@ -106,20 +131,19 @@ def save_policy_export(model, tokenizer, target: Path) -> Path:
     return target
 
 
-def lora_config(config: Any) -> Any:
-    """The LoRA adapter every SFT-style stage trains (sft, bc, dpo): `config` carries lora_rank,
-    lora_alpha and lora_targets; no dropout, causal-LM task."""
+def lora_config(config: LoRATrainingConfig) -> Any:
+    """The LoRA adapter every SFT-style stage trains (sft, bc, dpo): rank, alpha and targets from
+    `config`; no dropout, causal-LM task."""
     from peft import LoraConfig
 
     return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
                       target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
 
 
-def train_lora_sft(config, model_dir: Path, rows: list[dict[str, list[int]]], out_dir: Path) -> tuple[Path, dict]:
+def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[str, list[int]]],
+                   out_dir: Path) -> tuple[Path, dict]:
     """TRL SFTTrainer + LoRA on pre-tokenized rows {input_ids, assistant_masks} from the policy at
-    `model_dir`; merge, save out_dir/model. `config` carries the SFTStageConfig training fields
-    (max_steps, learning_rate, per_device_batch_size, max_length, lora_*, gradient_checkpointing, seed).
-    Returns (model dir, summary)."""
+    `model_dir`; merge, save out_dir/model. Returns (model dir, summary)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer

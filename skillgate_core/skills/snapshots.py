@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillgate_core.atomic_dirs import publish_dir
 from skillgate_core.config import canonical_json
 from skillgate_core.digests import atomic_write_json, file_sha256
 from skillgate_core.paths import state_layout
@@ -118,7 +118,7 @@ def snapshot_skills(skill_dirs: Iterable[str | Path], root: str | Path | None = 
         target = base / digest
         if not target.exists():
             try:
-                os.rename(tmp, target)
+                publish_dir(tmp, target)
             except OSError:
                 if not target.is_dir():  # not a concurrent build of the same content: a real failure
                     raise

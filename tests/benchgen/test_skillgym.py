@@ -14,13 +14,13 @@ import pytest
 
 from skillgate_core.benchgen.skillgym import (
     ChatClient,
-    ChatError,
     SkillGymConfig,
     generate_from_skill,
     static_problems,
 )
 from skillgate_core.envs.sandbox import available_backends
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.policy.openai_chat import EndpointError
 
 SKILL = "house-wordcount-report"
 SKILL_MD = """---
@@ -185,6 +185,7 @@ def test_fit_check_skip_and_a_successful_build(tmp_path: Path, skill_dir: Path, 
     assert not (out / "accepted" / f"{SKILL}-planning").exists()
     assert server.roles() == ["fit-check", "builder", "reviewer", "fit-check"]
     assert all(r["model"] == "scripted" for r in server.requests)
+    assert all(set(r) == {"model", "messages", "temperature", "max_tokens"} for r in server.requests)  # no top_p, seed
     # The skill library beside the tasks is byte-identical to the input skill.
     assert (out / "skills" / SKILL / "SKILL.md").read_bytes() == (skill_dir / "SKILL.md").read_bytes()
     lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
@@ -241,5 +242,5 @@ def test_static_checks_and_client_errors(tmp_path: Path, endpoint):
     assert any("FROM skillgate/base" in p for p in problems) and any("COPY . /root" in p for p in problems)
     assert any("missing" in p for p in static_problems({"instruction.md": "x"}, SKILL))
     server = endpoint({})
-    with pytest.raises(ChatError, match="HTTP 400"):
+    with pytest.raises(EndpointError, match="HTTP 400"):
         ChatClient(base_url=server.url, model="m", retries=0).chat([{"role": "system", "content": "ROLE: builder"}])

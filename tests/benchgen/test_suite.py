@@ -21,6 +21,17 @@ TINY = BenchBuildConfig(seed=11, families=("procedural", "planning"), domains=("
                         train_skills_per_cell=1, train_tasks_per_skill=2, eval_tasks=2, slate_tasks=2)
 
 
+# Pinned suite digests: a change to the generators (families, engines, texts, packaging) that is
+# meant to keep the suite must keep these; one meant to change it updates them, and the committed
+# benchmark results (benchmarks/results/*.json "suite_digest") are then measured again.
+SMALL_DIGEST = "4ab33e85a1be194362a496febff911306a4e18574627fdc484f57865e8b11819"
+"""suite_digest of the SMALL suite (seed 7, every family, domain, split and strategy)."""
+TINY_DIGEST = "8de7f9d5c005efcbaa44b1b5deacd89f18dca573c42ad1651e5531e216f515c1"
+"""suite_digest of the TINY suite (seed 11)."""
+DEFAULT_DIGEST = "fd9c4f937411b40c73d616ff3fd6d170f6d1b15f8f0994771255b8fcfdaaf352"
+"""suite_digest of the default suite (BenchBuildConfig(seed=0), 1,273 tasks)."""
+
+
 def rows(bench: Path) -> list[dict]:
     return [json.loads(line) for line in (bench / "tasks.jsonl").read_text().splitlines()]
 
@@ -32,6 +43,16 @@ def test_same_seed_gives_a_byte_identical_suite_and_digest(tmp_path: Path):
     assert tree_manifest(tmp_path / "a") == tree_manifest(tmp_path / "b")
     other = build_suite(BenchBuildConfig(**{**TINY.__dict__, "seed": 12}), tmp_path / "c")
     assert other.digest != a.digest
+
+
+def test_built_suites_keep_their_pinned_digests(small_suite: Path, tmp_path: Path):
+    assert suite_digest(small_suite) == SMALL_DIGEST
+    assert build_suite(TINY, tmp_path / "tiny").digest == TINY_DIGEST
+
+
+@pytest.mark.slow
+def test_the_default_suite_keeps_its_pinned_digest(tmp_path: Path):
+    assert build_suite(BenchBuildConfig(seed=0), tmp_path / "bench", workers=2).digest == DEFAULT_DIGEST
 
 
 def test_a_library_too_small_for_slates_is_refused_before_writing(tmp_path: Path):

@@ -105,6 +105,21 @@ def test_copy_semantics(tmp_path: Path):
     assert os.stat(root / "app/one.txt").st_mode & 0o777 == 0o600
 
 
+def test_dockerignore_matches_as_docker_does(tmp_path: Path):
+    """`*` stays within one folder (fnmatch's would cross '/'), `**` spans folders, a folder pattern
+    covers its contents, `!` re-includes, and an excluded .dockerignore is not copied."""
+    ctx = tmp_path / "ctx"
+    for rel in ("notes.txt", "docs/a.txt", "docs/deep/b.txt", "keys/x.key", "keys/deep/y.key", "build/out.o",
+                "build/keep.o", "src/main.py"):
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ctx / rel).write_text(rel)
+    (ctx / ".dockerignore").write_text("*.txt\n**/*.key\nbuild\n!build/keep.o\n.dockerignore\n")
+    root = tmp_path / "root"
+    materialize(parse_dockerfile("FROM x\nCOPY . /app/\n"), ctx, root)
+    files = sorted(p.relative_to(root / "app").as_posix() for p in root.rglob("*") if p.is_file())
+    assert files == ["build/keep.o", "docs/a.txt", "docs/deep/b.txt", "src/main.py"]
+
+
 def test_materialize_refuses_needs_docker(tmp_path: Path):
     spec = parse_dockerfile("FROM x\nRUN apt-get install -y jq\n", "D")
     with pytest.raises(DockerfileError, match="needs Docker"):

@@ -115,6 +115,16 @@ def test_field_docs_are_read_from_attribute_docstrings():
     assert set(docs) == set(TinyModelConfig.__dataclass_fields__)
 
 
+def test_field_docs_of_a_subclass_include_its_bases_and_its_own_overrides():
+    from skillgate_core.sft.baselines import DPOStageConfig
+    from skillgate_core.sft.trainer import LoRATrainingConfig, SFTStageConfig
+
+    docs = field_docs(DPOStageConfig)
+    assert set(docs) == set(DPOStageConfig.__dataclass_fields__)
+    assert docs["max_steps"] == field_docs(LoRATrainingConfig)["max_steps"]  # re-declared default, base doc
+    assert field_docs(SFTStageConfig)["max_length"].startswith("Longest training sequence in tokens (longer rows")
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

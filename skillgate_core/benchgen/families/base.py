@@ -6,12 +6,17 @@ format). Its *cue* is the context a task states openly (revision, consumer, inpu
 path): the oracle's cue matches the instruction, each misleading lookalike differs in the one cue
 that goes with its wrong detail, so a careful reader can tell them apart from the descriptions
 while the decisive knowledge stays in the SKILL.md body.
+
+A family module (procedural.py, ...) defines THEMES, TOOL_FILE, NAIVE and six functions, and ends
+with `FAMILY = declare_family(globals(), ...)`. What every family does alike lives here: the
+oracle's cue (`oracle_draft`), the one cue each misleading strategy changes (`lookalike`), a
+wrong-output path (`other_file`) and order-independent draws (`pick`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,8 +26,12 @@ __all__ = [
     "Cue",
     "Family",
     "SkillDraft",
+    "declare_family",
+    "lookalike",
+    "oracle_draft",
+    "other_file",
     "pick",
-    "with_cue",
+    "procedure_section",
 ]
 
 STRATEGIES: tuple[str, ...] = ("wrong-command", "wrong-output", "wrong-order", "wrong-parameter", "wrong-scope")
@@ -102,7 +111,9 @@ class Family:
     body: Callable[[SkillDraft, str], str]
     """(draft, skill name) -> the SKILL.md body, ending in the ```bash procedure."""
     naive: str
-    """A python3 program: the no-skill agent's generic attempt (reads instruction.md from argv[1])."""
+    """A python3 program: the no-skill agent's generic attempt (reads instruction.md from argv[1]).
+    Each is written alone into the sandbox, so the four repeat their few lines of instruction parsing
+    on purpose (no shared helper can be imported there)."""
 
 
 def pick(rng: random.Random, options, k: int | None = None):
@@ -111,6 +122,67 @@ def pick(rng: random.Random, options, k: int | None = None):
     return rng.choice(pool) if k is None else rng.sample(pool, k)
 
 
-def with_cue(draft: SkillDraft, strategy: str, params: Mapping[str, Any], **cue: Any) -> SkillDraft:
-    """The lookalike: `draft` with new params and some cue fields changed."""
-    return replace(draft, params=params, cue=replace(draft.cue, **cue), strategy=strategy)
+def oracle_draft(rng: random.Random, family: str, domain: str, params: Mapping[str, Any],
+                 consumers: Iterable[str], scope: str, extra: Mapping[str, Any] | None = None) -> SkillDraft:
+    """The oracle draft a family's `sample` ends with: its cue names one of the domain's `consumers`
+    (shuffled; the others are left for the lookalikes' cues), a revision in 3..9, `scope`, and the
+    output path params["output"]."""
+    order = list(consumers)
+    rng.shuffle(order)
+    cue = Cue(revision=rng.randint(3, 9), consumer=order[0], scope=scope, output=params["output"])
+    return SkillDraft(family, domain, params, cue, tuple(order[1:]), extra=extra if extra is not None else {})
+
+
+def lookalike(draft: SkillDraft, strategy: str, params: Mapping[str, Any], scope: str = "") -> SkillDraft:
+    """The misleading lookalike of the oracle `draft` for `strategy`: `params` carry its one wrong
+    detail, and the cue changes in the one field that goes with that strategy: wrong-command an
+    older revision, wrong-output the new params["output"], wrong-order and wrong-parameter the
+    domain's next two consumers, wrong-scope `scope` (the family's words for the wrong scope)."""
+    if strategy == "wrong-command":
+        cue = replace(draft.cue, revision=draft.cue.revision - 1)
+    elif strategy == "wrong-output":
+        cue = replace(draft.cue, output=params["output"])
+    elif strategy == "wrong-order":
+        cue = replace(draft.cue, consumer=draft.consumers[0])
+    elif strategy == "wrong-parameter":
+        cue = replace(draft.cue, consumer=draft.consumers[1])
+    elif strategy == "wrong-scope":
+        cue = replace(draft.cue, scope=scope)
+    else:
+        raise ValueError(f"strategy: unknown {strategy!r}")
+    return replace(draft, params=params, cue=cue, strategy=strategy)
+
+
+def other_file(rng: random.Random, path: str, names: Iterable[str]) -> str:
+    """`path` in the same folder under another of `names` (drawn with `pick`): a wrong-output path."""
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/{pick(rng, set(names) - {name})}"
+
+
+def procedure_section(name: str, tool_file: str, check: str, note: str = "") -> str:
+    """The SKILL.md `## Procedure` section every family ends its rules with: run the skill's script
+    (directly: it is executable), then `check` the output; the ```bash block is what
+    skills.extract_procedure finds and the follower agent runs. `note` opens the parenthesis."""
+    return (f"## Procedure\n\nRun from the task's working directory ({note}python3 standard library only):\n\n"
+            f"```bash\n/skills/{name}/scripts/{tool_file}\n{check}\n```\n")
+
+
+_MODULE_PARTS = ("THEMES", "TOOL_FILE", "NAIVE", "sample", "mutate", "inputs", "instruction", "describe", "body")
+"""What every family module defines, under these names (declare_family reads them)."""
+
+
+def declare_family(module: Mapping[str, Any], *, structure: str, noun: Mapping[str, str],
+                   suffixes: tuple[str, ...]) -> Family:
+    """The Family a family module declares at its end, `FAMILY = declare_family(globals(), ...)`: its
+    name is the module's, its domains the module's THEMES, and its tool file, no-skill program and
+    generator functions the module's TOOL_FILE, NAIVE, sample, mutate, inputs, instruction, describe
+    and body."""
+    missing = [name for name in _MODULE_PARTS if name not in module]
+    if missing:
+        raise TypeError(f"{module.get('__name__')}: a family module defines {', '.join(missing)}")
+    return Family(
+        name=module["__name__"].rsplit(".", 1)[-1], structure=structure, domains=tuple(module["THEMES"]),
+        noun=noun, suffixes=suffixes, tool_file=module["TOOL_FILE"], sample=module["sample"],
+        mutate=module["mutate"], inputs=module["inputs"], instruction=module["instruction"],
+        describe=module["describe"], body=module["body"], naive=module["NAIVE"],
+    )

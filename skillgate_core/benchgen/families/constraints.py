@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
-from skillgate_core.benchgen.families.base import Cue, Family, SkillDraft, pick, with_cue
+from skillgate_core.benchgen.families.base import (
+    SkillDraft,
+    declare_family,
+    lookalike,
+    oracle_draft,
+    other_file,
+    pick,
+    procedure_section,
+)
 
 __all__ = ["FAMILY"]
 
@@ -142,32 +150,23 @@ def sample(rng: random.Random, domain: str) -> SkillDraft:
         "check_after_add": True,
         "output": output,
     }
-    consumers = list(t.consumers)
-    rng.shuffle(consumers)
-    cue = Cue(revision=rng.randint(3, 9), consumer=consumers[0],
-              scope=f"the {t.states[0]} {t.bin}s in {t.bins_file}", output=output)
-    return SkillDraft("constraints", domain, params, cue, tuple(consumers[1:]))
+    return oracle_draft(rng, "constraints", domain, params, t.consumers, f"the {t.states[0]} {t.bin}s in {t.bins_file}")
 
 
 def mutate(draft: SkillDraft, strategy: str, rng: random.Random) -> SkillDraft:
-    t, p = THEMES[draft.domain], {**draft.params}
+    t, p, scope = THEMES[draft.domain], {**draft.params}, ""
     if strategy == "wrong-command":
         p["strategy"] = "pack"
-        return with_cue(draft, strategy, p, revision=draft.cue.revision - 1)
-    if strategy == "wrong-output":
-        stem = p["output"].rsplit("/", 1)[1]
-        p["output"] = f"{t.output_dir}/{pick(rng, {s + '.csv' for s in t.stems} - {stem})}"
-        return with_cue(draft, strategy, p, output=p["output"])
-    if strategy == "wrong-order":
+    elif strategy == "wrong-output":
+        p["output"] = other_file(rng, p["output"], (f"{s}.csv" for s in t.stems))
+    elif strategy == "wrong-order":
         p["check_after_add"] = False
-        return with_cue(draft, strategy, p, consumer=draft.consumers[0])
-    if strategy == "wrong-parameter":
+    elif strategy == "wrong-parameter":
         p["headroom_pct"] = p["headroom_pct"] + 10
-        return with_cue(draft, strategy, p, consumer=draft.consumers[1])
-    if strategy == "wrong-scope":
+    elif strategy == "wrong-scope":
         p["bin_scope"] = "all"
-        return with_cue(draft, strategy, p, scope=f"every {t.bin} listed in {t.bins_file}")
-    raise ValueError(f"strategy: unknown {strategy!r}")
+        scope = f"every {t.bin} listed in {t.bins_file}"
+    return lookalike(draft, strategy, p, scope)
 
 
 def inputs(rng: random.Random, draft: SkillDraft) -> dict[str, str]:
@@ -280,6 +279,7 @@ def body(draft: SkillDraft, name: str) -> str:
     flags = " or ".join(f"`{f}`" for f in r["flags"])
     cap = (f"At most {p['max_items']} {t.item}s per {t.bin}." if p["max_items"] else
            f"There is no limit on the number of {t.item}s per {t.bin}.")
+    procedure = procedure_section(name, TOOL_FILE, f"wc -l {cue.output}")
     return f"""# {t.policy.capitalize()} (revision {cue.revision})
 
 Assigns {t.item}s to {t.bin}s for the {cue.consumer}. Considers {cue.scope}; writes `{cue.output}`.
@@ -304,15 +304,7 @@ up to 60 times).
 
 A CSV `{cue.output}` with the header `{ic['id']},{bc['id']}` and one row per {t.item}.
 
-## Procedure
-
-Run from the task's working directory (python3 standard library only):
-
-```bash
-/skills/{name}/scripts/{TOOL_FILE}
-wc -l {cue.output}
-```
-"""
+{procedure}"""
 
 
 NAIVE = r'''
@@ -337,19 +329,10 @@ with open(target, "w") as out:
     out.writelines(f"{i},{b}\n" for i, b in rows)
 '''
 
-FAMILY = Family(
-    name="constraints",
+FAMILY = declare_family(
+    globals(),
     structure="constraint satisfaction",
-    domains=tuple(THEMES),
     noun={"service-config": "placement", "scheduling": "windows", "data-formats": "archive",
           "deploy-runbooks": "trains"},
     suffixes=("policy", "planner", "solver", "assign", "fit", "allocator"),
-    tool_file=TOOL_FILE,
-    sample=sample,
-    mutate=mutate,
-    inputs=inputs,
-    instruction=instruction,
-    describe=describe,
-    body=body,
-    naive=NAIVE,
 )

@@ -12,7 +12,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from skillgate_core.benchgen.families.base import Cue, Family, SkillDraft, pick, with_cue
+from skillgate_core.benchgen.families.base import (
+    SkillDraft,
+    declare_family,
+    lookalike,
+    oracle_draft,
+    pick,
+    procedure_section,
+)
 
 __all__ = ["FAMILY"]
 
@@ -124,35 +131,27 @@ def sample(rng: random.Random, domain: str) -> SkillDraft:
         "fallback": t.fallback,
         "output": output,
     }
-    consumers = list(t.consumers)
-    rng.shuffle(consumers)
-    cue = Cue(revision=rng.randint(3, 9), consumer=consumers[0],
-              scope=f"logs/{t.log_name} and its rotated files", output=output)
-    return SkillDraft("diagnosis", domain, params, cue, tuple(consumers[1:]),
-                      extra={"messages": dict(zip(codes, messages, strict=True))})
+    return oracle_draft(rng, "diagnosis", domain, params, t.consumers, f"logs/{t.log_name} and its rotated files",
+                        extra={"messages": dict(zip(codes, messages, strict=True))})
 
 
 def mutate(draft: SkillDraft, strategy: str, rng: random.Random) -> SkillDraft:
-    p = {**draft.params}
+    p, scope = {**draft.params}, ""
     if strategy == "wrong-command":
         p["code_pattern"] = ERRORS_ONLY
-        return with_cue(draft, strategy, p, revision=draft.cue.revision - 1)
-    if strategy == "wrong-output":
-        p["output"] = p["output"].rsplit(".", 1)[0] + ".txt"
-        return with_cue(draft, strategy, p, output=p["output"])
-    if strategy == "wrong-order":
+    elif strategy == "wrong-output":
+        p["output"] = p["output"].rsplit(".", 1)[0] + ".txt"  # (no draw: the same name as text)
+    elif strategy == "wrong-order":
         p["rule_order"] = "last"
-        return with_cue(draft, strategy, p, consumer=draft.consumers[0])
-    if strategy == "wrong-parameter":
+    elif strategy == "wrong-parameter":
         rules = [dict(r) for r in p["rules"]]
         i, j = sorted(rng.sample(range(len(rules)), 2))
         rules[i]["cause"], rules[j]["cause"] = rules[j]["cause"], rules[i]["cause"]
         p["rules"] = rules
-        return with_cue(draft, strategy, p, consumer=draft.consumers[1])
-    if strategy == "wrong-scope":
+    elif strategy == "wrong-scope":
         p["log_scope"] = "current"
-        return with_cue(draft, strategy, p, scope=f"the live logs/{p['log_name']} only")
-    raise ValueError(f"strategy: unknown {strategy!r}")
+        scope = f"the live logs/{p['log_name']} only"
+    return lookalike(draft, strategy, p, scope)
 
 
 def inputs(rng: random.Random, draft: SkillDraft) -> dict[str, str]:
@@ -258,6 +257,7 @@ def body(draft: SkillDraft, name: str) -> str:
     out = f"a CSV `{cue.output}` with the header `incident,cause` and one row per incident, sorted by id"
     kinds = "error (`E-nnn`) and warning (`W-nnn`)" if "EW" in p["code_pattern"] else "error (`E-nnn`)"
     glossary = "\n".join(f"- `{c}`: {m}" for c, m in sorted(messages.items()))
+    procedure = procedure_section(name, TOOL_FILE, f"head -5 {cue.output}")
     return f"""# {t.system} symptom table (revision {cue.revision})
 
 Names the root cause of {t.system} incidents for the {cue.consumer}. Reads {cue.scope}; writes
@@ -283,15 +283,7 @@ An incident that matches no row is `{p['fallback']}`.
 
 Write {out}.
 
-## Procedure
-
-Run from the task's working directory (python3 standard library only):
-
-```bash
-/skills/{name}/scripts/{TOOL_FILE}
-head -5 {cue.output}
-```
-
+{procedure}
 ## Symptom glossary
 
 {glossary}
@@ -316,19 +308,10 @@ with open(target, "w") as out:
         out.write(f"{inc},{codes.most_common(1)[0][0]}\n")
 '''
 
-FAMILY = Family(
-    name="diagnosis",
+FAMILY = declare_family(
+    globals(),
     structure="abductive diagnosis",
-    domains=tuple(THEMES),
     noun={"data-formats": "ingest", "service-config": "gateway", "scheduling": "scheduler",
           "deploy-runbooks": "deploy"},
     suffixes=("triage", "rca", "diagnosis", "symptoms", "root-cause", "incident-table"),
-    tool_file=TOOL_FILE,
-    sample=sample,
-    mutate=mutate,
-    inputs=inputs,
-    instruction=instruction,
-    describe=describe,
-    body=body,
-    naive=NAIVE,
 )

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.planning import edges, topo_order
-from skillgate_core.benchgen.families.base import Cue, Family, SkillDraft, pick, with_cue
+from skillgate_core.benchgen.families.base import (
+    SkillDraft,
+    declare_family,
+    lookalike,
+    oracle_draft,
+    other_file,
+    pick,
+    procedure_section,
+)
 
 __all__ = ["FAMILY"]
 
@@ -122,38 +130,30 @@ def sample(rng: random.Random, domain: str) -> SkillDraft:
         "output": output,
         "id_style": "id",
     }
-    consumers = list(t.consumers)
-    rng.shuffle(consumers)
-    cue = Cue(revision=rng.randint(3, 9), consumer=consumers[0],
-              scope=f"the steps in {t.steps_file} with their `{t.cols['after']}` dependencies", output=output)
-    return SkillDraft("planning", domain, params, cue, tuple(consumers[1:]))
+    return oracle_draft(rng, "planning", domain, params, t.consumers,
+                        f"the steps in {t.steps_file} with their `{t.cols['after']}` dependencies")
 
 
 def mutate(draft: SkillDraft, strategy: str, rng: random.Random) -> SkillDraft:
-    t, p = THEMES[draft.domain], {**draft.params}
+    t, p, scope = THEMES[draft.domain], {**draft.params}, ""
     if strategy == "wrong-command":
         p["mode"] = "by_component"
-        return with_cue(draft, strategy, p, revision=draft.cue.revision - 1)
-    if strategy == "wrong-output":
-        stem = p["output"].rsplit("/", 1)[1]
-        p["output"] = f"{t.output_dir}/{pick(rng, {s + '.txt' for s in t.stems} - {stem})}"
-        return with_cue(draft, strategy, p, output=p["output"])
-    if strategy == "wrong-order":
+    elif strategy == "wrong-output":
+        p["output"] = other_file(rng, p["output"], (f"{s}.txt" for s in t.stems))
+    elif strategy == "wrong-order":
         chain = [list(pair) for pair in p["precedence"]]
         i = rng.randrange(len(chain))
         chain[i] = chain[i][::-1]
         p["precedence"] = chain
-        return with_cue(draft, strategy, p, consumer=draft.consumers[0])
-    if strategy == "wrong-parameter":
+    elif strategy == "wrong-parameter":
         rules = {a: list(layers) for a, layers in p["layer_rules"].items()}
         action = pick(rng, rules)
         rules[action] = rules[action][::-1]
         p["layer_rules"] = rules
-        return with_cue(draft, strategy, p, consumer=draft.consumers[1])
-    if strategy == "wrong-scope":
+    elif strategy == "wrong-scope":
         p["use_after"] = False
-        return with_cue(draft, strategy, p, scope=f"the steps in {t.steps_file} (rule-derived order only)")
-    raise ValueError(f"strategy: unknown {strategy!r}")
+        scope = f"the steps in {t.steps_file} (rule-derived order only)"
+    return lookalike(draft, strategy, p, scope)
 
 
 def inputs(rng: random.Random, draft: SkillDraft) -> dict[str, str]:
@@ -241,6 +241,7 @@ def body(draft: SkillDraft, name: str) -> str:
     else:
         method = (f"Work {t.component} by {t.component} (by name): list each {t.component}'s steps in the "
                   f"order of rule 1; cross-{t.component} rules are satisfied by the {t.component} order.")
+    procedure = procedure_section(name, TOOL_FILE, f"head -5 {cue.output}")
     return f"""# {t.runbook.capitalize()} ordering rules (revision {cue.revision})
 
 Orders {t.runbook} steps for the {cue.consumer}. Reads {cue.scope}; writes `{cue.output}`.
@@ -263,15 +264,7 @@ Orders {t.runbook} steps for the {cue.consumer}. Reads {cue.scope}; writes `{cue
 
 `{cue.output}`: every step id (`{c['id']}`) exactly once, one per line, first step first.
 
-## Procedure
-
-Run from the task's working directory (python3 standard library only):
-
-```bash
-/skills/{name}/scripts/{TOOL_FILE}
-head -5 {cue.output}
-```
-"""
+{procedure}"""
 
 
 NAIVE = r'''
@@ -290,19 +283,10 @@ with open(target, "w") as out:
     out.write("\n".join(order) + "\n")
 '''
 
-FAMILY = Family(
-    name="planning",
+FAMILY = declare_family(
+    globals(),
     structure="partial-order planning",
-    domains=tuple(THEMES),
     noun={"deploy-runbooks": "rollout", "service-config": "config", "data-formats": "migration",
           "scheduling": "calendar"},
     suffixes=("runbook", "sequencer", "ordering", "planner", "steps", "playbook"),
-    tool_file=TOOL_FILE,
-    sample=sample,
-    mutate=mutate,
-    inputs=inputs,
-    instruction=instruction,
-    describe=describe,
-    body=body,
-    naive=NAIVE,
 )

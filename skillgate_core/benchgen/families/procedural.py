@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.procedural import CHECKSUMS, KEY_STYLES
-from skillgate_core.benchgen.families.base import Cue, Family, SkillDraft, pick, with_cue
+from skillgate_core.benchgen.families.base import (
+    SkillDraft,
+    declare_family,
+    lookalike,
+    oracle_draft,
+    other_file,
+    pick,
+    procedure_section,
+)
 
 __all__ = ["FAMILY"]
 
@@ -167,36 +175,27 @@ def sample(rng: random.Random, domain: str) -> SkillDraft:
         "checksum": pick(rng, CHECKSUMS),
         "output": output,
     }
-    consumers = list(t.consumers)
-    rng.shuffle(consumers)
-    cue = Cue(revision=rng.randint(3, 9), consumer=consumers[0], scope=f"the batches in {incoming}/",
-              output=output)
-    return SkillDraft("procedural", domain, params, cue, tuple(consumers[1:]),
-                      extra={"archive": archive, "incoming": incoming})
+    return oracle_draft(rng, "procedural", domain, params, t.consumers, f"the batches in {incoming}/",
+                        extra={"archive": archive, "incoming": incoming})
 
 
 def mutate(draft: SkillDraft, strategy: str, rng: random.Random) -> SkillDraft:
-    p = {**draft.params}
+    p, scope = {**draft.params}, ""
     if strategy == "wrong-command":
         p["checksum"] = pick(rng, set(CHECKSUMS) - {p["checksum"]})
-        return with_cue(draft, strategy, p, revision=draft.cue.revision - 1)
-    if strategy == "wrong-output":
-        stem, _, ext = p["output"].rpartition(".")
-        p["output"] = f"{stem}.{pick(rng, {'dat', 'txt', 'feed', 'out', 'csv'} - {ext})}"
-        return with_cue(draft, strategy, p, output=p["output"])
-    if strategy == "wrong-order":
+    elif strategy == "wrong-output":
+        stem = p["output"].rpartition("/")[2].rpartition(".")[0]
+        p["output"] = other_file(rng, p["output"], (f"{stem}.{ext}" for ext in ("dat", "txt", "feed", "out", "csv")))
+    elif strategy == "wrong-order":
         p["dedupe_first"] = not p["dedupe_first"]
-        return with_cue(draft, strategy, p, consumer=draft.consumers[0])
-    if strategy == "wrong-parameter":
+    elif strategy == "wrong-parameter":
         # Half-way modes differ from each other only on ties: a lookalike flips to the other kind.
         halves = {"ROUND_HALF_EVEN", "ROUND_HALF_UP"}
         p["rounding"] = pick(rng, set(ROUNDINGS) - halves if p["rounding"] in halves else halves)
-        return with_cue(draft, strategy, p, consumer=draft.consumers[1])
-    if strategy == "wrong-scope":
+    elif strategy == "wrong-scope":
         p["input_dirs"] = [THEMES[draft.domain].base_dir]
-        return with_cue(draft, strategy, p, scope=f"every batch under {THEMES[draft.domain].base_dir}/ "
-                                                  "(incoming and archived)")
-    raise ValueError(f"strategy: unknown {strategy!r}")
+        scope = f"every batch under {THEMES[draft.domain].base_dir}/ (incoming and archived)"
+    return lookalike(draft, strategy, p, scope)
 
 
 def _key(rng: random.Random, t: Theme) -> str:
@@ -310,6 +309,7 @@ def body(draft: SkillDraft, name: str) -> str:
                           + (" (numeric value)" if r == "amount" else "") for r, d in p["sort"])
     dirs = " and ".join(f"`{d}/`" for d in p["input_dirs"])
     fields = ", ".join(f"`{cols[f]}`" for f in p["fields"])
+    procedure = procedure_section(name, TOOL_FILE, f"wc -l {cue.output}", "the script applies rules 1-8; ")
     return f"""# {p['magic']} {t.format_name} (revision {cue.revision})
 
 Delivers {t.record} to the {cue.consumer} as a {p['magic']} {t.format_name}. Reads {cue.scope}; writes
@@ -330,15 +330,7 @@ matters.
    newline), as 8 upper-case hex digits.
 8. Write the file to `{cue.output}` with `\\n` line endings.
 
-## Procedure
-
-Run from the task's working directory (the script applies rules 1-8; python3 standard library only):
-
-```bash
-/skills/{name}/scripts/{TOOL_FILE}
-wc -l {cue.output}
-```
-"""
+{procedure}"""
 
 
 NAIVE = r'''
@@ -357,19 +349,10 @@ with open(target, "w") as out:
         out.write("|".join(row) + "\n")
 '''
 
-FAMILY = Family(
-    name="procedural",
+FAMILY = declare_family(
+    globals(),
     structure="procedural execution",
-    domains=tuple(THEMES),
     noun={"data-formats": "ledger", "service-config": "registry", "scheduling": "timesheet",
           "deploy-runbooks": "manifest"},
     suffixes=("export", "exporter", "writer", "convert", "feed", "bundle"),
-    tool_file=TOOL_FILE,
-    sample=sample,
-    mutate=mutate,
-    inputs=inputs,
-    instruction=instruction,
-    describe=describe,
-    body=body,
-    naive=NAIVE,
 )

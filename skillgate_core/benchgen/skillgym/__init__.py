@@ -9,7 +9,7 @@ quality of tasks built by a real model is not measured in this repository.
 """
 
 from skillgate_core.benchgen.skillgym.checks import static_problems
-from skillgate_core.benchgen.skillgym.client import ChatClient, ChatError, ChatReply
+from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.loop import SkillGymConfig, generate_from_skill, validity_gate
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
@@ -20,8 +20,6 @@ __all__ = [
     "BuildRecord",
     "CallRecord",
     "ChatClient",
-    "ChatError",
-    "ChatReply",
     "ReplyError",
     "SkillGymConfig",
     "generate_from_skill",

@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Literal
 
 from skillgate_core.benchgen.skillgym.checks import static_problems
-from skillgate_core.benchgen.skillgym.client import ChatClient, ChatError
+from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
 from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord
 from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import path_sha256
+from skillgate_core.policy.openai_chat import EndpointError
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
 
@@ -148,7 +149,7 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
     def ask(role: str, round_: int, messages: list[dict[str, str]]) -> str:
         reply = client.chat(messages)
         calls.append(CallRecord(role, round_, reply.prompt_tokens, reply.completion_tokens, round(reply.seconds, 3)))
-        return reply.content
+        return reply.text
 
     def record(verdict: str, reason: str, rounds: int, path: str, history: list[str], **extra) -> BuildRecord:
         return BuildRecord(name, structure, task_id, verdict, reason, rounds, path, tuple(calls), tuple(history),  # type: ignore[arg-type]
@@ -156,7 +157,7 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
 
     try:
         fit = parse_fit(ask("fit-check", 0, fit_messages(name, skill_md, structure)))
-    except (ChatError, ReplyError) as exc:
+    except (EndpointError, ReplyError) as exc:
         return record("unresolved", f"fit-check failed: {exc}", 0, "", [])
     if not fit.fit:
         return record("skipped", f"fit-check: {fit.reason}", 0, "", [])
@@ -173,7 +174,7 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
             feedback = [str(exc)]
             history.append(f"round {rounds}: {exc}")
             continue
-        except ChatError as exc:
+        except EndpointError as exc:
             return record("unresolved", f"builder call failed: {exc}", rounds, "", history)
         feedback = static_problems(files, name)
         if not feedback:
@@ -183,7 +184,7 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
         if not feedback:
             try:
                 review = parse_review(ask("reviewer", rounds, review_messages(name, skill_md, structure, files)))
-            except (ChatError, ReplyError) as exc:
+            except (EndpointError, ReplyError) as exc:
                 feedback = [f"review failed: {exc}"]
             else:
                 feedback = [f"{kind}: {detail}" for kind, detail in review.issues] if not review.passed else []
