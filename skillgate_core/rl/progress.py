@@ -103,7 +103,8 @@ def follow_metrics(path: Path, *, total: int, initial: int, desc: str, style: Pr
                    poll_s: float = 1.0, stream: TextIO | None = None) -> Iterator[StepProgress]:
     """While the body runs, tick a progress (in this process) once per step row appended to `path`.
 
-    Rows are JSON lines with a "step"; a step is counted once however many rows it has. The file may
+    Rows are JSON lines with a 0-based "step"; steps below `initial` (done before a resume) are
+    skipped, and a step is counted once however many rows it has. The file may
     appear late (the workers create it); a partial last line is read on the next poll.
     """
     progress = step_progress(total=total, initial=initial, desc=desc, style=style, under_ray=False, stream=stream)
@@ -127,7 +128,7 @@ def follow_metrics(path: Path, *, total: int, initial: int, desc: str, style: Pr
                     except ValueError:
                         continue
                     step = row.get("step")
-                    if isinstance(step, int) and step not in seen and step > initial:
+                    if isinstance(step, int) and step not in seen and step >= initial:  # steps count from 0
                         seen.add(step)
                         progress.step(row)
             if stopping:  # one last read after the run ended, then done

@@ -44,9 +44,9 @@ def test_the_driver_follows_the_workers_metrics_file(tmp_path):
         time.sleep(0.1)  # the file does not exist yet
         path.parent.mkdir()
         with path.open("w") as fh:
-            fh.write(json.dumps({"step": 1, "reward": 9.0}) + "\n")  # before the resume point
-            fh.write(json.dumps({"step": 2, "reward": 0.5}) + "\n" + json.dumps({"step": 2, "reward": 0.5}) + "\n")
-            fh.write('{"step": 3, "rew')
+            fh.write(json.dumps({"step": 0, "reward": 9.0}) + "\n")  # done before the resume
+            fh.write(json.dumps({"step": 1, "reward": 0.5}) + "\n" + json.dumps({"step": 1, "reward": 0.5}) + "\n")
+            fh.write('{"step": 2, "rew')
             fh.flush()
             time.sleep(0.2)
             fh.write('ard": 0.25}\n')
