@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.atomic_dirs import publish_dir
 from skillgate_core.config import canonical_json, config_digest, config_to_dict
+from skillgate_core.dataclass_json import dataclass_from_json
 from skillgate_core.digests import atomic_write_json, path_sha256
 from skillgate_core.paths import StateLayout
 from skillgate_core.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
@@ -66,7 +68,7 @@ class StageRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StageRecord:
-        return cls(**data)
+        return dataclass_from_json(cls, data, source=RESULT_FILE, strictness="exact")
 
 
 def _relocated(value: Any, work: Path, final: Path) -> Any:
@@ -162,7 +164,7 @@ def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout:
         )
         atomic_write_json(work / RESULT_FILE, record.to_json())
         try:
-            work.rename(final)
+            publish_dir(work, final)  # fsynced: a finished folder survives a power loss
         except OSError:
             # Someone else finished the same run first: theirs is identical by construction.
             if not (final / RESULT_FILE).is_file():
