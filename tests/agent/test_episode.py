@@ -10,28 +10,16 @@ import pytest
 from skillgate_core.agent.collect import CollectConfig, load_bench_rows
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.skills import read_slate, slate_skills_dir
 
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
-
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bench") / "bench"
-    build_suite(SMALL_BENCH, out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("model")
-    return build_tiny_model(TinyModelConfig(vocab_size=700, corpus_lines=400, hidden_size=32), {}, out).outputs["base_model"]
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -16,30 +16,23 @@ from skillgate_core.agent.collect import load_bench_rows, span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import SGLangPolicy, first_read_turn, turn_token_ids
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.skills import read_slate, slate_skills_dir
 
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
 FINAL = "Done: the workspace now holds the result the task asks for."
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
+def tok(tiny_model_dir):
     from transformers import AutoTokenizer
 
-    out = tmp_path_factory.mktemp("model")
-    path = build_tiny_model(TinyModelConfig(vocab_size=700, corpus_lines=400, hidden_size=32), {}, out).outputs["base_model"]
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 @pytest.fixture(scope="module")
-def specs(tmp_path_factory) -> list[EpisodeSpec]:
-    bench = tmp_path_factory.mktemp("bench") / "bench"
-    build_suite(SMALL_BENCH, bench)
+def specs(bench, tmp_path_factory) -> list[EpisodeSpec]:
     skills_root = tmp_path_factory.mktemp("skills")
     out = []
     for row in load_bench_rows(bench, "train")[::4][:2]:  # two families
