@@ -16,12 +16,21 @@ ends the whole batch, and every sandbox it started is stopped first (envs/sandbo
 still running in them included: no container, bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
+
+Lockstep means a batch's tools wait for its generation and the other way round. `run_episode_batches`
+runs several batches at once (lanes), each through `run_episodes`, sharing one policy through
+`SerializedPolicy` (one `act` at a time: a GPU sampler serves one batch per call): while one lane
+generates, the others run their tool calls, sandbox starts and verifiers, so sandbox work overlaps
+generation instead of waiting for it.
+
+    per_batch = run_episode_batches([group0, group1, ...], policy, tokenizer, config, lanes=4)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -47,8 +56,10 @@ __all__ = [
     "EpisodeSpec",
     "EpisodeView",
     "Policy",
+    "SerializedPolicy",
     "Trajectory",
     "TurnRecord",
+    "run_episode_batches",
     "run_episodes",
 ]
 
@@ -359,3 +370,51 @@ def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[An
         if future.done() and future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
     return [future.result() for future in futures]
+
+
+class SerializedPolicy:
+    """`policy` shared by several threads: one `act` at a time, in the order they asked. `busy` holds
+    the (start, end) time.monotonic() span of each call, for overlap accounting."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.name = policy, policy.name
+        self._lock = threading.Lock()
+        self.busy: list[tuple[float, float]] = []
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        with self._lock:
+            start = time.monotonic()
+            try:
+                return self.policy.act(views)
+            finally:
+                self.busy.append((start, time.monotonic()))
+
+
+def run_episode_batches(
+    batches: Sequence[Sequence[EpisodeSpec]],
+    policy: Policy,
+    tokenizer: Any,
+    config: EpisodeConfig = EpisodeConfig(),
+    profile: PromptProfile = DEFAULT_PROFILE,
+    sandbox_config: SandboxConfig | None = None,
+    lanes: int = 2,
+) -> list[list[Trajectory]]:
+    """`run_episodes` over each batch, `lanes` batches at a time sharing `policy` (wrapped in a
+    SerializedPolicy unless it is one): see the module docstring. Results per batch, in order.
+
+    Each lane stops its own sandboxes on any error (run_episodes); the first error is raised once the
+    lanes already running have ended, and batches not yet started are not started."""
+    if lanes < 1:
+        raise ValueError("lanes must be >= 1")
+    shared = policy if isinstance(policy, SerializedPolicy) else SerializedPolicy(policy)
+    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="episode-lane") as pool:
+        futures = [pool.submit(run_episodes, batch, shared, tokenizer, config, profile, sandbox_config)
+                   for batch in batches]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+        if failed is not None:
+            for future in futures:
+                future.cancel()
+            pool.shutdown(wait=True)
+            raise failed.exception()  # type: ignore[misc]
+        return [future.result() for future in futures]
