@@ -196,8 +196,11 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
     tokens0, calls0 = policy.sampled_tokens, policy.calls
     t0 = time.monotonic()
-    results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
-                                  lanes=lanes)
+    try:
+        results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
+                                      lanes=lanes)
+    finally:
+        shared.close()
     wall = time.monotonic() - t0
     trajs = [t for batch in results for t in batch]
     gen = [(s, e) for s, e in shared.busy if s >= t0]

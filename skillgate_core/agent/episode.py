@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -373,21 +372,28 @@ def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[An
 
 
 class SerializedPolicy:
-    """`policy` shared by several threads: one `act` at a time, in the order they asked. `busy` holds
-    the (start, end) time.monotonic() span of each call, for overlap accounting."""
+    """`policy` shared by several threads: one `act` at a time, in the order asked, every call on the
+    same thread (CUDA-graph replays and compiled code keep per-thread state: they see one caller).
+    `busy` holds the (start, end) time.monotonic() span of each call, for overlap accounting."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy, self.name = policy, policy.name
-        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
         self.busy: list[tuple[float, float]] = []
 
+    def _act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        start = time.monotonic()
+        try:
+            return self.policy.act(views)
+        finally:
+            self.busy.append((start, time.monotonic()))
+
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
-        with self._lock:
-            start = time.monotonic()
-            try:
-                return self.policy.act(views)
-            finally:
-                self.busy.append((start, time.monotonic()))
+        return self._pool.submit(self._act, views).result()
+
+    def close(self) -> None:
+        """End the policy thread (after the call in progress)."""
+        self._pool.shutdown(wait=True)
 
 
 def run_episode_batches(
@@ -407,14 +413,18 @@ def run_episode_batches(
     if lanes < 1:
         raise ValueError("lanes must be >= 1")
     shared = policy if isinstance(policy, SerializedPolicy) else SerializedPolicy(policy)
-    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="episode-lane") as pool:
-        futures = [pool.submit(run_episodes, batch, shared, tokenizer, config, profile, sandbox_config)
-                   for batch in batches]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f.done() and f.exception() is not None), None)
-        if failed is not None:
-            for future in futures:
-                future.cancel()
-            pool.shutdown(wait=True)
-            raise failed.exception()  # type: ignore[misc]
-        return [future.result() for future in futures]
+    try:
+        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="episode-lane") as pool:
+            futures = [pool.submit(run_episodes, batch, shared, tokenizer, config, profile, sandbox_config)
+                       for batch in batches]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                pool.shutdown(wait=True)
+                raise failed.exception()  # type: ignore[misc]
+            return [future.result() for future in futures]
+    finally:
+        if shared is not policy:
+            shared.close()

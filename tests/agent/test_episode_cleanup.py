@@ -209,6 +209,7 @@ def test_lanes_overlap_tools_with_generation_one_act_at_a_time(bwrap_ready, toke
     config = EpisodeConfig(backend="bwrap", max_turns=2, workers=2)
     shared = SerializedPolicy(policy)
     results = run_episode_batches(batches, shared, tokenizer, config, sandbox_config=sandbox_config, lanes=2)
+    shared.close()
     assert [len(r) for r in results] == [2, 2]
     assert [[t.status for t in r] for r in results] == [["truncated"] * 2] * 2
     assert [[t.response_ids for t in r] for r in results][0] == [[t.response_ids for t in r] for r in results][1]
