@@ -5,7 +5,9 @@
 
 What runs (all project code; nothing here is a stand-in for the harness):
 - the bench: `benchgen.build_suite` (the bench-build stage's code) writes a small suite (16 training
-  tasks, one per family x domain, each with its 16-skill slate) into a temp folder;
+  tasks, one per family x domain, each with its 16-skill slate). Building needs polars and
+  rank_bm25 (the slate retriever), which the GPU machine lacks, so there it is built on the CPU
+  machine by the same call (`--write-bench FILE.tar.xz`, ~1 MB) and carried (`--bench FILE.tar.xz`);
 - the policy model: the init-model stage (`policy.tiny_model.build_tiny_model`) at the anchors'
   360M Qwen2 shape (--hidden/--layers/... as anchor_trl.py) with its ChatML BPE tokenizer, random
   init, loaded in bf16 on the GPU; it samples with `policy.fast_sampler.StaticSampler` (static KV
@@ -41,6 +43,7 @@ import json
 import os
 import shutil
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -65,6 +68,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks", type=int, default=8, help="training tasks of the small suite (at most 16)")
     p.add_argument("--repeats", type=int, default=8, help="episodes per task = one batch (a GRPO group)")
     p.add_argument("--lanes", type=int, default=4, help="batches in flight at once")
+    p.add_argument("--extra-lanes", default="", help="comma-separated lane counts timed after --lanes (scaling)")
     p.add_argument("--workers", type=int, default=8, help="sandbox threads per lane (EpisodeConfig.workers)")
     p.add_argument("--gen-tokens", type=int, default=256, help="tokens the GPU samples per episode per turn")
     p.add_argument("--length-bucket", type=int, default=2048, help="StaticSampler cache-length bucket (few compiles)")
@@ -72,6 +76,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-baseline", action="store_true", help="skip the 1-lane pass")
     p.add_argument("--misleading-rate", type=float, default=0.1, help="teacher selection noise (collect default)")
     p.add_argument("--bwrap-dir", default="", help="folder holding the bwrap binary, put first on PATH")
+    p.add_argument("--bench", default="", help="a bench built by --write-bench (.tar.xz) or a bench folder; "
+                   "default: build it here (needs polars and rank_bm25)")
+    p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 tasks x 2 episodes")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
@@ -156,14 +163,26 @@ class GPUTurnTeacher:
         return self.teacher.act(views)
 
 
-def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
-    """(bench folder, model folder), both by the project's stage code."""
+def build_bench(bench: Path) -> None:
+    """The small suite (tests/tiny_fixtures.SMALL_BENCH) by the bench-build stage's code."""
     from skillgate_core.benchgen import BenchBuildConfig, build_suite
+
+    build_suite(BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,
+                                 slate_tasks=4), bench)
+
+
+def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
+    """(bench folder, model folder), both by the project's stage code (the bench carried if --bench)."""
     from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 
     bench = work / "bench"
-    build_suite(BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,
-                                 slate_tasks=4), bench)
+    if not a.bench:
+        build_bench(bench)
+    elif Path(a.bench).is_dir():
+        shutil.copytree(a.bench, bench)
+    else:
+        with tarfile.open(a.bench) as tar:
+            tar.extractall(work, filter="data")
     cfg = TinyModelConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
                           num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
                           corpus_lines=a.corpus_lines)
@@ -235,6 +254,13 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = parse(argv)
+    if a.write_bench:
+        with tempfile.TemporaryDirectory() as tmp:
+            build_bench(Path(tmp) / "bench")
+            with tarfile.open(a.write_bench, "w:xz") as tar:
+                tar.add(Path(tmp) / "bench", arcname="bench")
+        print(f"wrote {a.write_bench} ({Path(a.write_bench).stat().st_size} bytes)")
+        return {}
     out = gpu_bench.out_dir(a.out)
     work = Path(tempfile.mkdtemp(prefix="agent-rollouts-"))
     gpu_bench.setup_env(work / "home")
@@ -290,9 +316,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     passes.append(run_pass("lanes", a, a.lanes, batches, policy, tok, spans))
     result["passes"] = passes
     gpu_bench.write_json(path, result)
+    for n in (int(x) for x in a.extra_lanes.split(",") if x):
+        passes.append(run_pass(f"lanes{n}", a, n, batches, policy, tok, spans))
+        gpu_bench.write_json(path, result)
     if not a.no_baseline and a.lanes > 1:
         passes.append(run_pass("one_lane", a, 1, batches, policy, tok, spans))
-        lanes_pass, one = passes[-2], passes[-1]
+        lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
         result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
                                                                          / max(1e-9, one["episodes_per_min"]), 2)}
     result["sampler_buckets"] = dict(policy.buckets)

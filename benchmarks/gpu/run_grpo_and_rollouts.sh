@@ -10,7 +10,7 @@
 #   device run:  bash benchmarks/gpu/run_grpo_and_rollouts.sh    carry: [".devbundle", ".bwrap"]   timeout_s: 600
 #   DEVBUNDLE=path/.devbundle BWRAP_DEBS=path/.bwrap  (defaults: ./.devbundle, ./.bwrap: bubblewrap's .deb and
 #   its libraries, from `apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0` on a Debian machine)
-#   GRPO_ARGS="..." ROLLOUT_ARGS="..." BUDGET_S=560
+#   GRPO_ARGS="..." ROLLOUT_ARGS="..." BUDGET_S=560   SKIP_GRPO=1: the rollouts alone, on GPU 0
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-$PWD/benchmarks/results/gpu}
@@ -41,6 +41,13 @@ debs=${BWRAP_DEBS:-.bwrap}
     && umount /tmp/tmpfs-probe || echo "tmpfs mount: FAILED"
   echo "cgroup: $(stat -fc %T /sys/fs/cgroup 2>&1) $(head -c 200 /sys/fs/cgroup/cgroup.controllers 2>&1)"
 
+  if [ -n "${SKIP_GRPO:-}" ]; then
+    echo "== $(date -u +%T) GPU 0: agent_rollouts.py alone ($(left) s left)"
+    CUDA_VISIBLE_DEVICES=0 OMP_NUM_THREADS=8 timeout --kill-after=10 $(( $(left) - 10 )) \
+      python3 benchmarks/gpu/agent_rollouts.py --out "$OUT" --bwrap-dir "$bw" ${ROLLOUT_ARGS:-} 2>&1 \
+      | grep --line-buffered -v "Warning\|warn(" | tee "$OUT/rollouts.log" | grep --line-buffered "^pass\|^bwrap\|Error"
+    echo "agent_rollouts.py exit $?"; echo "== $(date -u +%T) done, $(left) s of the budget left"; exit 0
+  fi
   echo "== $(date -u +%T) GPU 0: grpo_step_vs_trl.py"
   CUDA_VISIBLE_DEVICES=0 timeout --kill-after=10 $(( $(left) - 20 )) python3 benchmarks/gpu/grpo_step_vs_trl.py \
     --out "$OUT" --trl-timeout 200 ${GRPO_ARGS:---presets z3,z2} 2>&1 \
