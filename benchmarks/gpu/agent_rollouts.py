@@ -14,7 +14,8 @@ What runs (all project code; nothing here is a stand-in for the harness):
   cache, CUDA-graph decode step);
 - the episodes: `agent.episode.run_episode_batches` -> `run_episodes` per batch (one batch = one
   task x --repeats, a GRPO group), --lanes batches in flight, the policy shared through
-  `SerializedPolicy` (one GPU call at a time); sandboxes `envs.bwrap_sandbox` (bubblewrap found on
+  `SerializedPolicy` (one GPU call at a time; with merge, the default here, the turns that queued
+  while the GPU was busy are sampled together in the next call); sandboxes `envs.bwrap_sandbox` (bubblewrap found on
   PATH: --bwrap-dir is put first), tools `agent.tools.ToolBox`, grading `envs.verifier.verify`.
 
 The turn text: a random-init 360M model calls no tools, so its episodes would end after one turn
@@ -68,7 +69,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks", type=int, default=8, help="training tasks of the small suite (at most 16)")
     p.add_argument("--repeats", type=int, default=8, help="episodes per task = one batch (a GRPO group)")
     p.add_argument("--lanes", type=int, default=4, help="batches in flight at once")
-    p.add_argument("--extra-lanes", default="", help="comma-separated lane counts timed after --lanes (scaling)")
+    p.add_argument("--extra-lanes", default="", help="comma-separated lane counts timed after --lanes (scaling); "
+                   "a trailing u (4u): that pass without merging")
+    p.add_argument("--no-merge", action="store_true", help="lanes take turns on the GPU (SerializedPolicy "
+                   "merge=False) instead of generating the turns that queued meanwhile together")
     p.add_argument("--workers", type=int, default=8, help="sandbox threads per lane (EpisodeConfig.workers)")
     p.add_argument("--gen-tokens", type=int, default=256, help="tokens the GPU samples per episode per turn")
     p.add_argument("--length-bucket", type=int, default=2048, help="StaticSampler cache-length bucket (few compiles)")
@@ -145,7 +149,7 @@ class GPUTurnTeacher:
         from skillgate_core.policy.fast_sampler import StaticSampler
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
-        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket)
+        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
         self.calls, self.sampled_tokens, self.buckets = 0, 0, Counter()
 
@@ -161,6 +165,30 @@ class GPUTurnTeacher:
         stats = self.sampler.stats
         self.buckets[f"{stats['batch_bucket']}x{stats['cache_length']}"] += 1
         return self.teacher.act(views)
+
+
+def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]:
+    """Compile the decode step for every (batch bucket, cache length) that merged turns can meet:
+    batch buckets from --repeats up to lanes x repeats, the cache lengths the warm-up pass met.
+    Without this, a timed pass that happens to merge turns differently would compile inside it."""
+    from skillgate_core.policy.local_sampler import SamplingConfig
+
+    lengths = sorted({int(k.split("x")[1]) for k in policy.buckets})
+    most = max([a.lanes, *(int(x.rstrip("u")) for x in a.extra_lanes.split(",") if x)]) * a.repeats
+    batches, b = [], a.repeats
+    while True:
+        batches.append(1 << max(0, (b - 1).bit_length()))
+        if b >= most:
+            break
+        b *= 2
+    done = []
+    for batch in sorted(set(batches)):
+        for length in lengths:
+            if f"{batch}x{length}" not in policy.buckets:
+                prompt = [policy.sampler.pad_id + 1] * (length - a.gen_tokens - 1)
+                policy.sampler.sample([prompt] * batch, SamplingConfig(max_new_tokens=a.gen_tokens, sampler="static"))
+                done.append(f"{batch}x{length}")
+    return done
 
 
 def build_bench(bench: Path) -> None:
@@ -207,11 +235,11 @@ def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[l
 
 
 def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[Any]], policy: Any, tok: Any,
-             spans: Intervals) -> dict[str, Any]:
+             spans: Intervals, merge: bool) -> dict[str, Any]:
     from skillgate_core.agent.episode import EpisodeConfig, SerializedPolicy, run_episode_batches
     from skillgate_core.envs.sandbox_config import SandboxConfig
 
-    shared = SerializedPolicy(policy)
+    shared = SerializedPolicy(policy, merge=merge)
     config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
     tokens0, calls0 = policy.sampled_tokens, policy.calls
     t0 = time.monotonic()
@@ -232,6 +260,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
         "statuses": dict(Counter(t.status for t in trajs)), "resolved": sum(t.score >= 1.0 for t in trajs),
         "backends": dict(Counter(t.backend for t in trajs)),
         "turns": sum(len(t.turns) for t in trajs), "policy_calls": policy.calls - calls0,
+        "merged": merge, "rows_per_call_mean": round(sum(shared.call_sizes) / max(1, len(shared.call_sizes)), 1),
+        "rows_per_call_max": max(shared.call_sizes, default=0),
         "gpu_sampled_tokens": policy.sampled_tokens - tokens0,
         "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
         "share_of_wall": {"generation": round(gen_union / wall, 3),
@@ -307,20 +337,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     passes = []
     for i in range(a.warmup_passes):
         t1 = time.perf_counter()
-        warm = run_pass(f"warmup{i}", a, a.lanes, batches, policy, tok, spans)
+        warm = run_pass(f"warmup{i}", a, a.lanes, batches, policy, tok, spans, not a.no_merge)
         warm["note"] = "untimed: compiles the decode step for each (batch, cache length) bucket"
         warm["compile_and_run_s"] = round(time.perf_counter() - t1, 1)
         passes.append(warm)
         result["passes"] = passes
         gpu_bench.write_json(path, result)
-    passes.append(run_pass("lanes", a, a.lanes, batches, policy, tok, spans))
+    if torch.cuda.is_available() and a.warmup_passes:
+        t1 = time.perf_counter()
+        result["completed_buckets"] = complete_buckets(policy, a)
+        result["complete_buckets_s"] = round(time.perf_counter() - t1, 1)
+        print("completed buckets", result["completed_buckets"], result["complete_buckets_s"], flush=True)
+    passes.append(run_pass("lanes", a, a.lanes, batches, policy, tok, spans, not a.no_merge))
     result["passes"] = passes
     gpu_bench.write_json(path, result)
-    for n in (int(x) for x in a.extra_lanes.split(",") if x):
-        passes.append(run_pass(f"lanes{n}", a, n, batches, policy, tok, spans))
+    for entry in (x for x in a.extra_lanes.split(",") if x):
+        unmerged = entry.endswith("u")
+        passes.append(run_pass(f"lanes{entry}", a, int(entry.rstrip("u")), batches, policy, tok, spans,
+                               not a.no_merge and not unmerged))
         gpu_bench.write_json(path, result)
     if not a.no_baseline and a.lanes > 1:
-        passes.append(run_pass("one_lane", a, 1, batches, policy, tok, spans))
+        passes.append(run_pass("one_lane", a, 1, batches, policy, tok, spans, False))
         lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
         result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
                                                                          / max(1e-9, one["episodes_per_min"]), 2)}

@@ -223,6 +223,27 @@ def test_lanes_overlap_tools_with_generation_one_act_at_a_time(bwrap_ready, toke
         run_episode_batches(batches, policy, tokenizer, config, lanes=0)
 
 
+def test_merged_turns_are_generated_together_and_split_back(bwrap_ready, tokenizer, sandbox_config, started):
+    """merge=True: turns of lanes that queued while the policy was busy go out as one call; each lane
+    gets its own episodes' turns back (results equal lockstep's)."""
+    from skillgate_core.agent.episode import SerializedPolicy, run_episode_batches
+
+    task = load_task_package(TASK)
+    batches = [[EpisodeSpec(task, None, repeat=i) for i in (0, 1)] for _ in range(3)]
+    policy = SlowPolicy(tokenizer, ["echo one > a.txt", "echo two > b.txt"], seconds=1.0)
+    shared = SerializedPolicy(policy, merge=True)
+    config = EpisodeConfig(backend="bwrap", max_turns=2, workers=2)
+    results = run_episode_batches(batches, shared, tokenizer, config, sandbox_config=sandbox_config, lanes=3)
+    shared.close()
+    assert sum(shared.call_sizes) == 3 * 2 * 2 and max(shared.call_sizes) > 2, shared.call_sizes
+    assert len(shared.call_sizes) == policy.calls < 6
+    alone = run_episodes(batches[0], ScriptedPolicy(tokenizer, policy.commands), tokenizer, config,
+                         sandbox_config=sandbox_config)
+    for batch in results:
+        assert [t.response_ids for t in batch] == [t.response_ids for t in alone]
+    _assert_nothing_left(started, sandbox_config, 8)
+
+
 def test_a_lane_error_is_raised_and_every_lane_releases_its_sandboxes(bwrap_ready, tokenizer, sandbox_config, started):
     from skillgate_core.agent.episode import run_episode_batches
 
