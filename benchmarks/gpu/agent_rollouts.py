@@ -167,7 +167,7 @@ class GPUTurnTeacher:
         return self.teacher.act(views)
 
 
-def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]:
+def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]:  # on the policy thread
     """Compile the decode step for every (batch bucket, cache length) that merged turns can meet:
     batch buckets from --repeats up to lanes x repeats, the cache lengths the warm-up pass met.
     Without this, a timed pass that happens to merge turns differently would compile inside it."""
@@ -234,23 +234,24 @@ def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[l
     return batches
 
 
-def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[Any]], policy: Any, tok: Any,
+def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[Any]], shared: Any, tok: Any,
              spans: Intervals, merge: bool) -> dict[str, Any]:
-    from skillgate_core.agent.episode import EpisodeConfig, SerializedPolicy, run_episode_batches
+    """One pass over every batch. `shared`: the one SerializedPolicy of the whole run (one policy
+    thread, so CUDA graphs recorded in the warm-up are replayed, not recorded again, in later passes)."""
+    from skillgate_core.agent.episode import EpisodeConfig, run_episode_batches
     from skillgate_core.envs.sandbox_config import SandboxConfig
 
-    shared = SerializedPolicy(policy, merge=merge)
+    policy = shared.policy
+    shared.merge = merge
     config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
     tokens0, calls0 = policy.sampled_tokens, policy.calls
     t0 = time.monotonic()
-    try:
-        results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
-                                      lanes=lanes)
-    finally:
-        shared.close()
+    results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
+                                  lanes=lanes)
     wall = time.monotonic() - t0
     trajs = [t for batch in results for t in batch]
     gen = [(s, e) for s, e in shared.busy if s >= t0]
+    sizes = [n for (s, _), n in zip(shared.busy, shared.call_sizes, strict=True) if s >= t0]
     sandbox = spans.of("start", "tools", "verify", "stop", since=t0)
     kinds = {k: spans.of(k, since=t0) for k in ("start", "tools", "verify", "stop")}
     gen_union, box_union = length(union(gen)), length(union(sandbox))
@@ -260,8 +261,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
         "statuses": dict(Counter(t.status for t in trajs)), "resolved": sum(t.score >= 1.0 for t in trajs),
         "backends": dict(Counter(t.backend for t in trajs)),
         "turns": sum(len(t.turns) for t in trajs), "policy_calls": policy.calls - calls0,
-        "merged": merge, "rows_per_call_mean": round(sum(shared.call_sizes) / max(1, len(shared.call_sizes)), 1),
-        "rows_per_call_max": max(shared.call_sizes, default=0),
+        "merged": merge, "rows_per_call_mean": round(sum(sizes) / max(1, len(sizes)), 1),
+        "rows_per_call_max": max(sizes, default=0),
         "gpu_sampled_tokens": policy.sampled_tokens - tokens0,
         "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
         "share_of_wall": {"generation": round(gen_union / wall, 3),
@@ -328,6 +329,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               for b in batches]
     result["workload"] = {"tasks": len(batches), "episodes_per_pass": sum(map(len, batches)),
                           "prompt_tokens_min_max": [min(widths), max(widths)]}
+    from skillgate_core.agent.episode import SerializedPolicy
+
+    shared = SerializedPolicy(policy, merge=not a.no_merge)
     spans = Intervals()
     episode.start_sandbox = spans.wrap("start", episode.start_sandbox)
     episode.verify = spans.wrap("verify", episode.verify)
@@ -337,7 +341,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     passes = []
     for i in range(a.warmup_passes):
         t1 = time.perf_counter()
-        warm = run_pass(f"warmup{i}", a, a.lanes, batches, policy, tok, spans, not a.no_merge)
+        warm = run_pass(f"warmup{i}", a, a.lanes, batches, shared, tok, spans, not a.no_merge)
         warm["note"] = "untimed: compiles the decode step for each (batch, cache length) bucket"
         warm["compile_and_run_s"] = round(time.perf_counter() - t1, 1)
         passes.append(warm)
@@ -345,22 +349,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gpu_bench.write_json(path, result)
     if torch.cuda.is_available() and a.warmup_passes:
         t1 = time.perf_counter()
-        result["completed_buckets"] = complete_buckets(policy, a)
+        result["completed_buckets"] = shared.run(lambda: complete_buckets(policy, a))
         result["complete_buckets_s"] = round(time.perf_counter() - t1, 1)
         print("completed buckets", result["completed_buckets"], result["complete_buckets_s"], flush=True)
-    passes.append(run_pass("lanes", a, a.lanes, batches, policy, tok, spans, not a.no_merge))
+    passes.append(run_pass("lanes", a, a.lanes, batches, shared, tok, spans, not a.no_merge))
     result["passes"] = passes
     gpu_bench.write_json(path, result)
     for entry in (x for x in a.extra_lanes.split(",") if x):
         unmerged = entry.endswith("u")
-        passes.append(run_pass(f"lanes{entry}", a, int(entry.rstrip("u")), batches, policy, tok, spans,
+        passes.append(run_pass(f"lanes{entry}", a, int(entry.rstrip("u")), batches, shared, tok, spans,
                                not a.no_merge and not unmerged))
         gpu_bench.write_json(path, result)
     if not a.no_baseline and a.lanes > 1:
-        passes.append(run_pass("one_lane", a, 1, batches, policy, tok, spans, False))
+        passes.append(run_pass("one_lane", a, 1, batches, shared, tok, spans, False))
         lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
         result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
                                                                          / max(1e-9, one["episodes_per_min"]), 2)}
+    shared.close()
     result["sampler_buckets"] = dict(policy.buckets)
     result["turn_text"] = ("reference teacher (read oracle skill / exec its procedure / answer); the GPU samples "
                            f"{a.gen_tokens} tokens per active episode per turn from the real context (stop off)")

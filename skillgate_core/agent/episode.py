@@ -388,7 +388,7 @@ class SerializedPolicy:
         self.policy, self.name, self.merge = policy, policy.name, merge
         self.busy: list[tuple[float, float]] = []
         self.call_sizes: list[int] = []
-        self._queue: queue.SimpleQueue[tuple[list[EpisodeView], Future[list[Completion]]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Any, Future[Any]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="policy", daemon=True)
         self._thread.start()
 
@@ -397,24 +397,37 @@ class SerializedPolicy:
         self._queue.put((list(views), future))
         return future.result()
 
-    def _take(self) -> list[tuple[list[EpisodeView], Future[list[Completion]]]] | None:
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """fn() on the policy thread, between two calls (a warm-up of the policy's compiled code, say)."""
+        future: Future[Any] = Future()
+        self._queue.put((fn, future))
+        return future.result()
+
+    def _take(self) -> list[tuple[Any, Future[Any]]] | None:
         first = self._queue.get()
         if first is None:
             return None
         taken = [first]
-        while self.merge:
+        while self.merge and not callable(first[0]):
             try:
                 more = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if more is None:
-                self._queue.put(None)  # stop after this call
+            if more is None or callable(more[0]):
+                self._queue.put(more)  # served after this call (a stop: after everything queued)
                 break
             taken.append(more)
         return taken
 
     def _serve(self) -> None:
         while (taken := self._take()) is not None:
+            if callable(taken[0][0]):
+                fn, future = taken[0]
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+                continue
             views = [v for vs, _ in taken for v in vs]
             start = time.monotonic()
             try:

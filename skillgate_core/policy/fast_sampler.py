@@ -142,6 +142,23 @@ def sample_completions_static(
     return static_sampler_for(model, tokenizer).sample(prompts, config)
 
 
+def _cudagraph_tls_ready() -> None:
+    """Give this thread its CUDA-graph tree state if it has none. torch 2.11's cudagraph trees set it up
+    only in the thread that imported them and assert elsewhere (newer torch does this lazily itself),
+    so a sampler used from a policy thread could not record a graph; each thread gets its own trees."""
+    from collections import defaultdict
+    from threading import Lock
+
+    from torch._inductor import cudagraph_trees as trees
+
+    if hasattr(trees.local, "tree_manager_containers") or torch._C._is_key_in_tls("tree_manager_containers"):
+        return
+    trees.local.tree_manager_containers = {}
+    trees.local.tree_manager_locks = defaultdict(Lock)
+    torch._C._stash_obj_in_tls("tree_manager_containers", trees.local.tree_manager_containers)
+    torch._C._stash_obj_in_tls("tree_manager_locks", trees.local.tree_manager_locks)
+
+
 def _bucket_batch(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(n)))
 
@@ -299,6 +316,8 @@ class StaticSampler:
         valid[n:, width - 1] = True
         ids, valid, pad = ids.to(self.device), valid.to(self.device), pad.to(self.device)
 
+        if self.compiled and self.device.type == "cuda":
+            _cudagraph_tls_ready()
         with torch.no_grad(), torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(config.seed)
             cache, bias = self._cache(batch, length)
