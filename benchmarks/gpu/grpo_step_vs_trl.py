@@ -17,7 +17,8 @@
 Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
 the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
 train / sync (GPU-synchronised phase boundaries), and a torch.profiler summary of the top kernels
-of one extra step (grpo_profile.txt). JSON: --out, else $OUT, else benchmarks/results/gpu/.
+of one extra step (grpo_profile.txt; grpo_profile_<preset>.txt with several --presets, each timed
+against the one TRL run). JSON: --out, else $OUT, else benchmarks/results/gpu/.
 """
 
 from __future__ import annotations
