@@ -117,6 +117,23 @@ def save_random_model(cfg: Any, out: Path, *, dtype: torch.dtype, tokenizer: Any
     return n
 
 
+BIG = 5 * 10**8
+ENGINE_PRESETS: dict[str, dict[str, Any]] = {
+    # EngineConfig fields per named preset (trainer_throughput.py --variants, grpo_step_vs_trl.py --presets)
+    "z3": {"zero_stage": 3, "optimizer": "torch"},
+    "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
+        ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
+        ("stage3_prefetch_bucket_size", BIG), ("reduce_bucket_size", BIG))},
+    "z2": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
+        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG))},
+    "z0": {"zero_stage": 0, "optimizer": "torch_fused"},
+    "z3_sdpa": {"zero_stage": 3, "optimizer": "torch", "attn_implementation": "sdpa"},
+    "z3_ckpt": {"zero_stage": 3, "optimizer": "torch", "gradient_checkpointing": True},
+    "z2_nooverlap": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
+        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG), ("overlap_comm", False))},
+}
+
+
 # --- small helpers --------------------------------------------------------------------------------
 
 def out_dir(arg: str | None) -> Path:
@@ -142,9 +159,10 @@ def machine() -> dict[str, Any]:
             info[name] = __import__(name).__version__
         except Exception as exc:  # absent on this machine: say so, do not fail
             info[name] = f"unavailable ({type(exc).__name__})"
-    try:
-        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True, timeout=10).stdout.strip() or None
+    try:  # SKILLGATE_GIT_COMMIT: a copy of a worktree carried without its .git names its commit so
+        info["git"] = os.environ.get("SKILLGATE_GIT_COMMIT") or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip() or None
     except Exception:
         info["git"] = None
     return info
@@ -272,6 +290,8 @@ class GRPOBenchJob:
     micro_batch_tokens: int
     seed: int
     out_dir: str
+    tag: str = ""
+    """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -309,7 +329,7 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
     summary = _grpo_summary(records) | {
         "setup_s": round(setup_s, 2), "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
         "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None}
-    write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+    write_json(Path(job.out_dir) / f"grpo_ours{job.tag}.json", summary)
     if job.profile:
         from torch.profiler import ProfilerActivity
         from torch.profiler import profile as torch_profile
@@ -319,11 +339,11 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
             with torch_profile(activities=acts) as prof:
                 records.append(_grpo_step(job, state, job.warmup + job.steps, "profiled"))
             summary["profile_top"], table = profile_summary(prof)
-            (Path(job.out_dir) / "grpo_profile.txt").write_text(table)
+            (Path(job.out_dir) / f"grpo_profile{job.tag}.txt").write_text(table)
         except Exception as exc:  # the timed numbers stand without it
             summary["profile_error"] = f"{type(exc).__name__}: {exc}"[:800]
         summary["records"] = records
-        write_json(Path(job.out_dir) / "grpo_ours.json", summary)
+        write_json(Path(job.out_dir) / f"grpo_ours{job.tag}.json", summary)
     return summary
 
 

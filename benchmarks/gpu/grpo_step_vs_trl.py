@@ -17,7 +17,8 @@
 Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
 the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
 train / sync (GPU-synchronised phase boundaries), and a torch.profiler summary of the top kernels
-of one extra step (grpo_profile.txt). JSON: --out, else $OUT, else benchmarks/results/gpu/.
+of one extra step (grpo_profile.txt; grpo_profile_<preset>.txt with several --presets, each timed
+against the one TRL run). JSON: --out, else $OUT, else benchmarks/results/gpu/.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
     p.add_argument("--zero-stage", type=int, default=3)
     p.add_argument("--optimizer", default="torch", choices=["auto", "torch", "torch_fused", "deepspeed"])
+    p.add_argument("--presets", default="", help="comma-separated engine presets of gpu_bench.ENGINE_PRESETS "
+                   f"({','.join(gpu_bench.ENGINE_PRESETS)}), each timed in turn against the one TRL run; "
+                   "empty = one run with --zero-stage / --optimizer")
     p.add_argument("--micro-batch-tokens", type=int, default=16384)
     p.add_argument("--no-profile", action="store_true", help="skip the profiled extra step")
     p.add_argument("--skip-trl", action="store_true")
@@ -66,6 +70,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.bs % a.gens:
         p.error("--bs must be a multiple of --gens")
+    unknown = [n for n in a.presets.split(",") if n and n not in gpu_bench.ENGINE_PRESETS]
+    if unknown:
+        p.error(f"unknown presets {unknown}; known: {sorted(gpu_bench.ENGINE_PRESETS)}")
     return a
 
 
@@ -104,43 +111,58 @@ def main(argv: list[str] | None = None) -> dict:
     n_prompts = a.bs // a.gens
     prompts = tuple(tuple(tok(t, add_special_tokens=False)["input_ids"])
                     for t in gpu_bench.anchor_prompts(n_prompts * (a.warmup + a.steps + 1), a.seed))
-    engine = EngineConfig(lr=1e-6, dtype="bf16" if cuda else "fp32", zero_stage=a.zero_stage, optimizer=a.optimizer,
-                          attn_implementation=attn)
-    job = gpu_bench.GRPOBenchJob(model_dir=str(model_dir), prompts=prompts, prompts_per_step=n_prompts, gens=a.gens,
-                                 maxlen=a.maxlen, steps=a.steps, warmup=a.warmup, profile=not a.no_profile,
-                                 engine=engine, sampler=a.sampler, micro_batch_tokens=a.micro_batch_tokens,
-                                 seed=a.seed, out_dir=str(out))
-    print(f"ours: {n_params / 1e6:.1f}M params, attn {attn}, sampler {a.sampler}", flush=True)
-    try:
-        ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / "run", use_gpu=cuda).results[0]
-    except Exception as exc:
-        partial = out / "grpo_ours.json"  # the worker's timed numbers, if it got that far
-        ours = json.loads(partial.read_text()) if partial.exists() else {}
-        ours["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-    (out / "grpo_ours.json").unlink(missing_ok=True)  # merged into the one JSON below
-    ours |= {"params_M": round(n_params / 1e6, 1), "attn_requested": a.attn, "attn_used": attn,
-             "torch_varlen_not_used_because": why_not_varlen}
-    result["ours"] = ours
-
+    presets = [n for n in a.presets.split(",") if n] or [""]
     trl = result.get("trl", {})
-    if "completion_tok_per_s" in trl and ours.get("completion_tok_per_s"):
-        result["ratio"] = {
-            "completion_tok_per_s": round(ours["completion_tok_per_s"] / trl["completion_tok_per_s"], 2),
-            "s_per_step": round(trl["s_per_step"] / ours["s_per_step"], 2),
-            "completion_tok_per_s_incl_warmup": round(ours["completion_tok_per_s_incl_warmup"]
-                                                      / trl["completion_tok_per_s"], 2),
-            "note": "ours / TRL for tokens/s, TRL / ours for s/step (> 1 = ours faster). TRL's numbers include "
-                    "its first step; ours are timed steps after --warmup (also given including it).",
-        }
+    result["ours_presets"], result["ratio_presets"] = {}, {}
+    for name in presets:
+        fields = {"zero_stage": a.zero_stage, "optimizer": a.optimizer} | dict(gpu_bench.ENGINE_PRESETS.get(name, {}))
+        fields.setdefault("attn_implementation", attn)
+        label = name or f"z{a.zero_stage}_{a.optimizer}"
+        tag = f"_{label}" if len(presets) > 1 else ""
+        engine = EngineConfig(lr=1e-6, dtype="bf16" if cuda else "fp32", **fields)
+        job = gpu_bench.GRPOBenchJob(model_dir=str(model_dir), prompts=prompts, prompts_per_step=n_prompts,
+                                     gens=a.gens, maxlen=a.maxlen, steps=a.steps, warmup=a.warmup,
+                                     profile=not a.no_profile, engine=engine, sampler=a.sampler,
+                                     micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag)
+        print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
+              f"sampler {a.sampler}", flush=True)
+        partial = out / f"grpo_ours{tag}.json"  # the worker's timed numbers, if it got that far
+        try:
+            ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / f"run{tag}", use_gpu=cuda).results[0]
+        except Exception as exc:
+            ours = json.loads(partial.read_text()) if partial.exists() else {}
+            ours["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        partial.unlink(missing_ok=True)  # merged into the one JSON below
+        ours |= {"preset": label, "engine": {k: v for k, v in fields.items()},
+                 "params_M": round(n_params / 1e6, 1), "attn_requested": a.attn, "attn_used": attn,
+                 "torch_varlen_not_used_because": why_not_varlen}
+        result["ours_presets"][label] = ours
+        if "completion_tok_per_s" in trl and ours.get("completion_tok_per_s"):
+            result["ratio_presets"][label] = {
+                "completion_tok_per_s": round(ours["completion_tok_per_s"] / trl["completion_tok_per_s"], 2),
+                "s_per_step": round(trl["s_per_step"] / ours["s_per_step"], 2),
+                "completion_tok_per_s_incl_warmup": round(ours["completion_tok_per_s_incl_warmup"]
+                                                          / trl["completion_tok_per_s"], 2),
+            }
+        if "ours" not in result:
+            result["ours"] = ours
+            if label in result["ratio_presets"]:
+                result["ratio"] = result["ratio_presets"][label] | {
+                    "note": "ours / TRL for tokens/s, TRL / ours for s/step (> 1 = ours faster). TRL's numbers "
+                            "include its first step; ours are timed steps after --warmup (also given including "
+                            "it). ours = the first of --presets; every preset: ratio_presets."}
+        gpu_bench.write_json(path, result)
+        gpu_bench.release()
+
     result["wall_s"] = round(time.perf_counter() - t_all, 1)
     gpu_bench.write_json(path, result)
-    summary = {k: result.get("ratio", {}).get(k) for k in ("completion_tok_per_s", "s_per_step")}
-    print("SUMMARY grpo_step_vs_trl", json.dumps({
-        "trl_tok_s": trl.get("completion_tok_per_s"), "trl_s_step": trl.get("s_per_step"),
-        "ours_tok_s": ours.get("completion_tok_per_s"), "ours_s_step": ours.get("s_per_step"),
-        "ours_generate_tok_s": ours.get("generate_tok_per_s"),
-        "ours_split": ours.get("split_s_per_step"), "ratio": summary, "error": ours.get("error") or trl.get("error"),
-        "json": str(path)}), flush=True)
+    for label, ours in result["ours_presets"].items():
+        summary = {k: result["ratio_presets"].get(label, {}).get(k) for k in ("completion_tok_per_s", "s_per_step")}
+        print("SUMMARY grpo_step_vs_trl", json.dumps({
+            "preset": label, "trl_tok_s": trl.get("completion_tok_per_s"), "trl_s_step": trl.get("s_per_step"),
+            "ours_tok_s": ours.get("completion_tok_per_s"), "ours_s_step": ours.get("s_per_step"),
+            "ours_generate_tok_s": ours.get("generate_tok_per_s"), "ours_split": ours.get("split_s_per_step"),
+            "ratio": summary, "error": ours.get("error") or trl.get("error"), "json": str(path)}), flush=True)
     return result
 
 

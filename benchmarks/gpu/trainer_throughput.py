@@ -50,20 +50,7 @@ import gpu_bench  # noqa: E402  (this folder: Ray workers import it by name too)
 SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 512, "seq": 128, "mb": 2,
          "steps": 2, "warmup": 1, "prompt_len": 16, "variants": "z3,z2", "budget_s": 0.0}
 
-BIG = 5 * 10**8
-PRESETS = {
-    "z3": {"zero_stage": 3, "optimizer": "torch"},
-    "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
-        ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
-        ("stage3_prefetch_bucket_size", BIG), ("reduce_bucket_size", BIG))},
-    "z2": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
-        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG))},
-    "z0": {"zero_stage": 0, "optimizer": "torch_fused"},
-    "z3_sdpa": {"zero_stage": 3, "optimizer": "torch", "attn_implementation": "sdpa"},
-    "z3_ckpt": {"zero_stage": 3, "optimizer": "torch", "gradient_checkpointing": True},
-    "z2_nooverlap": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
-        ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG), ("overlap_comm", False))},
-}
+PRESETS = gpu_bench.ENGINE_PRESETS
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

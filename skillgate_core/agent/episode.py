@@ -16,15 +16,25 @@ ends the whole batch, and every sandbox it started is stopped first (envs/sandbo
 still running in them included: no container, bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
+
+Lockstep means a batch's tools wait for its generation and the other way round. `run_episode_batches`
+runs several batches at once (lanes), each through `run_episodes`, sharing one policy through
+`SerializedPolicy` (one `act` at a time: a GPU sampler serves one batch per call): while one lane
+generates, the others run their tool calls, sandbox starts and verifiers, so sandbox work overlaps
+generation instead of waiting for it (merge=True: turns that queued meanwhile are generated together).
+
+    per_batch = run_episode_batches([group0, group1, ...], policy, tokenizer, config, lanes=4)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -47,8 +57,10 @@ __all__ = [
     "EpisodeSpec",
     "EpisodeView",
     "Policy",
+    "SerializedPolicy",
     "Trajectory",
     "TurnRecord",
+    "run_episode_batches",
     "run_episodes",
 ]
 
@@ -359,3 +371,118 @@ def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[An
         if future.done() and future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
     return [future.result() for future in futures]
+
+
+class SerializedPolicy:
+    """`policy` shared by several threads: one `act` at a time, every call on the same thread (CUDA-graph
+    replays and compiled code keep per-thread state: they see one caller), in the order asked.
+
+    merge=True: the turns that queued up while the policy was busy are generated together in the next
+    call (one batch of all their views, the results split back): a GPU sampler does 4 batches of 8 in
+    about the time of one, so lanes then share decode steps instead of taking turns. The policy's
+    own per-call state (LocalPolicy's seed counter) then depends on how the calls happened to group,
+    so sampling is no longer a function of the seed alone: off by default.
+    `busy` holds the (start, end) time.monotonic() span of each call and `call_sizes` its views."""
+
+    def __init__(self, policy: Policy, merge: bool = False) -> None:
+        self.policy, self.name, self.merge = policy, policy.name, merge
+        self.busy: list[tuple[float, float]] = []
+        self.call_sizes: list[int] = []
+        self._queue: queue.SimpleQueue[tuple[Any, Future[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="policy", daemon=True)
+        self._thread.start()
+
+    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        future: Future[list[Completion]] = Future()
+        self._queue.put((list(views), future))
+        return future.result()
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """fn() on the policy thread, between two calls (a warm-up of the policy's compiled code, say)."""
+        future: Future[Any] = Future()
+        self._queue.put((fn, future))
+        return future.result()
+
+    def _take(self) -> list[tuple[Any, Future[Any]]] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        taken = [first]
+        while self.merge and not callable(first[0]):
+            try:
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if more is None or callable(more[0]):
+                self._queue.put(more)  # served after this call (a stop: after everything queued)
+                break
+            taken.append(more)
+        return taken
+
+    def _serve(self) -> None:
+        while (taken := self._take()) is not None:
+            if callable(taken[0][0]):
+                fn, future = taken[0]
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+                continue
+            views = [v for vs, _ in taken for v in vs]
+            start = time.monotonic()
+            try:
+                out = self.policy.act(views)
+                if len(out) != len(views):
+                    raise RuntimeError(f"policy {self.name} returned {len(out)} turns for {len(views)} episodes")
+            except BaseException as exc:  # handed to every waiting caller; this thread keeps serving
+                for _, future in taken:
+                    future.set_exception(exc)
+            else:
+                at = 0
+                for vs, future in taken:
+                    future.set_result(out[at : at + len(vs)])
+                    at += len(vs)
+            finally:
+                self.busy.append((start, time.monotonic()))
+                self.call_sizes.append(len(views))
+
+    def close(self) -> None:
+        """End the policy thread (after the calls already asked for)."""
+        self._queue.put(None)
+        self._thread.join()
+
+
+def run_episode_batches(
+    batches: Sequence[Sequence[EpisodeSpec]],
+    policy: Policy,
+    tokenizer: Any,
+    config: EpisodeConfig = EpisodeConfig(),
+    profile: PromptProfile = DEFAULT_PROFILE,
+    sandbox_config: SandboxConfig | None = None,
+    lanes: int = 2,
+    merge: bool = False,
+) -> list[list[Trajectory]]:
+    """`run_episodes` over each batch, `lanes` batches at a time sharing `policy` (wrapped in a
+    SerializedPolicy(policy, merge) unless it is one): see the module docstring. Results per batch,
+    in order.
+
+    Each lane stops its own sandboxes on any error (run_episodes); the first error is raised once the
+    lanes already running have ended, and batches not yet started are not started."""
+    if lanes < 1:
+        raise ValueError("lanes must be >= 1")
+    shared = policy if isinstance(policy, SerializedPolicy) else SerializedPolicy(policy, merge=merge)
+    try:
+        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="episode-lane") as pool:
+            futures = [pool.submit(run_episodes, batch, shared, tokenizer, config, profile, sandbox_config)
+                       for batch in batches]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                for future in futures:
+                    future.cancel()
+                pool.shutdown(wait=True)
+                raise failed.exception()  # type: ignore[misc]
+            return [future.result() for future in futures]
+    finally:
+        if shared is not policy:
+            shared.close()

@@ -7,14 +7,20 @@ compiled static-cache decode loop reaches 10.7k). Here:
 
 - prompts are left-padded to one width W; every row writes its KV cache in lock-step (slot W + t at
   decode step t), so one `StaticCache` of length L >= W + max_new_tokens serves the batch. Each row's
-  position ids restart at its first real token (position = slot - pad), and an explicit 4-D mask
-  [B, 1, q, L] lets a query see the real keys at or before its slot (a pad query sees itself only,
-  so no softmax row is empty);
-- the prompt is prefilled eagerly (in query chunks, so the mask stays small), then a single-token
-  decode step samples on the device: logits.float() / T -> log_softmax (the recorded log-prob, the
-  trainer's formula) and softmax -> (top-p) -> multinomial, exactly the RNG calls of
-  `generate(do_sample=True)`. On CUDA that step is `torch.compile(mode="reduce-overhead")`: one CUDA
-  graph replay per token;
+  position ids restart at its first real token (position = slot - pad). A query sees the real keys
+  at or before its slot (a pad query sees itself only, so no softmax row is empty);
+- the prompt is prefilled eagerly (in query chunks, so the explicit 4-D mask [B, 1, q, L] stays
+  small), then a single-token decode step samples on the device: logits.float() / T -> log_softmax
+  (the recorded log-prob, the trainer's formula) and softmax -> (top-p) -> multinomial, exactly the
+  RNG calls of `generate(do_sample=True)`. On CUDA that step is
+  `torch.compile(mode="reduce-overhead")`: one CUDA graph replay per token;
+- the decode step builds no mask: a float32 additive key bias [B, 1, 1, L] is kept with the cache,
+  filled once per batch from the prompt padding and opened one slot per step (one tiny fill), and
+  the step attends with `static_decode_attention` (registered as the attention implementation
+  STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
+  query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
+  the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
+  mask in every layer of every step: half the decode step's GPU time on an H200);
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
@@ -54,11 +60,53 @@ from skillgate_core.policy.local_sampler import (
     stop_token_ids,
 )
 
-__all__ = ["StaticSampler", "resolve_sampler", "sample_batch", "sample_completions_static", "sample_next",
-           "static_sampler_for"]
+__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_completions_static",
+           "sample_next", "static_decode_attention", "static_sampler_for"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
+
+STATIC_ATTENTION = "skillgate_static_decode"
+"""The attention implementation name the decode steps run under (see `static_decode_attention`)."""
+
+MASKED = torch.finfo(torch.float32).min
+"""The key bias of a key a query must not see (finite: a score plus it never overflows)."""
+
+
+def static_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                            **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """One query per row against the whole static cache, for a float additive key bias [B, 1, 1, L].
+
+    query [B, H, 1, D], key / value [B, Hkv, L, D]: the H query heads are grouped by their KV head
+    ([B, Hkv, H / Hkv, D]) so each KV head is read once (no repeat_kv), scores = q k^T * scaling in
+    the model dtype (what eager attention does), + bias in float32, softmax in float32, then the
+    weighted values. Anything else (a prefill, a boolean mask, no mask) goes to transformers' sdpa."""
+    if query.shape[2] != 1 or attention_mask is None or attention_mask.dtype == torch.bool:
+        return _SDPA[0](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    batch, heads, _, dim = query.shape
+    kv_heads = key.shape[1]
+    scale = scaling if scaling is not None else dim ** -0.5
+    q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = torch.matmul(q, key.transpose(2, 3)) * scale  # [B, Hkv, G, L]
+    probs = torch.softmax(scores.float() + attention_mask, dim=-1).to(value.dtype)
+    out = torch.matmul(probs, value)  # [B, Hkv, G, D]
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+_SDPA: list[Any] = []
+"""transformers' sdpa attention function, the fallback (imported with transformers, on first use)."""
+
+
+def register_static_attention() -> None:
+    """Register STATIC_ATTENTION with transformers (once; transformers is imported here, not at import)."""
+    if not _SDPA:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        _SDPA.append(sdpa_attention_forward)
+        AttentionInterface.register(STATIC_ATTENTION, static_decode_attention)
 
 
 def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static"]:
@@ -92,6 +140,23 @@ def sample_completions_static(
 ) -> list[Completion]:
     """`local_sampler.sample_completions`, through the model's kept StaticSampler."""
     return static_sampler_for(model, tokenizer).sample(prompts, config)
+
+
+def _cudagraph_tls_ready() -> None:
+    """Give this thread its CUDA-graph tree state if it has none. torch 2.11's cudagraph trees set it up
+    only in the thread that imported them and assert elsewhere (newer torch does this lazily itself),
+    so a sampler used from a policy thread could not record a graph; each thread gets its own trees."""
+    from collections import defaultdict
+    from threading import Lock
+
+    from torch._inductor import cudagraph_trees as trees
+
+    if hasattr(trees.local, "tree_manager_containers") or torch._C._is_key_in_tls("tree_manager_containers"):
+        return
+    trees.local.tree_manager_containers = {}
+    trees.local.tree_manager_locks = defaultdict(Lock)
+    torch._C._stash_obj_in_tls("tree_manager_containers", trees.local.tree_manager_containers)
+    torch._C._stash_obj_in_tls("tree_manager_locks", trees.local.tree_manager_locks)
 
 
 def _bucket_batch(n: int) -> int:
@@ -148,6 +213,7 @@ class StaticSampler:
         stop_ids: the ids that end a completion (None = `stop_token_ids(tokenizer)`)."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1:
             raise ValueError("length_bucket, finish_check_every and max_cached must be >= 1")
+        register_static_attention()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         self.compiled = self.device.type == "cuda" if compile is None else compile
@@ -162,7 +228,7 @@ class StaticSampler:
         self.additive_mask = impl == "eager"
         # transformers >= 5.2x renamed past_key_values to cache (the old name warns, inside the graph too)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
-        self._caches: dict[tuple[int, int], Any] = {}
+        self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
         step = self._decode_step
         if self.compiled:
@@ -186,32 +252,44 @@ class StaticSampler:
         dtype = self.model.dtype
         return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
 
-    def _forward(self, ids: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor, valid: torch.Tensor, cache: Any):
-        """Logits of the last query of `ids` [B, q] written at cache slots `slots` [q]."""
-        keys = torch.arange(valid.shape[1], device=valid.device)
-        # query at slot s sees key k iff k <= s and (k is a real token, or k is s itself)
-        allowed = (keys[None, :] <= slots[:, None])[None] & (valid[:, None, :] | (keys[None, :] == slots[:, None])[None])
+    def _logits(self, ids: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor, mask: torch.Tensor, cache: Any):
+        """Logits of the last query of `ids` [B, q] written at cache slots `slots` [q], under the 4-D `mask`."""
         position_ids = (slots[None, :] - pad[:, None]).clamp_min(0)
-        out = self.model(input_ids=ids, attention_mask=self._mask(allowed[:, None]), position_ids=position_ids,
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
                          use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
         return out.logits[:, -1, :]
 
-    def _decode_step(self, ids, slot, pad, valid, cache, temperature: float, top_p: float):
-        return sample_next(self._forward(ids, slot, pad, valid, cache), temperature, top_p)
+    def _prefill(self, ids: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor, valid: torch.Tensor, cache: Any):
+        keys = torch.arange(valid.shape[1], device=valid.device)
+        # query at slot s sees key k iff k <= s and (k is a real token, or k is s itself)
+        allowed = (keys[None, :] <= slots[:, None])[None] & (valid[:, None, :] | (keys[None, :] == slots[:, None])[None])
+        return self._logits(ids, slots, pad, self._mask(allowed[:, None]), cache)
 
-    def _cache(self, batch: int, length: int) -> Any:
+    def _decode_step(self, ids, slot, pad, bias, cache, temperature: float, top_p: float):
+        """One token per row at cache slot `slot` [1]; `bias` [B, 1, 1, L] is 0 for the keys the query
+        sees (its own slot included) and MASKED elsewhere. Returns (ids, log-probs, stopped) [B, 1]."""
+        nxt, lp = sample_next(self._logits(ids, slot, pad, bias, cache), temperature, top_p)
+        return nxt, lp, torch.isin(nxt[:, 0], self._stop)
+
+    def _cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
+        """The (StaticCache, decode key bias) of this bucket, reset; kept so CUDA graphs see the same
+        addresses every time."""
         from transformers import StaticCache
 
         key = (batch, length)
-        cache = self._caches.pop(key, None)
-        if cache is None:
+        kept = self._caches.pop(key, None)
+        if kept is None:
             while len(self._caches) >= self.max_cached:
                 self._caches.pop(next(iter(self._caches)))
             cache = StaticCache(config=self.model.config, max_cache_len=length)
+            bias = torch.full((batch, 1, 1, length), MASKED, dtype=torch.float32, device=self.device)
+            if self.compiled:
+                torch._dynamo.mark_static_address(bias)
+            kept = (cache, bias)
         else:
-            cache.reset()
-        self._caches[key] = cache  # most recently used last
-        return cache
+            kept[0].reset()
+        self._caches[key] = kept  # most recently used last
+        return kept
 
     # --- one batch --------------------------------------------------------------------------------
 
@@ -238,15 +316,17 @@ class StaticSampler:
         valid[n:, width - 1] = True
         ids, valid, pad = ids.to(self.device), valid.to(self.device), pad.to(self.device)
 
+        if self.compiled and self.device.type == "cuda":
+            _cudagraph_tls_ready()
         with torch.no_grad(), torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(config.seed)
-            cache = self._cache(batch, length)
-            out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, config, n)
+            cache, bias = self._cache(batch, length)
+            out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
-    def _generate(self, ids, valid, pad, cache, config: SamplingConfig, rows: int):
+    def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
         batch, width = ids.shape
         length, new = valid.shape[1], config.max_new_tokens
         temperature, top_p = float(config.temperature), float(config.top_p)
@@ -255,7 +335,7 @@ class StaticSampler:
         slots = torch.arange(width, device=ids.device)
         chunks = 0
         for start in range(0, width, chunk):
-            logits = self._forward(ids[:, start : start + chunk], slots[start : start + chunk], pad, valid, cache)
+            logits = self._prefill(ids[:, start : start + chunk], slots[start : start + chunk], pad, valid, cache)
             chunks += 1
         nxt, lp = sample_next(logits, temperature, top_p)
         out_ids = torch.full((batch, new), self.pad_id, dtype=torch.long, device=ids.device)
@@ -264,17 +344,26 @@ class StaticSampler:
         done = torch.isin(nxt[:, 0], self._stop)
         done[rows:] = True  # dummy rows never hold the loop open
         slot = torch.arange(width, width + new, device=ids.device)  # the slot token t is written at
+        # the decode key bias: the real prompt keys (a dummy row: its one pad key), opened slot by slot
+        bias.fill_(MASKED)
+        bias[:, 0, 0, :width].masked_fill_(valid[:, :width], 0.0)
         t = 1
-        while t < new:
-            if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
-                break  # every row has stopped; the columns left stay pad and are never read
-            prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
-            if self.compiled:
-                torch.compiler.cudagraph_mark_step_begin()
-            nxt, lp = self._step(prev, slot[t - 1 : t], pad, valid, cache, temperature, top_p)
-            out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
-            done |= torch.isin(nxt[:, 0], self._stop)
-            t += 1
+        impl = self.model.config._attn_implementation
+        self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
+        try:
+            while t < new:
+                if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
+                    break  # every row has stopped; the columns left stay pad and are never read
+                prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
+                bias[:, :, :, width + t - 1].fill_(0.0)  # the query sees its own slot from now on
+                if self.compiled:
+                    torch.compiler.cudagraph_mark_step_begin()
+                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], pad, bias, cache, temperature, top_p)
+                out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
+                done |= stopped
+                t += 1
+        finally:
+            self.model.config._attn_implementation = impl
         return out_ids, out_lp, t - 1, chunks
 
     def _completions(self, out_ids: torch.Tensor, out_lp: torch.Tensor, new: int) -> list[Completion]:

@@ -169,3 +169,88 @@ def test_a_verifier_error_releases_every_sandbox(sandbox_backend, tokenizer, san
                      sandbox_config=sandbox_config)
     assert calls
     _assert_nothing_left(started, sandbox_config, 3)
+
+
+class SlowPolicy(ScriptedPolicy):
+    """ScriptedPolicy whose every call takes `seconds` (a GPU turn), recording when it ran."""
+
+    def __init__(self, tokenizer, commands, seconds: float) -> None:
+        super().__init__(tokenizer, commands)
+        self.seconds, self.spans = seconds, []
+
+    def act(self, views):
+        start = time.monotonic()
+        time.sleep(self.seconds)
+        out = super().act(views)
+        self.spans.append((start, time.monotonic()))
+        return out
+
+
+def test_lanes_overlap_tools_with_generation_one_act_at_a_time(bwrap_ready, tokenizer, sandbox_config, started,
+                                                               monkeypatch):
+    """run_episode_batches: batches in flight at once share the policy one call at a time, and one
+    batch's tool calls run while another batch's turn is generated; results equal lockstep's."""
+    from skillgate_core.agent.episode import SerializedPolicy, run_episode_batches
+
+    tool_spans = []
+    real = ToolBox.run_all
+
+    def run_all(self, calls, *, deadline=None):
+        start = time.monotonic()
+        try:
+            return real(self, calls, deadline=deadline)
+        finally:
+            tool_spans.append((start, time.monotonic()))
+
+    monkeypatch.setattr(ToolBox, "run_all", run_all)
+    task = load_task_package(TASK)
+    batches = [[EpisodeSpec(task, None, repeat=i) for i in (0, 1)], [EpisodeSpec(task, None, repeat=i) for i in (0, 1)]]
+    policy = SlowPolicy(tokenizer, ["sleep 0.3; echo one > a.txt", "sleep 0.3; echo two > b.txt"], seconds=0.3)
+    config = EpisodeConfig(backend="bwrap", max_turns=2, workers=2)
+    shared = SerializedPolicy(policy)
+    results = run_episode_batches(batches, shared, tokenizer, config, sandbox_config=sandbox_config, lanes=2)
+    shared.close()
+    assert [len(r) for r in results] == [2, 2]
+    assert [[t.status for t in r] for r in results] == [["truncated"] * 2] * 2
+    assert [[t.response_ids for t in r] for r in results][0] == [[t.response_ids for t in r] for r in results][1]
+    spans = sorted(shared.busy)
+    assert len(spans) == policy.calls == 4
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), "two act calls at once"
+    overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in tool_spans for s2, e2 in spans)
+    assert overlap > 0.1, f"no tool call ran while the other batch generated ({tool_spans}, {spans})"
+    _assert_nothing_left(started, sandbox_config, 4)
+    with pytest.raises(ValueError, match="lanes"):
+        run_episode_batches(batches, policy, tokenizer, config, lanes=0)
+
+
+def test_merged_turns_are_generated_together_and_split_back(bwrap_ready, tokenizer, sandbox_config, started):
+    """merge=True: turns of lanes that queued while the policy was busy go out as one call; each lane
+    gets its own episodes' turns back (results equal lockstep's)."""
+    from skillgate_core.agent.episode import SerializedPolicy, run_episode_batches
+
+    task = load_task_package(TASK)
+    batches = [[EpisodeSpec(task, None, repeat=i) for i in (0, 1)] for _ in range(3)]
+    policy = SlowPolicy(tokenizer, ["echo one > a.txt", "echo two > b.txt"], seconds=1.0)
+    shared = SerializedPolicy(policy, merge=True)
+    config = EpisodeConfig(backend="bwrap", max_turns=2, workers=2)
+    results = run_episode_batches(batches, shared, tokenizer, config, sandbox_config=sandbox_config, lanes=3)
+    shared.close()
+    assert sum(shared.call_sizes) == 3 * 2 * 2 and max(shared.call_sizes) > 2, shared.call_sizes
+    assert len(shared.call_sizes) == policy.calls < 6
+    alone = run_episodes(batches[0], ScriptedPolicy(tokenizer, policy.commands), tokenizer, config,
+                         sandbox_config=sandbox_config)
+    for batch in results:
+        assert [t.response_ids for t in batch] == [t.response_ids for t in alone]
+    _assert_nothing_left(started, sandbox_config, 8)
+
+
+def test_a_lane_error_is_raised_and_every_lane_releases_its_sandboxes(bwrap_ready, tokenizer, sandbox_config, started):
+    from skillgate_core.agent.episode import run_episode_batches
+
+    task = load_task_package(TASK)
+    policy = ScriptedPolicy(tokenizer, ["true", "true"], fail_on=3)
+    with pytest.raises(RuntimeError, match="policy failed"):
+        run_episode_batches([[EpisodeSpec(task, None, repeat=0)], [EpisodeSpec(task, None, repeat=1)]], policy,
+                            tokenizer, EpisodeConfig(backend="bwrap", max_turns=4, workers=1),
+                            sandbox_config=sandbox_config, lanes=2)
+    _assert_nothing_left(started, sandbox_config, 2)

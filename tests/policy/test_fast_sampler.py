@@ -149,3 +149,53 @@ def test_bad_input_is_refused(policy):
         StaticSampler(model, tok).sample([[]], SamplingConfig())
     with pytest.raises(ValueError, match="sampler"):
         SamplingConfig(sampler="vllm")  # type: ignore[arg-type]
+
+
+def test_decode_attention_matches_sdpa_with_grouped_heads():
+    """static_decode_attention (K/V read per KV head, float key bias) = sdpa with repeated K/V and a
+    boolean mask; a prefill or a boolean mask falls through to sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    fast_sampler.register_static_attention()
+    g = torch.Generator().manual_seed(0)
+    batch, heads, kv_heads, length, dim = 3, 6, 2, 11, 8
+    module = type("M", (torch.nn.Module,), {})()
+    module.num_key_value_groups, module.is_causal = heads // kv_heads, True
+    q = torch.randn(batch, heads, 1, dim, generator=g)
+    k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
+    allowed = torch.rand(batch, 1, 1, length, generator=g) < 0.6
+    allowed[..., 0] = True
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, fast_sampler.MASKED)
+    got, _ = fast_sampler.static_decode_attention(module, q, k, v, bias, scaling=0.3)
+    want, _ = sdpa_attention_forward(module, q, k, v, allowed, scaling=0.3)
+    assert got.shape == want.shape == (batch, 1, heads, dim)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    again, _ = fast_sampler.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
+    torch.testing.assert_close(again, want)
+
+
+def test_decode_steps_build_no_mask_and_leave_the_model_as_it_was(policy, monkeypatch):
+    """Every decode step attends through STATIC_ATTENTION with the kept float bias (no boolean mask
+    rebuilt per step); the prefill does not; the model's attention implementation is restored."""
+    from transformers import AttentionInterface
+
+    model, tok = policy
+    before = model.config._attn_implementation
+    sampler = StaticSampler(model, tok, stop_ids=[])
+    seen = []
+
+    def spy(module, query, key, value, mask, **kwargs):
+        seen.append((query.shape[2], None if mask is None else mask.dtype, tuple(mask.shape)))
+        return fast_sampler.static_decode_attention(module, query, key, value, mask, **kwargs)
+
+    AttentionInterface.register(fast_sampler.STATIC_ATTENTION, spy)
+    try:
+        comps = sampler.sample(prompts(tok), SamplingConfig(max_new_tokens=7, seed=1))
+    finally:
+        AttentionInterface.register(fast_sampler.STATIC_ATTENTION, fast_sampler.static_decode_attention)
+    layers = model.config.num_hidden_layers
+    assert sampler.stats["decode_steps"] == 6 and len(seen) == 6 * layers
+    assert {s[:2] for s in seen} == {(1, torch.float32)}
+    assert {s[2] for s in seen} == {(3, 1, 1, sampler.stats["cache_length"])}
+    assert model.config._attn_implementation == before
+    assert_teacher_forced(model, prompts(tok), comps, 1.0)

@@ -59,4 +59,29 @@ def test_anchor_copies_are_byte_identical_and_run_all_parses():
     assert {"anchor_trl.py", "anchor_ds.py"} <= set(copies)
     if shared.is_dir():  # beside a developer checkout (/work/shared); absent in CI
         assert all(filecmp.cmp(GPU / "anchors" / n, shared / n, shallow=False) for n in copies)
-    assert subprocess.run(["bash", "-n", str(GPU / "run_all.sh")]).returncode == 0
+    for script in ("run_all.sh", "run_grpo_and_rollouts.sh"):
+        assert subprocess.run(["bash", "-n", str(GPU / script)]).returncode == 0
+
+
+def test_grpo_step_vs_trl_presets_share_one_trl_run(tmp_path):
+    r = _run("grpo_step_vs_trl.py", tmp_path, "--presets", "z3,z2", "--no-profile")
+    assert set(r["ours_presets"]) == set(r["ratio_presets"]) == {"z3", "z2"}
+    assert r["ours"]["preset"] == "z3" and r["ours_presets"]["z2"]["engine"]["zero_stage"] == 2
+    assert all("error" not in o and o["steps"] == 2 for o in r["ours_presets"].values())
+    assert not list(tmp_path.glob("grpo_ours*.json"))
+
+
+def test_agent_rollouts_smoke(tmp_path):
+    from skillgate_core.envs import bwrap_sandbox
+
+    if bwrap_sandbox.unavailable_reason():
+        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    r = _run("agent_rollouts.py", tmp_path)
+    lanes, one = (next(p for p in r["passes"] if p["pass"] == name) for name in ("lanes", "one_lane"))
+    for p in (lanes, one):
+        assert p["episodes"] == 4 and p["backends"] == {"bwrap": 4} and p["statuses"] == {"completed": 4}
+        assert p["gpu_sampled_tokens"] == p["turns"] * 8  # every turn of every episode samples gen_tokens
+        assert p["calls"]["verify"] == 4 and p["calls"]["tools"] == 8
+    assert one["overlap"]["share_of_sandbox_work_overlapping_generation"] == 0  # lockstep: nothing overlaps
+    assert lanes["overlap"]["sandbox_work_while_generating_s"] > 0
+    assert r["ratio"]["episodes_per_min_lanes_over_one_lane"] > 0

@@ -1,0 +1,382 @@
+"""Agent rollouts on the GPU machine: the real harness, the policy's sampler on the GPU, bubblewrap sandboxes.
+
+    python benchmarks/gpu/agent_rollouts.py --bwrap-dir /tmp/bwrap/usr/bin      # the H200 run (docs/gpu.md)
+    python benchmarks/gpu/agent_rollouts.py --smoke                              # CPU: tiny model, < 1 min
+
+What runs (all project code; nothing here is a stand-in for the harness):
+- the bench: `benchgen.build_suite` (the bench-build stage's code) writes a small suite (16 training
+  tasks, one per family x domain, each with its 16-skill slate). Building needs polars and
+  rank_bm25 (the slate retriever), which the GPU machine lacks, so there it is built on the CPU
+  machine by the same call (`--write-bench FILE.tar.xz`, ~1 MB) and carried (`--bench FILE.tar.xz`);
+- the policy model: the init-model stage (`policy.tiny_model.build_tiny_model`) at the anchors'
+  360M Qwen2 shape (--hidden/--layers/... as anchor_trl.py) with its ChatML BPE tokenizer, random
+  init, loaded in bf16 on the GPU; it samples with `policy.fast_sampler.StaticSampler` (static KV
+  cache, CUDA-graph decode step);
+- the episodes: `agent.episode.run_episode_batches` -> `run_episodes` per batch (one batch = one
+  task x --repeats, a GRPO group), --lanes batches in flight, the policy shared through
+  `SerializedPolicy` (one GPU call at a time; with merge, the default here, the turns that queued
+  while the GPU was busy are sampled together in the next call); sandboxes `envs.bwrap_sandbox` (bubblewrap found on
+  PATH: --bwrap-dir is put first), tools `agent.tools.ToolBox`, grading `envs.verifier.verify`.
+
+The turn text: a random-init 360M model calls no tools, so its episodes would end after one turn
+with nothing for tools or verifiers to do. Each turn therefore costs the GPU what a policy turn
+costs (the StaticSampler samples --gen-tokens tokens for every active episode of the batch from its
+real context, stop tokens off, so every turn is exactly that long), and the text played into the
+sandbox is the reference teacher's (`agent.policies.TeacherPolicy`: read the oracle skill, exec
+its procedure, answer), so the tools and verifiers do real work. Trajectories record the teacher's
+ids. That is the one departure from a GRPO rollout, and it is said in the JSON.
+
+Timed (wall clock, time.monotonic, intervals recorded by wrapping the harness's own calls):
+generation (SerializedPolicy.act), sandbox start (start_sandbox), tools (ToolBox.run_all),
+verification (verify), sandbox stop (SandboxGroup.stop). Reported per pass: episodes/min, the share
+of the wall clock in which each kind was running (union of intervals), summed seconds, and the
+overlap: the share of sandbox work (start + tools + verification + stop) that ran while the GPU was
+generating for another batch. A first untimed pass (--warmup-passes) compiles the decode step for
+every (batch, cache length) bucket the episodes meet; then --lanes lanes, then 1 lane (no overlap:
+lockstep, the harness without lanes) on the same episodes, for the ratio.
+JSON: --out, else $OUT, else benchmarks/results/gpu/agent_rollouts.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_bench  # noqa: E402
+
+SMOKE = {"hidden": 32, "layers": 2, "heads": 4, "kv": 2, "inter": 64, "vocab": 600, "tasks": 2, "repeats": 2,
+         "lanes": 2, "gen_tokens": 8, "warmup_passes": 0, "length_bucket": 256, "corpus_lines": 300}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    gpu_bench.add_model_args(p)
+    p.set_defaults(vocab=2048)  # the init-model tokenizer's default vocabulary (ChatML specials included)
+    p.add_argument("--corpus-lines", type=int, default=4000, help="tokenizer corpus (init-model default)")
+    p.add_argument("--tasks", type=int, default=8, help="training tasks of the small suite (at most 16)")
+    p.add_argument("--repeats", type=int, default=8, help="episodes per task = one batch (a GRPO group)")
+    p.add_argument("--lanes", type=int, default=4, help="batches in flight at once")
+    p.add_argument("--extra-lanes", default="", help="comma-separated lane counts timed after --lanes (scaling); "
+                   "a trailing u (4u): that pass without merging")
+    p.add_argument("--no-merge", action="store_true", help="lanes take turns on the GPU (SerializedPolicy "
+                   "merge=False) instead of generating the turns that queued meanwhile together")
+    p.add_argument("--workers", type=int, default=8, help="sandbox threads per lane (EpisodeConfig.workers)")
+    p.add_argument("--gen-tokens", type=int, default=256, help="tokens the GPU samples per episode per turn")
+    p.add_argument("--length-bucket", type=int, default=2048, help="StaticSampler cache-length bucket (few compiles)")
+    p.add_argument("--warmup-passes", type=int, default=1, help="untimed passes first (compiles)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the 1-lane pass")
+    p.add_argument("--misleading-rate", type=float, default=0.1, help="teacher selection noise (collect default)")
+    p.add_argument("--bwrap-dir", default="", help="folder holding the bwrap binary, put first on PATH")
+    p.add_argument("--bench", default="", help="a bench built by --write-bench (.tar.xz) or a bench folder; "
+                   "default: build it here (needs polars and rank_bm25)")
+    p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 tasks x 2 episodes")
+    p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
+    if "--smoke" in (sys.argv[1:] if argv is None else argv):
+        p.set_defaults(**SMOKE)
+    return p.parse_args(argv)
+
+
+class Intervals:
+    """(kind, start, end) spans from any thread."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+        self._lock = threading.Lock()
+
+    def wrap(self, kind: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.monotonic()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.spans.append((kind, start, time.monotonic()))
+        return timed
+
+    def of(self, *kinds: str, since: float = 0.0) -> list[tuple[float, float]]:
+        return [(a, b) for k, a, b in self.spans if k in kinds and a >= since]
+
+
+def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def length(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)
+
+
+def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> float:
+    """Total length of union(x) ∩ union(y)."""
+    ux, uy, i, j, total = union(x), union(y), 0, 0, 0.0
+    while i < len(ux) and j < len(uy):
+        lo, hi = max(ux[i][0], uy[j][0]), min(ux[i][1], uy[j][1])
+        total += max(0.0, hi - lo)
+        if ux[i][1] < uy[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+class GPUTurnTeacher:
+    """Each turn: the StaticSampler samples `gen_tokens` tokens for every view from its real context
+    (the GPU cost of a policy turn), then the reference teacher's turn is played (see the docstring)."""
+
+    def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
+                 seed: int) -> None:
+        from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+        from skillgate_core.policy.fast_sampler import StaticSampler
+
+        self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
+        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
+        self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
+        self.calls, self.sampled_tokens, self.buckets = 0, 0, Counter()
+
+    def act(self, views: Any) -> list[Any]:
+        from skillgate_core.policy.local_sampler import SamplingConfig
+
+        cfg = SamplingConfig(max_new_tokens=self.gen_tokens, seed=self.seed + self.calls, sampler="static")
+        self.calls += 1
+        sampled = self.sampler.sample([v.context_ids for v in views], cfg)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.sampled_tokens += sum(len(c.token_ids) for c in sampled)
+        stats = self.sampler.stats
+        self.buckets[f"{stats['batch_bucket']}x{stats['cache_length']}"] += 1
+        return self.teacher.act(views)
+
+
+def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]:  # on the policy thread
+    """Compile the decode step for every (batch bucket, cache length) that merged turns can meet:
+    batch buckets from --repeats up to lanes x repeats, the cache lengths the warm-up pass met.
+    Without this, a timed pass that happens to merge turns differently would compile inside it."""
+    from skillgate_core.policy.local_sampler import SamplingConfig
+
+    lengths = sorted({int(k.split("x")[1]) for k in policy.buckets})
+    most = max([a.lanes, *(int(x.rstrip("u")) for x in a.extra_lanes.split(",") if x)]) * a.repeats
+    batches, b = [], a.repeats
+    while True:
+        batches.append(1 << max(0, (b - 1).bit_length()))
+        if b >= most:
+            break
+        b *= 2
+    done = []
+    for batch in sorted(set(batches)):
+        for length in lengths:
+            if f"{batch}x{length}" not in policy.buckets:
+                prompt = [policy.sampler.pad_id + 1] * (length - a.gen_tokens - 1)
+                policy.sampler.sample([prompt] * batch, SamplingConfig(max_new_tokens=a.gen_tokens, sampler="static"))
+                done.append(f"{batch}x{length}")
+    return done
+
+
+def build_bench(bench: Path) -> None:
+    """The small suite (tests/tiny_fixtures.SMALL_BENCH) by the bench-build stage's code."""
+    from skillgate_core.benchgen import BenchBuildConfig, build_suite
+
+    build_suite(BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,
+                                 slate_tasks=4), bench)
+
+
+def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
+    """(bench folder, model folder), both by the project's stage code (the bench carried if --bench)."""
+    from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
+
+    bench = work / "bench"
+    if not a.bench:
+        build_bench(bench)
+    elif Path(a.bench).is_dir():
+        shutil.copytree(a.bench, bench)
+    else:
+        with tarfile.open(a.bench) as tar:
+            tar.extractall(work, filter="data")
+    cfg = TinyModelConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
+                          num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
+                          corpus_lines=a.corpus_lines)
+    model_dir = build_tiny_model(cfg, {}, work / "init-model").outputs["base_model"]
+    return bench, Path(model_dir)
+
+
+def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[list[Any]]:
+    from skillgate_core.agent.collect import load_bench_rows
+    from skillgate_core.agent.episode import EpisodeSpec
+    from skillgate_core.envs.task_package import load_task_package
+    from skillgate_core.skills import read_slate, slate_skills_dir
+    from skillgate_core.slate_manifest import MANIFEST_FILE
+
+    batches = []
+    for row in load_bench_rows(bench, "train")[: a.tasks]:
+        task = load_task_package(bench / row["path"])
+        slate = read_slate(bench / row["path"] / MANIFEST_FILE)
+        skills = slate_skills_dir(bench / "skills", slate.names, scratch / row["task_id"])
+        batches.append([EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(a.repeats)])
+    return batches
+
+
+def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[Any]], shared: Any, tok: Any,
+             spans: Intervals, merge: bool) -> dict[str, Any]:
+    """One pass over every batch. `shared`: the one SerializedPolicy of the whole run (one policy
+    thread, so CUDA graphs recorded in the warm-up are replayed, not recorded again, in later passes)."""
+    from skillgate_core.agent.episode import EpisodeConfig, run_episode_batches
+    from skillgate_core.envs.sandbox_config import SandboxConfig
+
+    policy = shared.policy
+    shared.merge = merge
+    config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
+    tokens0, calls0 = policy.sampled_tokens, policy.calls
+    t0 = time.monotonic()
+    results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
+                                  lanes=lanes)
+    wall = time.monotonic() - t0
+    trajs = [t for batch in results for t in batch]
+    gen = [(s, e) for s, e in shared.busy if s >= t0]
+    sizes = [n for (s, _), n in zip(shared.busy, shared.call_sizes, strict=True) if s >= t0]
+    sandbox = spans.of("start", "tools", "verify", "stop", since=t0)
+    kinds = {k: spans.of(k, since=t0) for k in ("start", "tools", "verify", "stop")}
+    gen_union, box_union = length(union(gen)), length(union(sandbox))
+    out = {
+        "pass": name, "lanes": lanes, "episodes": len(trajs), "batches": len(batches), "wall_s": round(wall, 2),
+        "episodes_per_min": round(60 * len(trajs) / wall, 1),
+        "statuses": dict(Counter(t.status for t in trajs)), "resolved": sum(t.score >= 1.0 for t in trajs),
+        "backends": dict(Counter(t.backend for t in trajs)),
+        "turns": sum(len(t.turns) for t in trajs), "policy_calls": policy.calls - calls0,
+        "merged": merge, "rows_per_call_mean": round(sum(sizes) / max(1, len(sizes)), 1),
+        "rows_per_call_max": max(sizes, default=0),
+        "gpu_sampled_tokens": policy.sampled_tokens - tokens0,
+        "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
+        "share_of_wall": {"generation": round(gen_union / wall, 3),
+                          **{k: round(length(union(v)) / wall, 3) for k, v in kinds.items()},
+                          "sandbox_work": round(box_union / wall, 3),
+                          "idle": round(1 - length(union(gen + sandbox)) / wall, 3)},
+        "summed_s": {"generation": round(length(gen), 2), **{k: round(length(v), 2) for k, v in kinds.items()}},
+        "calls": {k: len(v) for k, v in kinds.items()},
+        "overlap": {
+            "sandbox_work_while_generating_s": round(intersect(sandbox, gen), 2),
+            "share_of_sandbox_work_overlapping_generation": round(intersect(sandbox, gen) / max(1e-9, box_union), 3),
+            "share_of_generation_overlapped_by_sandbox_work": round(intersect(sandbox, gen) / max(1e-9, gen_union), 3),
+            "episodes_in_flight_mean": round(sum(t.duration_s for t in trajs) / wall, 2),
+        },
+        "mean_episode_s": round(sum(t.duration_s for t in trajs) / max(1, len(trajs)), 2),
+    }
+    print("pass", json.dumps(out), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    a = parse(argv)
+    if a.write_bench:
+        with tempfile.TemporaryDirectory() as tmp:
+            build_bench(Path(tmp) / "bench")
+            with tarfile.open(a.write_bench, "w:xz") as tar:
+                tar.add(Path(tmp) / "bench", arcname="bench")
+        print(f"wrote {a.write_bench} ({Path(a.write_bench).stat().st_size} bytes)")
+        return {}
+    out = gpu_bench.out_dir(a.out)
+    work = Path(tempfile.mkdtemp(prefix="agent-rollouts-"))
+    gpu_bench.setup_env(work / "home")
+    if a.bwrap_dir:
+        os.environ["PATH"] = f"{a.bwrap_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = out / "agent_rollouts.json"
+    result: dict[str, Any] = {"benchmark": "agent_rollouts", "argv": sys.argv[1:] if argv is None else argv,
+                              "args": vars(a), "machine": gpu_bench.machine()}
+    from skillgate_core.agent import episode, tools
+    from skillgate_core.envs import bwrap_sandbox, sandbox_group
+
+    result["bwrap"] = {"path": shutil.which("bwrap"), "unavailable_reason": bwrap_sandbox.unavailable_reason()}
+    print("bwrap", json.dumps(result["bwrap"]), flush=True)
+    gpu_bench.write_json(path, result)
+    if result["bwrap"]["unavailable_reason"]:
+        result["error"] = "bubblewrap cannot run here: " + result["bwrap"]["unavailable_reason"]
+        gpu_bench.write_json(path, result)
+        return result
+
+    t0 = time.perf_counter()
+    bench, model_dir = build(a, work)
+    result["build_s"] = round(time.perf_counter() - t0, 1)
+    cuda = torch.cuda.is_available()
+    from skillgate_core.policy.local_sampler import load_policy
+
+    model, tok = load_policy(model_dir, dtype=torch.bfloat16 if cuda else torch.float32,
+                             device="cuda" if cuda else "cpu")
+    result["model"] = {"params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
+                       "vocab": len(tok), "dtype": str(model.dtype), "device": str(model.device)}
+    policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed)
+    batches = episode_batches(a, bench, work / "skills")
+    from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+
+    widths = [len(render_prompt_ids(tok, build_messages(DEFAULT_PROFILE, b[0].task.instruction, b[0].slate)))
+              for b in batches]
+    result["workload"] = {"tasks": len(batches), "episodes_per_pass": sum(map(len, batches)),
+                          "prompt_tokens_min_max": [min(widths), max(widths)]}
+    from skillgate_core.agent.episode import SerializedPolicy
+
+    shared = SerializedPolicy(policy, merge=not a.no_merge)
+    spans = Intervals()
+    episode.start_sandbox = spans.wrap("start", episode.start_sandbox)
+    episode.verify = spans.wrap("verify", episode.verify)
+    tools.ToolBox.run_all = spans.wrap("tools", tools.ToolBox.run_all)
+    sandbox_group.SandboxGroup.stop = spans.wrap("stop", sandbox_group.SandboxGroup.stop)
+
+    passes = []
+    for i in range(a.warmup_passes):
+        t1 = time.perf_counter()
+        warm = run_pass(f"warmup{i}", a, a.lanes, batches, shared, tok, spans, not a.no_merge)
+        warm["note"] = "untimed: compiles the decode step for each (batch, cache length) bucket"
+        warm["compile_and_run_s"] = round(time.perf_counter() - t1, 1)
+        passes.append(warm)
+        result["passes"] = passes
+        gpu_bench.write_json(path, result)
+    if torch.cuda.is_available() and a.warmup_passes:
+        t1 = time.perf_counter()
+        result["completed_buckets"] = shared.run(lambda: complete_buckets(policy, a))
+        result["complete_buckets_s"] = round(time.perf_counter() - t1, 1)
+        print("completed buckets", result["completed_buckets"], result["complete_buckets_s"], flush=True)
+    passes.append(run_pass("lanes", a, a.lanes, batches, shared, tok, spans, not a.no_merge))
+    result["passes"] = passes
+    gpu_bench.write_json(path, result)
+    for entry in (x for x in a.extra_lanes.split(",") if x):
+        unmerged = entry.endswith("u")
+        passes.append(run_pass(f"lanes{entry}", a, int(entry.rstrip("u")), batches, shared, tok, spans,
+                               not a.no_merge and not unmerged))
+        gpu_bench.write_json(path, result)
+    if not a.no_baseline and a.lanes > 1:
+        passes.append(run_pass("one_lane", a, 1, batches, shared, tok, spans, False))
+        lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
+        result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
+                                                                         / max(1e-9, one["episodes_per_min"]), 2)}
+    shared.close()
+    result["sampler_buckets"] = dict(policy.buckets)
+    result["turn_text"] = ("reference teacher (read oracle skill / exec its procedure / answer); the GPU samples "
+                           f"{a.gen_tokens} tokens per active episode per turn from the real context (stop off)")
+    result["passes"] = passes
+    gpu_bench.write_json(path, result)
+    timed = next(p for p in passes if p["pass"] == "lanes")
+    print("SUMMARY agent_rollouts", json.dumps({
+        "episodes_per_min": timed["episodes_per_min"], "share_of_wall": timed["share_of_wall"],
+        "overlap": timed["overlap"], "ratio": result.get("ratio"), "json": str(path)}), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
