@@ -36,6 +36,7 @@ from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, Positive
 from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.parquet_rows import write_rows
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.slate_manifest import MANIFEST_FILE
@@ -153,7 +154,6 @@ def span_report(trajectory: Trajectory, tokenizer) -> dict:
 def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Play the teacher on sampled tasks; write trajectories.parquet and summary.json."""
     reap_orphans()  # before the model loads: a killed earlier collect's sandboxes go first
-    import polars as pl
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
@@ -185,7 +185,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
                     records.append(row)
                 bar.update(len(batch))
     kept = [r for r in records if config.keep == "all" or r["score"] >= 1.0]
-    pl.DataFrame(kept).write_parquet(target / "trajectories.parquet")
+    write_rows(kept, target / "trajectories.parquet")  # schema inferred from the rows, as before
     statuses = Counter(r["status"] for r in records)
     first_reads = Counter(r["reads"][0] if r["reads"] else "none" for r in records)
     summary = {

@@ -266,9 +266,9 @@ def _read_source(path: Path) -> list[RecordedEpisode]:
     if path.is_dir() and (path / TRAJECTORIES_FILE).is_file():
         path = path / TRAJECTORIES_FILE
     if path.is_file() and path.suffix == ".parquet":
-        import polars as pl
+        from skillgate_core.parquet_rows import read_rows
 
-        return [_from_parquet_row(i, str(path), row) for i, row in enumerate(pl.read_parquet(path).iter_rows(named=True))]
+        return [_from_parquet_row(i, str(path), row) for i, row in enumerate(read_rows(path))]
     if path.is_file() and path.suffix == ".json":
         return [_from_log(0, str(path), json.loads(path.read_text()))]
     # an evaluation's folder (rows/ROW_ID/trajectory.json) or its rows/ folder; never a deeper search,

@@ -31,6 +31,7 @@ __all__ = [
     "group_by_protocol",
     "protocol_name",
     "read_eval_rows",
+    "trial_arrow_schema",
     "write_eval_rows",
 ]
 
@@ -74,7 +75,8 @@ class EvalRowsError(ValueError):
     """An eval_trials.parquet file is missing a column, holds an impossible row, or repeats a trial."""
 
 
-def _arrow_schema() -> Any:
+def trial_arrow_schema() -> Any:
+    """TRIAL_SCHEMA as a pyarrow schema (what eval_trials.parquet holds)."""
     import pyarrow as pa
 
     types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),
@@ -83,15 +85,11 @@ def _arrow_schema() -> Any:
 
 
 def write_eval_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """Write trial rows with the exact TRIAL_SCHEMA (the runner's format; tests use it too)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Write trial rows with the exact TRIAL_SCHEMA (the runner's format; tests use it too): columns in
+    TRIAL_SCHEMA order, a missing one null, skillgate_core.parquet_rows' fixed writer."""
+    from skillgate_core.parquet_rows import write_rows
 
-    schema = _arrow_schema()
-    table = pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-    return path
+    return write_rows(rows, path, schema=trial_arrow_schema())
 
 
 def _check_row(row: Mapping[str, Any], where: str) -> None:

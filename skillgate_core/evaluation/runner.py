@@ -55,7 +55,7 @@ from skillgate_core.evaluation.trials import (
     summarize_rows,
     trial_row,
     trial_seed,
-    trials_frame,
+    write_trials,
 )
 from skillgate_core.ownership import (
     EvalRecord,
@@ -299,7 +299,7 @@ def run_evaluation(
                             f"{total - len(rows)} of {total} missing: run it again to resume")
         observer.ended(info, ended, None)
         return EvalResult(ref.experiment_id, eval_id, eval_dir, "incomplete", total, len(rows), ran, tuple(rows), None)
-    trials_frame(rows).write_parquet(tmp := eval_dir / f".tmp-{PARQUET_FILE}")
+    write_trials(rows, tmp := eval_dir / f".tmp-{PARQUET_FILE}")
     tmp.replace(eval_dir / PARQUET_FILE)
     summary = {
         **summarize_rows(rows, protocol.repeats),

@@ -7,7 +7,7 @@ against the task's gold skill and slate): the same skills span detection finds, 
 alignment that only credit needs, so a policy served over HTTP is measured the same way.
 
     row = trial_row(trajectory, context)      # dict with exactly TRIAL_COLUMNS
-    frame = trials_frame(rows)                # polars DataFrame with TRIAL_SCHEMA
+    write_trials(rows, path)                  # eval_trials.parquet with TRIAL_SCHEMA (pyarrow)
     trial = to_trial(row)                     # metrics.Trial for summarize_trials
 """
 
@@ -17,13 +17,14 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
-import polars as pl
 
 from skillgate_core.agent.episode import Trajectory
 from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
+from skillgate_core.evaluation.rows import TRIAL_SCHEMA as _ROW_SCHEMA
+from skillgate_core.evaluation.rows import write_eval_rows
 from skillgate_core.tool_calls import parse_tool_calls
 
 __all__ = [
@@ -38,23 +39,17 @@ __all__ = [
     "to_trial",
     "trial_row",
     "trial_seed",
-    "trials_frame",
+    "write_trials",
 ]
 
 SKILL_REASONING_OPEN = "<skill_reasoning>"
 
 
-TRIAL_SCHEMA: dict[str, Any] = {
-    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
-    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
-    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
-    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
-    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
-    "seconds": pl.Float64, "seed": pl.Int64,
-}
-"""column -> polars dtype, in eval_trials.parquet's column order. raw_score and first_read_category
-may be null; status is completed | truncated | aborted, outcome resolved | fail | error, error is ''
-unless the outcome is error."""
+TRIAL_SCHEMA: dict[str, str] = dict(_ROW_SCHEMA)
+"""column -> Arrow type (evaluation.rows.TRIAL_SCHEMA: string, int32, int64, float64, bool, list<string>),
+in eval_trials.parquet's column order; polars reads them as String, Int32, Int64, Float64, Boolean,
+List(String). raw_score and first_read_category may be null; status is completed | truncated |
+aborted, outcome resolved | fail | error, error is '' unless the outcome is error."""
 
 TRIAL_COLUMNS: tuple[str, ...] = tuple(TRIAL_SCHEMA)
 """Column order of eval_trials.parquet."""
@@ -157,14 +152,14 @@ def trial_row(trajectory: Trajectory, context: TrialContext) -> dict[str, Any]:
     return {k: row[k] for k in TRIAL_COLUMNS}
 
 
-def trials_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
-    """The rows as a polars DataFrame with exactly TRIAL_SCHEMA, in the caller's order."""
+def write_trials(rows: Iterable[Mapping[str, Any]], path: Path) -> Path:
+    """Write the rows to `path` with exactly TRIAL_SCHEMA, in the caller's order (pyarrow: no polars)."""
     rows = list(rows)
     for r in rows:
         missing = [c for c in TRIAL_COLUMNS if c not in r]
         if missing:
             raise ValueError(f"trial row {r.get('task_id')}#{r.get('repeat')} lacks columns {missing}")
-    return pl.DataFrame([{c: r[c] for c in TRIAL_COLUMNS} for r in rows], schema=TRIAL_SCHEMA)
+    return write_eval_rows([{c: r[c] for c in TRIAL_COLUMNS} for r in rows], path)
 
 
 def to_trial(row: Mapping[str, Any]) -> Trial:

@@ -4,7 +4,7 @@
 - `loss`: `grpo_clipped_loss`, `selector_grpo_loss`, `low_variance_kl`, `global_token_normaliser`
   (torch; import `skillgate_core.rl.loss` explicitly so importing this package stays cheap).
 - `data_prep`: the `rl-data-prep` stage (rl_train.parquet: frozen slates, prompt ids rendered once);
-  import it explicitly (it pulls in polars and transformers).
+  import it explicitly (it pulls in pyarrow and transformers).
 
 The distributed training layer the GRPO loop stands on (import each module explicitly):
 - `packing`: samples -> one-row micro-batches under a token budget (no padding), packed layout.

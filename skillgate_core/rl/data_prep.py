@@ -25,7 +25,8 @@ Columns (rl_train.parquet):
     no_skill_prompt_ids list[i32] | null, no_skill_prompt_len i32 | null,
     prompt_profile str, prompt_profile_digest str, tool_schema_digest str, tokenizer_digest str,
     max_prompt_tokens i32
-Same inputs and config -> a byte-identical file (rows sorted, fixed schema, polars writer).
+Same inputs and config -> a byte-identical file (rows sorted, fixed schema, skillgate_core.parquet_rows'
+pyarrow writer: the same bytes with or without polars installed).
 
 Refused with an error naming the task: a missing or malformed skills.json (not exactly one oracle,
 not 1 + 5/5/5, a slate for another task or oracle, or ordered with the eval shuffle tag), a slate
@@ -90,22 +91,23 @@ class RLDataPrepConfig:
             raise ValueError("max_tasks, max_prompt_tokens and response_budget_tokens must be >= 0")
 
 
-def rl_data_schema() -> dict[str, Any]:
-    """The parquet schema (polars dtypes), in column order."""
-    import polars as pl
+def rl_data_schema() -> Any:
+    """The parquet schema (a pyarrow schema), in column order. Polars reads it as String, Int64,
+    Int32, List(Int32), List(String) and List(Struct{name, category}) columns."""
+    import pyarrow as pa
 
-    ids = pl.List(pl.Int32)
-    return {
-        "task_id": pl.String, "task_path": pl.String, "family": pl.String, "domain": pl.String,
-        "bench": pl.String, "slate_seed": pl.Int64, "gold_name": pl.String,
-        "slate": pl.List(pl.Struct({"name": pl.String, "category": pl.String})),
-        "skills_snapshot_digest": pl.String, "task_digest": pl.String, "profile": pl.String,
-        "variants": pl.List(pl.String),
-        "prompt_ids": ids, "prompt_len": pl.Int32,
-        "no_skill_prompt_ids": ids, "no_skill_prompt_len": pl.Int32,
-        "prompt_profile": pl.String, "prompt_profile_digest": pl.String, "tool_schema_digest": pl.String,
-        "tokenizer_digest": pl.String, "max_prompt_tokens": pl.Int32,
-    }
+    ids = pa.list_(pa.int32())
+    return pa.schema([
+        ("task_id", pa.string()), ("task_path", pa.string()), ("family", pa.string()), ("domain", pa.string()),
+        ("bench", pa.string()), ("slate_seed", pa.int64()), ("gold_name", pa.string()),
+        ("slate", pa.list_(pa.struct([("name", pa.string()), ("category", pa.string())]))),
+        ("skills_snapshot_digest", pa.string()), ("task_digest", pa.string()), ("profile", pa.string()),
+        ("variants", pa.list_(pa.string())),
+        ("prompt_ids", ids), ("prompt_len", pa.int32()),
+        ("no_skill_prompt_ids", ids), ("no_skill_prompt_len", pa.int32()),
+        ("prompt_profile", pa.string()), ("prompt_profile_digest", pa.string()), ("tool_schema_digest", pa.string()),
+        ("tokenizer_digest", pa.string()), ("max_prompt_tokens", pa.int32()),
+    ])
 
 
 def _bench_rows(bench: Path, split: str) -> list[dict[str, Any]]:
@@ -176,8 +178,9 @@ def _stats(lengths: list[int]) -> dict[str, float]:
 
 def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Write out_dir/rl_train.parquet (schema: module docstring) and out_dir/rl_data_summary.json."""
-    import polars as pl
     from transformers import AutoConfig, AutoTokenizer
+
+    from skillgate_core.parquet_rows import write_rows
 
     bench, model_dir = Path(inputs["bench"]), Path(inputs["sft_model"])
     if not (model_dir / "config.json").is_file():
@@ -232,13 +235,10 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
             "no_skill_prompt_ids": bare, "no_skill_prompt_len": None if bare is None else len(bare),
             **fixed,
         })
-    frame = pl.DataFrame(records, schema=rl_data_schema())
-    target = out_dir / OUTPUT_FILE
-    out_dir.mkdir(parents=True, exist_ok=True)
-    frame.write_parquet(target, compression="zstd", statistics=True)
+    target = write_rows(records, out_dir / OUTPUT_FILE, schema=rl_data_schema())
 
     summary = {
-        "tasks": frame.height,
+        "tasks": len(records),
         "profile": profile.name,
         "variants": variants,
         "families": dict(sorted(Counter(r["family"] for r in records).items())),

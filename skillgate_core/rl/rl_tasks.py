@@ -29,14 +29,14 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
 
     With `policy_dir`, the table must have been rendered with that policy's tokenizer (the prompt
     ids are token ids of ONE tokenizer: another one would train on ids that mean other text)."""
-    import polars as pl
+    from skillgate_core.parquet_rows import read_rows
 
     table = rl_data / OUTPUT_FILE if rl_data.is_dir() else rl_data
     if not table.is_file():
         raise RLTasksError(f"{table}: missing; expected the output of the rl-data-prep stage")
     tasks = []
     expected = tokenizer_digest(policy_dir) if policy_dir is not None else None
-    for row in pl.read_parquet(table).iter_rows(named=True):
+    for row in read_rows(table):
         where = f"{table} task {row['task_id']}"
         if expected is not None and row["tokenizer_digest"] != expected:
             raise RLTasksError(f"{where}: rendered with tokenizer {row['tokenizer_digest'][:12]}, but the policy "

@@ -74,22 +74,22 @@ def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict
 
     Order: round-robin over families (each family's tasks by task id), so a small `max_tasks` still
     covers every family; deterministic."""
-    import polars as pl
+    from skillgate_core.parquet_rows import read_columns, read_rows
 
     path = Path(rl_data)
     if path.is_dir():
         path = path / "rl_train.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; expected the output of the rl-data-prep stage")
-    df = pl.read_parquet(path)
     needed = {"task_id", "family", "gold_name", "slate", "prompt_ids", "tokenizer_digest"}
-    missing = needed - set(df.columns)
+    missing = needed - set(read_columns(path))
     if missing:
         raise ValueError(f"{path}: missing columns {sorted(missing)}; expected an rl-data-prep table")
-    if df.height == 0:
+    table = read_rows(path)
+    if not table:
         raise ValueError(f"{path}: no task rows")
     ours = tokenizer_digest(model_dir)
-    for row in df.select("task_id", "tokenizer_digest", "prompt_ids").iter_rows(named=True):
+    for row in table:
         if row["tokenizer_digest"] != ours:
             raise ValueError(f"{path}: task {row['task_id']}: prompt ids were rendered with another tokenizer "
                              f"({row['tokenizer_digest'][:12]}...) than {model_dir}'s ({ours[:12]}...); rerun "
@@ -97,7 +97,7 @@ def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict
         if row["prompt_ids"] is None:
             raise ValueError(f"{path}: task {row['task_id']}: no slate prompt (the table was prepared for a "
                              "no-skill profile); the selection baselines need the slate variant")
-    rows = sorted(df.iter_rows(named=True), key=lambda r: r["task_id"])
+    rows = sorted(table, key=lambda r: r["task_id"])
     by_family: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_family.setdefault(r["family"], []).append(r)

@@ -83,19 +83,18 @@ class SFTStageConfig(LoRATrainingConfig):
 
 def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[dict[str, list[int]]]:
     """Pre-tokenized rows {input_ids, assistant_masks} from trajectories.parquet."""
-    import polars as pl
+    from skillgate_core.parquet_rows import read_columns, read_rows
 
     path = Path(trajectories) / "trajectories.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; expected the output of the collect stage")
-    df = pl.read_parquet(path)
-    missing = {"prompt_ids", "response_ids", "loss_mask", "score"} - set(df.columns)
+    missing = {"prompt_ids", "response_ids", "loss_mask", "score"} - set(read_columns(path))
     if missing:
         raise ValueError(f"{path}: missing columns {sorted(missing)}")
-    if only_resolved:
-        df = df.filter(pl.col("score") >= 1.0)
+    table = read_rows(path)
+    kept = [r for r in table if r["score"] is not None and r["score"] >= 1.0] if only_resolved else table
     rows = []
-    for r in df.iter_rows(named=True):
+    for r in kept:
         prompt, response, mask = r["prompt_ids"], r["response_ids"], r["loss_mask"]
         if len(response) != len(mask):
             raise ValueError(f"{path}: task {r.get('task_id')}: response_ids and loss_mask differ in length")
@@ -104,7 +103,7 @@ def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[d
                              f"train on within max_length={max_length}; raise sft.max_length")
         rows.append({"input_ids": list(prompt) + list(response), "assistant_masks": [0] * len(prompt) + list(mask)})
     if not rows:
-        raise ValueError(f"{path}: no trajectory to train on (only_resolved={only_resolved}, {df.height} rows)")
+        raise ValueError(f"{path}: no trajectory to train on (only_resolved={only_resolved}, {len(table)} rows)")
     return rows
 
 

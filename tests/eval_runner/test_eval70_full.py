@@ -4,13 +4,14 @@ real bubblewrap sandboxes: it completes with 280 trial rows.  `pytest -m slow te
 from __future__ import annotations
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.evaluation.owner import resolve_policy
+from skillgate_core.evaluation.rows import trial_arrow_schema
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.evaluation.trials import TRIAL_SCHEMA
 from skillgate_core.paths import state_layout
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("bwrap_ready")]
@@ -26,7 +27,7 @@ def test_eval70_v1_on_the_tiny_model_completes_with_280_rows(skillgate_home, tin
     result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=20, sandbox_workers=2), progress=False)
     assert result.status == "completed" and result.trials_run == 280
     frame = pl.read_parquet(result.parquet)
-    assert frame.height == 280 and dict(frame.schema) == dict(TRIAL_SCHEMA)
+    assert frame.height == 280 and pq.read_schema(result.parquet).remove_metadata().equals(trial_arrow_schema())
     assert frame["task_id"].n_unique() == 70 and sorted(set(frame["repeat"])) == [0, 1, 2, 3]
     assert set(frame["protocol_id"]) == {resolved.protocol.protocol_id()}
     assert result.summary["trials"] == 280 and result.summary["tasks"] == 70 and "pass@4" in result.summary

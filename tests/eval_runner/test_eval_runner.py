@@ -14,13 +14,15 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from skillgate_core.evaluation.observer import observing
 from skillgate_core.evaluation.owner import resolve_policy
+from skillgate_core.evaluation.rows import trial_arrow_schema
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.evaluation.trials import TRIAL_COLUMNS, TRIAL_SCHEMA, trial_seed
+from skillgate_core.evaluation.trials import TRIAL_COLUMNS, trial_seed
 from skillgate_core.ownership import (
     build_export,
     create_experiment,
@@ -50,6 +52,18 @@ def _comparable(rows) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
+POLARS_TRIAL_SCHEMA = {
+    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
+    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
+    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
+    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
+    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
+    "seconds": pl.Float64, "seed": pl.Int64,
+}
+"""What a polars reader sees in eval_trials.parquet: the dtypes the runner's polars writer produced before
+the file was written with pyarrow (the GPU machine has no polars)."""
+
+
 def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_home, tiny_model_dir, bench, tiny_spec):
     from warehouse import query, rebuild, verify
     from warehouse.evaluations import WarehouseEvalObserver
@@ -64,7 +78,8 @@ def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_h
         result = run_evaluation(resolved, ref, FAST, progress=False)
     assert result.status == "completed" and result.trials_run == 4 and time.perf_counter() - started < 300
     frame = pl.read_parquet(result.parquet)
-    assert frame.columns == list(TRIAL_COLUMNS) and dict(frame.schema) == dict(TRIAL_SCHEMA)
+    assert frame.columns == list(TRIAL_COLUMNS) and dict(frame.schema) == POLARS_TRIAL_SCHEMA
+    assert pq.read_schema(result.parquet).remove_metadata().equals(trial_arrow_schema())
     rows = frame.to_dicts()
     p = resolved.protocol
     assert [(r["task_id"], r["repeat"]) for r in rows] == [(t.task_id, k) for t in resolved.tasks for k in range(2)]

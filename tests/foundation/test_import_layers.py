@@ -34,17 +34,26 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert "skillgate_core.skills is not allowed to import skillgate_core.credit" in result.stdout
 
 
+# The GPU machine's path for the learning result (docs/gpu.md, benchmarks/gpu/learning_result.py): the
+# stage functions of init-model, collect, sft, rl-data-prep, grpo, eval70 and paper-tables, plus the runner.
+GPU_PATH_MODULES = (
+    "skillgate_core.rl.grpo", "skillgate_core.rl.grpo_stage", "skillgate_core.agent.policies",
+    "skillgate_core.policy.tiny_model", "skillgate_core.agent.collect", "skillgate_core.sft.trainer",
+    "skillgate_core.rl.data_prep", "skillgate_core.rl.rl_tasks", "skillgate_core.evaluation.stage",
+    "skillgate_core.evaluation.runner", "skillgate_core.evaluation.trials", "skillgate_core.evaluation.paper",
+    "skillgate_core.pipeline", "skillgate_core.parquet_rows",
+)
+
+
 def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> None:
     # The GPU machine carries only what the training path needs (shared/gpu/README.md): rollouts,
-    # credit and the trainer must not import the orchestrator, the warehouse or polars at import time.
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name.split('.')[0] in ('polars', 'duckdb', 'prefect', 'rank_bm25'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "import skillgate_core.rl.grpo, skillgate_core.rl.grpo_stage, skillgate_core.agent.policies\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # credit, the trainer, the sft and eval70 stages and the paper build must not import the
+    # orchestrator, the warehouse or polars at import time.
+    from gpu_machine import run_without_absent
+
+    code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in GPU_PATH_MODULES)
+    code += "from skillgate_core.stages import get_stage\n"
+    code += "".join(f"get_stage({s!r}).run_function()\n" for s in
+                    ("init-model", "collect", "sft", "rl-data-prep", "grpo", "eval70", "paper-tables"))
+    result = run_without_absent(code, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages
@@ -23,6 +24,20 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+POLARS_SCHEMA = {
+    "task_id": pl.String, "task_path": pl.String, "family": pl.String, "domain": pl.String,
+    "bench": pl.String, "slate_seed": pl.Int64, "gold_name": pl.String,
+    "slate": pl.List(pl.Struct({"name": pl.String, "category": pl.String})),
+    "skills_snapshot_digest": pl.String, "task_digest": pl.String, "profile": pl.String,
+    "variants": pl.List(pl.String),
+    "prompt_ids": pl.List(pl.Int32), "prompt_len": pl.Int32,
+    "no_skill_prompt_ids": pl.List(pl.Int32), "no_skill_prompt_len": pl.Int32,
+    "prompt_profile": pl.String, "prompt_profile_digest": pl.String, "tool_schema_digest": pl.String,
+    "tokenizer_digest": pl.String, "max_prompt_tokens": pl.Int32,
+}
+"""What a polars reader sees: the dtypes of the polars writer the table had before it was written with pyarrow."""
+
+
 def prep(bench: Path, policy: Path, out: Path, **config) -> Path:
     return prepare_rl_data(RLDataPrepConfig(**config), {"bench": bench, "sft_model": policy}, out).outputs["rl_data"]
 
@@ -34,11 +49,28 @@ def test_same_inputs_give_a_byte_identical_parquet(bench, policy, tmp_path):
     assert sha(prep(bench, policy, tmp_path / "c", profile="mixed_task_reward")) != sha(a)
 
 
+def test_the_table_is_the_same_bytes_without_polars(bench, policy, tmp_path):
+    # The GPU machine has no polars: the stage writes with pyarrow alone, and the file (hence the
+    # stage's output digest, which keys every later stage) is the same there as here.
+    from gpu_machine import run_without_absent
+
+    here = prep(bench, policy, tmp_path / "here", profile="selector_clean_oracle_action_credit")
+    code = ("from pathlib import Path\n"
+            "from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data\n"
+            f"prepare_rl_data(RLDataPrepConfig(profile='selector_clean_oracle_action_credit'), "
+            f"{{'bench': Path({str(bench)!r}), 'sft_model': Path({str(policy)!r})}}, Path({str(tmp_path / 'gpu')!r}))\n")
+    result = run_without_absent(code, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sha(tmp_path / "gpu" / "rl_train.parquet") == sha(here)
+
+
 def test_rows_freeze_the_slate_and_prompts_decode_to_the_rendered_chat(bench, policy, tmp_path):
     from transformers import AutoTokenizer
 
-    df = pl.read_parquet(prep(bench, policy, tmp_path, profile="hybrid_slate"))
-    assert dict(df.schema) == rl_data_schema()
+    path = prep(bench, policy, tmp_path, profile="hybrid_slate")
+    df = pl.read_parquet(path)
+    assert pq.read_schema(path).remove_metadata().equals(rl_data_schema())
+    assert dict(df.schema) == POLARS_SCHEMA
     index = [json.loads(line) for line in (bench / "tasks.jsonl").read_text().splitlines()]
     train = sorted(r["task_id"] for r in index if r["split"] == "train")
     assert df["task_id"].to_list() == train and df.height == 16

@@ -1,0 +1,65 @@
+"""eval_trials.parquet is written with pyarrow alone (the GPU machine has no polars): the same rows give
+the same bytes with or without polars, and a polars reader sees exactly the frame the polars writer
+used to write (same columns, dtypes and values)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+from gpu_machine import run_without_absent
+from polars.testing import assert_frame_equal
+
+from skillgate_core.evaluation.rows import read_eval_rows
+from skillgate_core.evaluation.trials import TRIAL_COLUMNS, write_trials
+
+POLARS_TRIAL_SCHEMA = {
+    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
+    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
+    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
+    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
+    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
+    "seconds": pl.Float64, "seed": pl.Int64,
+}
+"""The runner's former polars schema (trials.TRIAL_SCHEMA before the pyarrow writer)."""
+
+
+def _rows() -> list[dict]:
+    rows = []
+    for i in range(6):
+        reads = [["oracle"], ["misleading", "oracle"], [], ["irrelevant"], ["oracle", "oracle"], []][i]
+        rows.append({
+            "protocol_id": "eval70_v1__mixed__r4__0123456789", "fingerprint": "f" * 64, "method": "m",
+            "experiment_id": "grpo-x", "export_id": "step-2", "policy": "/p", "task_id": f"t{i // 2}",
+            "benchmark": "procedural", "repeat": i % 2, "status": "aborted" if i == 5 else "completed",
+            "outcome": "error" if i == 5 else ("resolved" if i % 3 == 0 else "fail"), "score": float(i % 3 == 0),
+            "raw_score": None if i == 2 else 0.5 * i, "error": "aborted" if i == 5 else "",
+            "reads": reads, "read_names": [f"skill-{r}" for r in reads], "first_read_category": reads[0] if reads else None,
+            "skill_reasoning": i % 2 == 0, "turns": 3 + i, "response_tokens": 100 * i, "loss_tokens": 90 * i,
+            "seconds": 1.25 * i, "seed": 2**62 + i,
+        })
+    return rows
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_polars_reader_sees_the_frame_the_polars_writer_wrote(tmp_path):
+    rows = _rows()
+    path = write_trials(rows, tmp_path / "eval_trials.parquet")
+    assert_frame_equal(pl.read_parquet(path), pl.DataFrame(rows, schema=POLARS_TRIAL_SCHEMA))
+    assert [{k: r[k] for k in TRIAL_COLUMNS} for r in read_eval_rows(path)] == rows
+
+
+def test_the_same_rows_give_the_same_bytes_without_polars(tmp_path):
+    rows = _rows()
+    here = write_trials(rows, tmp_path / "here" / "eval_trials.parquet")
+    again = write_trials(rows, tmp_path / "again" / "eval_trials.parquet")
+    code = ("import json\nfrom pathlib import Path\nfrom skillgate_core.evaluation.trials import write_trials\n"
+            f"write_trials(json.loads({json.dumps(rows)!r}), Path({str(tmp_path / 'gpu' / 'eval_trials.parquet')!r}))\n")
+    result = run_without_absent(code, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sha(here) == sha(again) == sha(tmp_path / "gpu" / "eval_trials.parquet")
