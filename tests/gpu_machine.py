@@ -14,14 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ABSENT = ("polars", "duckdb", "prefect", "rank_bm25")
 
 BLOCKER = (
-    "import sys, importlib.abc\n"
-    "class _Absent(importlib.abc.MetaPathFinder):\n"
-    "    def find_spec(self, name, path, target=None):\n"
-    f"        if name.split('.')[0] in {ABSENT!r}:\n"
-    "            raise ModuleNotFoundError(f'{name} is absent on the GPU machine', name=name)\n"
-    "sys.meta_path.insert(0, _Absent())\n"
-    "for _m in [m for m in sys.modules if m.split('.')[0] in " + repr(ABSENT) + "]:\n"
+    "import sys\n"
+    f"for _m in [m for m in sys.modules if m.split('.')[0] in {ABSENT!r}]:\n"
     "    del sys.modules[_m]\n"
+    f"for _m in {ABSENT!r}:\n"
+    "    sys.modules[_m] = None  # absent: import fails, importlib.util.find_spec returns None\n"
 )
 """Python source that makes importing any of ABSENT fail (prepend it to the code a subprocess runs)."""
 

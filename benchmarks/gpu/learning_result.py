@@ -1,0 +1,496 @@
+"""Deliverable 4 of issue [gpu]: the learning result, through the real stages (docs/gpu.md).
+
+Every step is `pipeline.run_stage` on the project's stage functions (no Prefect, no warehouse), in a
+state home (SKILLGATE_HOME, default /tmp/skillgate-lr) whose stage cache is the state between
+commands: a finished identical stage run is reused, so on a machine still warm from the last
+command nothing is recomputed; on a fresh machine the same configs on the same inputs rebuild it
+(init-model, collect and rl-data-prep deterministically; SFT with the same seed and data, not
+bit-identical on a GPU). Exports of GRPO arms are never rebuilt implicitly: `eval` refuses an arm
+that this home has not trained.
+
+    # CPU machine (polars, rank_bm25): the bench, carried to the GPU machine as .tar.xz (~7 MB)
+    python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
+    # GPU machine (benchmarks/gpu/learning_result.sh runs these per part, a GPU each)
+    python benchmarks/gpu/learning_result.py prep  --bench .lr/bench.tar.xz --out $OUT/lr
+    python benchmarks/gpu/learning_result.py arm   --bench ... --profile mixed_task_reward --out $OUT/lr
+    python benchmarks/gpu/learning_result.py eval  --bench ... --profile mixed_task_reward --out $OUT/lr
+    python benchmarks/gpu/learning_result.py probe --bench ... --out $OUT/lr      # timings for sizing
+    # CPU machine: the paper from the rows and training files the parts brought back
+    python benchmarks/gpu/learning_result.py paper --collected DIR --out DIR/paper
+    # the whole chain at tiny scale on the CPU (what tests/rl/test_gpu_benchmarks.py runs)
+    python benchmarks/gpu/learning_result.py all --scale tiny --out /tmp/lr-tiny
+
+The stages and their configs (SCALES): bench-build (the bundled suite; built on the CPU machine,
+which has polars and rank_bm25) -> init-model (the small policy) -> collect (the reference teacher
+with selection noise, bwrap sandboxes) -> sft -> rl-data-prep (one table per arm's profile: the
+same tasks and prompts) -> grpo (one arm per profile: same seed, steps and data) -> eval70
+(eval70_v1 on each export, and on the SFT policy) -> paper-tables (from the eval rows + training
+metrics). Every subcommand except write-bench and paper runs with polars, duckdb, prefect and
+rank_bm25 blocked, as on the GPU machine, so a CPU run shows what the GPU run will import.
+
+Out (--out): <command>.json with every stage record (config, input/output digests, seconds, reused,
+metrics), and the files a paper build needs: eval/<method>/eval_trials.parquet (+ summary.json),
+training/<profile>/{metrics.jsonl, credit_episodes.jsonl, curves.png}. No model weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+ABSENT = ("polars", "duckdb", "prefect", "rank_bm25")
+"""What the GPU machine lacks (shared/gpu/README.md); blocked here for every GPU-side subcommand."""
+
+ARMS = ("mixed_task_reward", "selector_clean_oracle_action_credit", "selector_clean_oracle_masked_task_only")
+"""The three GRPO arms of the learning result: outcome reward only, SkillGate, task-only (read masked)."""
+
+SFT_METHOD = "sft"
+"""The eval `method` label of the SFT policy (the arms' common start)."""
+
+TINY_EVAL_SPEC = """[protocol]
+spec_id = "eval70_tiny"
+description = "CPU smoke of the learning-result driver: eval70_v1's split, 2 tasks x 4 repeats, short turns"
+split = "eval70_v1"
+max_tasks = 2
+repeats = 4
+seed = 70
+max_new_tokens = 16
+context_size = 8192
+max_turns = 2
+wall_clock_s = 120.0
+backend = "bwrap"
+prompt_profile = "openclaw-v1"
+"""
+
+
+def block_absent() -> None:
+    """Make polars / duckdb / prefect / rank_bm25 absent, as on the GPU machine: `import` fails and
+    importlib.util.find_spec returns None (what libraries probing for them see; None in sys.modules)."""
+    for name in ABSENT:
+        sys.modules[name] = None  # type: ignore[assignment]
+
+
+# --- scales -------------------------------------------------------------------------------------
+
+def bench_config(scale: str) -> Any:
+    """The bench-build config of one scale (benchgen imports polars: the CPU machine only)."""
+    from skillgate_core.benchgen import BenchBuildConfig
+
+    if scale == "h200":  # the bundled suite as `skillgate bench build` writes it (1,056 train, 70 eval70_v1, 147 slate)
+        return BenchBuildConfig()
+    return BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=0)
+
+
+def scale_configs(scale: str) -> dict[str, Any]:
+    """The stage configs of one scale. h200: the GPU run (one arm's GRPO + its eval within one
+    10-minute command; the probe in part a measures whether it does). tiny: the CPU smoke."""
+    from skillgate_core.agent.collect import CollectConfig
+    from skillgate_core.evaluation.paper_config import PaperConfig
+    from skillgate_core.evaluation.stage import Eval70Config
+    from skillgate_core.policy.tiny_model import TinyModelConfig
+    from skillgate_core.rl.data_prep import RLDataPrepConfig
+    from skillgate_core.rl.grpo_config import GRPOConfig
+    from skillgate_core.sft.trainer import SFTStageConfig
+
+    if scale == "h200":
+        return {
+            # ~25M parameters: 8 layers of 512, GQA 8/4, the init-model tokenizer (2,048 BPE, ChatML)
+            "model": TinyModelConfig(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                                     num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=16384),
+            # 128 training tasks x 2 episodes, the reference teacher reading a misleading skill first 10% of the time
+            "collect": CollectConfig(max_tasks=128, repeats=2, misleading_rate=0.1, no_read_rate=0.0,
+                                     batch_episodes=32, seed=0),
+            # LoRA r=64 on every projection of a random-init model (the sft stage trains LoRA and merges)
+            "sft": SFTStageConfig(max_steps=300, learning_rate=1e-3, per_device_batch_size=4, max_length=8192,
+                                  lora_rank=64, lora_alpha=128, seed=0),
+            "data": RLDataPrepConfig(max_tasks=256),
+            "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
+                               num_workers=1, rollout_source="policy", sampler="auto", bf16=True, zero_stage=2,
+                               learning_rate=1e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
+                               episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
+                               max_rejected_groups=8, force_after_groups=4, backend="bwrap", seed=0),
+            "eval": Eval70Config(protocol="eval70_v1", batch_episodes=32, sandbox_workers=8, device="auto"),
+            "paper": PaperConfig(),
+        }
+    if scale == "tiny":
+        return {
+            "model": TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64),
+            "collect": CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.1, batch_episodes=8, seed=0),
+            "sft": SFTStageConfig(max_steps=2, per_device_batch_size=1, max_length=8192, seed=0),
+            "data": RLDataPrepConfig(max_tasks=4),
+            "grpo": GRPOConfig(steps=1, prompts_per_step=1, group_size=2, launcher="process", num_workers=1,
+                               rollout_source="policy", sampler="hf", max_new_tokens=8, max_turns=2,
+                               learning_rate=1e-3, sandbox_workers=2, max_rejected_groups=2, force_after_groups=1,
+                               force_after_samples=2, backend="bwrap", seed=0),
+            "eval": Eval70Config(protocol="", batch_episodes=4, sandbox_workers=2, device="cpu"),  # protocol: the tiny spec
+            "paper": PaperConfig(bootstrap_resamples=10_000),
+        }
+    raise SystemExit(f"unknown scale {scale!r}: h200 or tiny")
+
+
+# --- state ------------------------------------------------------------------------------------
+
+class Run:
+    """One subcommand's state: the home, the configs, the stage records it ran, its JSON."""
+
+    def __init__(self, a: argparse.Namespace, command: str) -> None:
+        self.a, self.command = a, command
+        self.out = Path(a.out).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.home = Path(a.home).resolve()
+        os.environ["SKILLGATE_HOME"] = str(self.home)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", f"/tmp/skillgate-torch-extensions-{os.getuid()}")
+        self.cfg = scale_configs(a.scale)
+        if a.grpo_steps:
+            self.cfg["grpo"] = replace(self.cfg["grpo"], steps=a.grpo_steps, checkpoint_every=a.grpo_steps)
+        if a.sft_steps:
+            self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
+        if a.eval_repeats:
+            self.cfg["eval"] = replace(self.cfg["eval"], demo_repeats=a.eval_repeats)
+        if a.scale == "tiny":
+            # the file name carries its content's digest: the stage cache keys on the path, not the content
+            spec = self.home / f"eval70_tiny-{hashlib.sha256(TINY_EVAL_SPEC.encode()).hexdigest()[:10]}.toml"
+            spec.parent.mkdir(parents=True, exist_ok=True)
+            spec.write_text(TINY_EVAL_SPEC)
+            self.cfg["eval"] = replace(self.cfg["eval"], protocol=str(spec))
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + a.budget_s if a.budget_s else None
+        self.result: dict[str, Any] = {"command": command, "argv": sys.argv[1:], "scale": a.scale, "home": str(self.home),
+                                       "machine": machine(), "stages": {}, "notes": []}
+        self.path = self.out / f"{command}{('_' + a.tag) if a.tag else ''}.json"
+
+    def left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.perf_counter()
+
+    def save(self) -> None:
+        self.result["wall_s"] = round(time.perf_counter() - self.t0, 1)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.result, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.replace(self.path)
+
+    def stage(self, label: str, stage: str, config: Any, inputs: dict[str, Path]) -> Any:
+        """run_stage, recorded under `label` (seconds, reused, digests, metrics), saved at once."""
+        from skillgate_core.paths import state_layout
+        from skillgate_core.pipeline import run_stage
+
+        print(f"[{time.strftime('%H:%M:%S')}] {label}: {stage} ...", flush=True)
+        started = time.perf_counter()
+        try:
+            record = run_stage(stage, config, inputs, state_layout())
+        except BaseException as exc:
+            self.result["stages"][label] = {"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:3000],
+                                            "seconds": round(time.perf_counter() - started, 1)}
+            self.save()
+            raise
+        self.result["stages"][label] = {**record.to_json(), "wall_s": round(time.perf_counter() - started, 1)}
+        self.save()
+        print(f"[{time.strftime('%H:%M:%S')}] {label}: {'reused' if record.reused else f'{record.seconds:.1f} s'}",
+              flush=True)
+        return record
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(),
+                            "commit": os.environ.get("SKILLGATE_GIT_COMMIT", "")}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    except Exception as exc:  # noqa: BLE001  (a description, never a failure)
+        info["torch"] = f"unavailable ({type(exc).__name__})"
+    return info
+
+
+def bench_dir(run: Run) -> Path:
+    """The bench folder: --bench (.tar.xz from write-bench, or a folder), extracted once per content."""
+    src = Path(run.a.bench).resolve()
+    if src.is_dir():
+        return src
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    target = run.home / "bench-src" / digest
+    if not (target / "bench" / "tasks.jsonl").is_file():
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        with tarfile.open(src) as tar:
+            tar.extractall(tmp, filter="data")
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    return target / "bench"
+
+
+def write_bench(config: Any, target: Path) -> Path:
+    from skillgate_core.benchgen import build_suite
+
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    build_suite(config, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target
+
+
+# --- the chain ----------------------------------------------------------------------------------
+
+def prep(run: Run) -> dict[str, Path]:
+    """init-model -> collect -> sft -> rl-data-prep per arm; every output path by role."""
+    bench = bench_dir(run)
+    base = run.stage("init_model", "init-model", run.cfg["model"], {})
+    traj = run.stage("collect", "collect", run.cfg["collect"],
+                     {"bench": bench, "base_model": Path(base.outputs["base_model"])})
+    sft = run.stage("sft", "sft", run.cfg["sft"], {"base_model": Path(base.outputs["base_model"]),
+                                                   "trajectories": Path(traj.outputs["trajectories"])})
+    paths = {"bench": bench, "sft_model": Path(sft.outputs["sft_model"])}
+    for profile in ARMS:
+        data = run.stage(f"rl_data_{profile}", "rl-data-prep", replace(run.cfg["data"], profile=profile),
+                         {"bench": bench, "sft_model": paths["sft_model"]})
+        paths[f"rl_data_{profile}"] = Path(data.outputs["rl_data"])
+    prompts = {p: run.result["stages"][f"rl_data_{p}"]["output_digests"]["rl_data"] for p in ARMS}
+    run.result["same_prompts_note"] = ("the arms' tables differ only in their profile column: same tasks, slates and "
+                                       "prompt ids (rl-data-prep sorts the first max_tasks train tasks)")
+    run.result["rl_data_digests"] = prompts
+    return paths
+
+
+def grpo_inputs(paths: dict[str, Path], profile: str) -> dict[str, Path]:
+    return {"sft_model": paths["sft_model"], "rl_data": paths[f"rl_data_{profile}"], "bench": paths["bench"]}
+
+
+def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
+    """GRPO of one arm; its training files copied to out/training/<profile>/."""
+    record = run.stage(f"grpo_{profile}", "grpo", replace(run.cfg["grpo"], profile=profile), grpo_inputs(paths, profile))
+    training = Path(record.out_dir) / "training"
+    target = run.out / "training" / profile
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("metrics.jsonl", "credit_episodes.jsonl", "curves.png"):
+        if (training / name).is_file():
+            shutil.copy2(training / name, target / name)
+    rows = [json.loads(x) for x in (training / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    keys = ("reward", "success_rate", "oracle_read_rate", "misleading_read_rate", "clean_oracle_rate",
+            "selector_active_fraction", "loss", "kl", "time_step_s", "time_generate_s", "time_env_s", "time_train_s",
+            "rollout_tokens_per_s", "trained")
+    run.result.setdefault("training", {})[profile] = [{k: r.get(k) for k in ("step", *keys)} for r in rows]
+    run.save()
+    return record
+
+
+def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
+    """The policy an eval method names: the SFT model, or an arm's export this home has trained."""
+    if method == SFT_METHOD:
+        return paths["sft_model"]
+    from skillgate_core.paths import state_layout
+    from skillgate_core.pipeline import finished_run
+
+    done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
+    if done is None:
+        raise SystemExit(f"arm {method} has no finished grpo run in {run.home} (a fresh machine, or part b did not "
+                         "finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")
+    return Path(done.outputs["policy_export"])
+
+
+def evaluate(run: Run, paths: dict[str, Path], method: str) -> Any:
+    """eval70 (eval70_v1 by default) on one method's policy; rows copied to out/eval/<method>/."""
+    policy = export_of(run, paths, method)
+    record = run.stage(f"eval70_{method}", "eval70", replace(run.cfg["eval"], method=method),
+                       {"policy_export": policy, "bench": paths["bench"]})
+    src = Path(record.outputs["eval_rows"])
+    target = run.out / "eval" / method
+    target.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, target / f.name)
+    return record
+
+
+def probe(run: Run, paths: dict[str, Path]) -> None:
+    """Timings that size parts b and c: a short GRPO run of the SkillGate arm and eval70_v1 trials of the
+    SFT policy (its first batches: rows, turns, outcomes, seconds), each inside what the budget leaves."""
+    import torch
+
+    from skillgate_core.evaluation.stage import evaluate_export
+
+    profile = "selector_clean_oracle_action_credit"
+    steps = run.a.probe_grpo_steps
+    if steps and run.left() > run.a.probe_grpo_min_s:
+        cfg = replace(run.cfg["grpo"], profile=profile, steps=steps, checkpoint_every=steps)
+        try:
+            rec = run.stage(f"probe_grpo_{profile}_{steps}", "grpo", cfg, grpo_inputs(paths, profile))
+            rows = [json.loads(x) for x in (Path(rec.out_dir) / "training" / "metrics.jsonl").read_text().splitlines()
+                    if x.strip()]
+            run.result["probe_grpo"] = {"steps": steps, "stage_seconds": rec.seconds, "rows": rows}
+        except Exception as exc:  # noqa: BLE001  (recorded; the eval probe still runs)
+            run.result["probe_grpo"] = {"error": f"{type(exc).__name__}: {exc}"[:3000]}
+        run.save()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    else:
+        run.result["notes"].append(f"grpo probe skipped ({run.left():.0f} s left)")
+    trials = run.a.probe_eval_trials
+    if trials and run.left() > run.a.probe_eval_min_s:
+        cfg = replace(run.cfg["eval"], method=SFT_METHOD, max_trials=trials)
+        started = time.perf_counter()
+        try:
+            result = evaluate_export(cfg, paths["sft_model"], paths["bench"], progress=False)
+            rows = list(result.rows) if result.rows else []
+            keep = ("task_id", "repeat", "status", "outcome", "score", "reads", "turns", "response_tokens", "seconds")
+            run.result["probe_eval"] = {
+                "trials": result.trials_run, "status": result.status, "seconds": round(time.perf_counter() - started, 1),
+                "eval_dir": str(result.eval_dir), "rows": [{k: r.get(k) for k in keep} for r in rows],
+                "note": "the eval70_v1 evaluation of the SFT policy, stopped after max_trials (resumed by `eval "
+                        "--profile sft` on the same machine)"}
+            if not rows:  # an incomplete run returns no rows: read what the owned evaluation holds
+                from skillgate_core.ownership import experiment_dir, list_eval_rows
+
+                exp = experiment_dir(Path(run.home) / "experiments", result.experiment_id)
+                got = list(list_eval_rows(exp, result.eval_id).values())
+                run.result["probe_eval"]["rows"] = [{k: r.get(k) for k in keep} for r in got]
+        except Exception as exc:  # noqa: BLE001
+            run.result["probe_eval"] = {"error": f"{type(exc).__name__}: {exc}"[:3000],
+                                        "seconds": round(time.perf_counter() - started, 1)}
+        run.save()
+    else:
+        run.result["notes"].append(f"eval probe skipped ({run.left():.0f} s left)")
+
+
+def paper(run: Run, collected: list[Path]) -> Any:
+    """paper-tables over every eval/<method>/ and training/<profile>/ found under `collected` folders."""
+    rows = run.home / "paper-input" / "eval_rows"
+    shutil.rmtree(rows, ignore_errors=True)
+    rows.mkdir(parents=True)
+    found = {"eval": [], "training": []}
+    for root in collected:
+        for f in sorted(Path(root).rglob("eval/*/eval_trials.parquet")):
+            method = f.parent.name
+            (rows / method).mkdir(exist_ok=True)
+            shutil.copy2(f, rows / method / f.name)
+            found["eval"].append(str(f))
+        for f in sorted(Path(root).rglob("training/*/metrics.jsonl")):
+            profile = f.parent.name
+            target = rows / "training" / profile
+            target.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.jsonl", "credit_episodes.jsonl"):
+                if (f.parent / name).is_file():
+                    shutil.copy2(f.parent / name, target / name)
+            found["training"].append(str(f))
+    run.result["paper_inputs"] = found
+    if not found["eval"]:
+        raise SystemExit(f"no eval/<method>/eval_trials.parquet under {[str(c) for c in collected]}")
+    record = run.stage("paper", "paper-tables", run.cfg["paper"], {"eval_rows": rows})
+    report = Path(record.outputs["report"])
+    target = run.out / "report"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(report, target)
+    return record
+
+
+# --- command line -------------------------------------------------------------------------------
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("command", choices=["write-bench", "prep", "arm", "eval", "probe", "paper", "all"])
+    p.add_argument("target", nargs="?", default="", help="write-bench: the .tar.xz to write")
+    p.add_argument("--scale", default="h200", choices=["h200", "tiny"])
+    p.add_argument("--home", default=os.environ.get("LR_HOME", "/tmp/skillgate-lr"),
+                   help="state home (stage cache, experiments); the state between commands")
+    p.add_argument("--bench", default="", help="the bench: write-bench's .tar.xz or a folder ('' = build it here)")
+    p.add_argument("--out", default="", help="results folder (default $OUT/lr, else benchmarks/results/gpu/lr)")
+    p.add_argument("--tag", default="", help="suffix of the command's JSON (two processes writing one --out)")
+    p.add_argument("--profile", action="append", default=[], help="arm / eval: a profile of ARMS, or 'sft' for eval")
+    p.add_argument("--eval", action="store_true", help="arm: evaluate the export right after training")
+    p.add_argument("--collected", action="append", default=[], help="paper: folders holding eval/ and training/")
+    p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
+    p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
+    p.add_argument("--eval-repeats", type=int, default=0, help="eval70 demo override of the repeats (0 = 4)")
+    p.add_argument("--budget-s", type=float, default=0, help="probe: skip what would start after this many seconds")
+    p.add_argument("--probe-grpo-steps", type=int, default=2)
+    p.add_argument("--probe-grpo-min-s", type=float, default=150, help="probe: start GRPO only with this much left")
+    p.add_argument("--probe-eval-trials", type=int, default=32)
+    p.add_argument("--probe-eval-min-s", type=float, default=60, help="probe: start the eval only with this much left")
+    p.add_argument("--no-block", action="store_true", help="do not block polars & co. (they are absent on the GPU anyway)")
+    a = p.parse_args(argv)
+    if not a.out:
+        a.out = str(Path(os.environ["OUT"]) / "lr") if os.environ.get("OUT") else str(ROOT / "benchmarks/results/gpu/lr")
+    bad = [x for x in a.profile if x not in (*ARMS, SFT_METHOD)]
+    if bad:
+        p.error(f"unknown --profile {bad}; arms: {', '.join(ARMS)} (eval also: {SFT_METHOD})")
+    return a
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    a = parse(argv)
+    if a.command == "write-bench":
+        if not a.target:
+            raise SystemExit("write-bench needs the .tar.xz path to write")
+        cfg = bench_config(a.scale)
+        target = Path(a.target).resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(a.home).resolve() / "write-bench"
+        write_bench(cfg, work / "bench")
+        with tarfile.open(target, "w:xz") as tar:
+            tar.add(work / "bench", arcname="bench", filter=_stable_tarinfo)
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"wrote {target} ({target.stat().st_size} bytes)")
+        return {"bench": str(target)}
+    if a.command != "paper" and not a.bench:  # build it here first (CPU: benchgen needs polars and rank_bm25)
+        built = Path(a.home).resolve() / "bench-built" / "bench"
+        if not (built / "tasks.jsonl").is_file():
+            write_bench(bench_config(a.scale), built)
+        a.bench = str(built)
+    if a.command != "paper" and not a.no_block:
+        block_absent()
+    run = Run(a, a.command)
+    try:
+        if a.command == "paper":
+            paper(run, [Path(c).resolve() for c in a.collected] or [run.out])
+        else:
+            paths = prep(run)
+            if a.command == "arm":
+                for profile in a.profile or list(ARMS):
+                    arm(run, paths, profile)
+                    if a.eval:
+                        evaluate(run, paths, profile)
+            elif a.command == "eval":
+                for method in a.profile or [SFT_METHOD, *ARMS]:
+                    evaluate(run, paths, method)
+            elif a.command == "probe":
+                probe(run, paths)
+            elif a.command == "all":  # the whole chain in one process (the CPU smoke)
+                for profile in ARMS:
+                    arm(run, paths, profile)
+                for method in (SFT_METHOD, *ARMS):
+                    evaluate(run, paths, method)
+                paper(run, [run.out])
+    finally:
+        run.save()
+    print("SUMMARY learning_result", json.dumps({"command": a.command, "json": str(run.path),
+                                                  "wall_s": run.result.get("wall_s")}), flush=True)
+    return run.result
+
+
+def _stable_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Same bench, same archive bytes: no owner names, ids or times."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mtime = 0
+    return info
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Deliverable 4 of issue [gpu], the learning result, in device commands that each end within 10 minutes
+# (docs/gpu.md, "4. The learning result"). The stages run through benchmarks/gpu/learning_result.py
+# (pipeline.run_stage on the stage functions; no Prefect, no warehouse).
+#
+#   PART=a  prep on GPU 0: init-model -> collect (reference teacher, selection noise) -> sft -> rl-data-prep x 3,
+#           then the probe: a short GRPO run of the SkillGate arm and eval70_v1 trials of the SFT policy (timings
+#           that size b and c), each only if the budget leaves room           (kind nvidia-h200 or nvidia-h200-x2)
+#   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO + eval70 of mixed_task_reward on
+#           GPU 0 and of SkillGate (selector_clean_oracle_action_credit) on GPU 1, in parallel       (nvidia-h200-x2)
+#   PART=c  prep, then GRPO + eval70 of selector_clean_oracle_masked_task_only on GPU 0 and eval70 of the SFT
+#           policy on GPU 1; then whatever eval of b's arms a cut-off left incomplete (needs the machine warm
+#           from b: an arm's export is never rebuilt implicitly)                                     (nvidia-h200-x2)
+#   PART=d  CPU machine: the paper build from what a-c brought back (LR_COLLECTED: folders or .tar.gz files)
+#
+# State between commands: the stage cache under LR_HOME (/tmp/skillgate-lr on the device machine). A machine
+# still warm from the last command reuses every finished stage (so b and c should follow a, and each other,
+# within the machine's 30 s idle window); a fresh one rebuilds prep from the carried bench (same configs, same
+# inputs: init-model, collect, rl-data-prep are deterministic, SFT has the same seed and data) before training.
+#
+# Carried (device `carry`): .devbundle (install_bundle.sh: trl, datasets, deepspeed, ...), and the checkout copy
+# holding .lr/bench.tar.xz (`learning_result.py write-bench`, ~7 MB) and .bwrap/*.deb (bubblewrap + libs).
+# Results: $OUT/lr_<part>.tar.gz (the driver's JSON per command, eval/<method>/, training/<profile>/; no
+# weights) and $OUT/lr_<part>.log. Environment: BUDGET_S (default 540: the whole command), DEVBUNDLE,
+# BWRAP_DEBS, LR_BENCH, LR_HOME, LR_ARGS (extra driver arguments, e.g. "--grpo-steps 12 --eval-repeats 1").
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+part=${PART:-${1:-a}}
+OUT=${OUT:-$PWD/benchmarks/results/gpu/lr-local}
+mkdir -p "$OUT"
+export OUT PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
+export LR_HOME=${LR_HOME:-/tmp/skillgate-lr}
+deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
+left() { echo $(( deadline - $(date +%s) )); }
+bundle=${DEVBUNDLE:-.devbundle}
+debs=${BWRAP_DEBS:-.bwrap}
+bench=${LR_BENCH:-.lr/bench.tar.xz}
+driver=benchmarks/gpu/learning_result.py
+py=${PYTHON:-python3}
+# lr KEEP ARGS...: the driver under what is left of the budget minus KEEP s (SIGTERM first: an evaluation cut
+# off is recorded as incomplete and resumed by the next command on a warm machine)
+lr() { local keep=$1; shift; local t=$(( $(left) - keep ))
+       [ "$t" -gt 20 ] || { echo "skipped (no time left): $*"; return 0; }
+       timeout -s TERM --kill-after=15 "$t" "$py" "$driver" "$@" --bench "$bench" --out "$OUT/lr" ${LR_ARGS:-}; }
+
+pack() {  # everything the driver wrote, as one file (the device returns at most 8 files, 2 folders down)
+  [ -d "$OUT/lr" ] && tar -czf "$OUT/lr_${part}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"
+  echo "== $(date -u +%T) packed $(du -h "$OUT/lr_${part}.tar.gz" 2>/dev/null | cut -f1) ($(left) s of the budget left)"
+}
+
+setup() {
+  echo "== $(date -u +%FT%TZ) learning_result.sh part $part, budget ${BUDGET_S:-540} s, commit ${SKILLGATE_GIT_COMMIT:-?}"
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1 | head -4
+  if [ -n "${LR_LOCAL:-}" ]; then echo "LR_LOCAL: this machine's Python and bwrap"; return 0; fi
+  if [ ! -d /tmp/site/trl ]; then bash "$bundle/install_bundle.sh" "$bundle" || { echo "bundle install failed"; exit 1; }
+  else echo "bundle: already in /tmp/site (warm machine)"; fi
+  export PYTHONPATH=/tmp/site:$PWD
+  mkdir -p /tmp/bwrap && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/bwrap; done
+  export PATH=/tmp/bwrap/usr/bin:$PATH
+  if ldd /tmp/bwrap/usr/bin/bwrap | grep -q "not found"; then
+    export LD_LIBRARY_PATH=/tmp/bwrap/lib/x86_64-linux-gnu:/tmp/bwrap/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  echo "bwrap: $(bwrap --version 2>&1); state home $LR_HOME: $(ls "$LR_HOME/artifacts" 2>/dev/null | tr '\n' ' ')"
+  python3 -c "import polars" 2>/dev/null && echo "note: polars is present here (the driver blocks it anyway)"
+}
+
+if [ "$part" = d ]; then  # CPU machine: the paper from the returned files
+  work=$(mktemp -d); args=()
+  for src in ${LR_COLLECTED:-benchmarks/results/gpu/lr_a.tar.gz}; do
+    if [ -d "$src" ]; then args+=(--collected "$src")
+    else d="$work/$(basename "$src" .tar.gz)"; mkdir -p "$d" && tar -xzf "$src" -C "$d" && args+=(--collected "$d"); fi
+  done
+  "$py" "$driver" paper "${args[@]}" --home "${LR_HOME}" --out "${LR_PAPER_OUT:-benchmarks/results/gpu/lr_paper}"
+  exit $?
+fi
+
+{
+  setup
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+  case "$part" in
+    a)
+      echo "== $(date -u +%T) prep + probe on GPU 0 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 30 probe --tag a --budget-s $(( $(left) - 45 ))
+      echo "probe exit $?" ;;
+    b|c)
+      echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag "${part}_prep"; echo "prep exit $?"
+      if [ "$part" = b ]; then first=mixed_task_reward; second=selector_clean_oracle_action_credit
+      else first=selector_clean_oracle_masked_task_only; second=""; fi
+      echo "== $(date -u +%T) GPU 0: arm $first ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 25 arm --profile "$first" --eval --tag "${part}_0" > "$OUT/arm_${part}_0.log" 2>&1 &
+      p0=$!
+      g1=$(( gpus > 1 ? 1 : 0 ))
+      if [ -n "$second" ]; then
+        echo "== $(date -u +%T) GPU $g1: arm $second"
+        CUDA_VISIBLE_DEVICES=$g1 lr 25 arm --profile "$second" --eval --tag "${part}_1" > "$OUT/arm_${part}_1.log" 2>&1 &
+      else
+        echo "== $(date -u +%T) GPU $g1: eval70 of the SFT policy, then of b's arms (resumed / reused)"
+        ( CUDA_VISIBLE_DEVICES=$g1 lr 25 eval --profile sft --tag "${part}_1"
+          for arm in mixed_task_reward selector_clean_oracle_action_credit; do
+            CUDA_VISIBLE_DEVICES=$g1 lr 25 eval --profile "$arm" --tag "${part}_1_$arm"; done
+        ) > "$OUT/arm_${part}_1.log" 2>&1 &
+      fi
+      p1=$!
+      wait $p0; echo "GPU 0 exit $?"; wait $p1; echo "GPU $g1 exit $?"
+      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/arm_"${part}"_*.log | grep -v WARNING | cut -c1-400 | tail -30
+      mv "$OUT"/arm_"${part}"_*.log "$OUT/lr/" 2>/dev/null ;;
+    *) echo "unknown PART=$part (a, b, c on the device; d on the CPU machine)"; exit 2 ;;
+  esac
+  pack
+} 2>&1 | grep --line-buffered -v "FutureWarning\|UserWarning\|warnings.warn\|return func(\*args" | tee "$OUT/lr_${part}.log"
