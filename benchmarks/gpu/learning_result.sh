@@ -4,8 +4,9 @@
 # (pipeline.run_stage on the stage functions; no Prefect, no warehouse).
 #
 #   PART=a  prep on GPU 0: init-model -> collect (reference teacher, selection noise) -> sft -> rl-data-prep x 3,
-#           then the probe: a short GRPO run of the SkillGate arm and eval70_v1 trials of the SFT policy (timings
-#           that size b and c), each only if the budget leaves room           (kind nvidia-h200 or nvidia-h200-x2)
+#           then the probes, in parallel: a short GRPO run of the SkillGate arm (GPU 0) and eval70_v1 trials of the
+#           SFT policy (GPU 1): timings that size b and c, each only if the budget leaves room (nvidia-h200-x2; on
+#           nvidia-h200 the two probes run one after the other)
 #   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO + eval70 of mixed_task_reward on
 #           GPU 0 and of SkillGate (selector_clean_oracle_action_credit) on GPU 1, in parallel       (nvidia-h200-x2)
 #   PART=c  prep, then GRPO + eval70 of selector_clean_oracle_masked_task_only on GPU 0 and eval70 of the SFT
@@ -80,9 +81,20 @@ fi
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
   case "$part" in
     a)
-      echo "== $(date -u +%T) prep + probe on GPU 0 ($(left) s left)"
-      CUDA_VISIBLE_DEVICES=0 lr 30 probe --tag a --budget-s $(( $(left) - 45 ))
-      echo "probe exit $?" ;;
+      echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag a_prep; echo "prep exit $?"
+      g1=$(( gpus > 1 ? 1 : 0 ))
+      echo "== $(date -u +%T) probes: GRPO on GPU 0, eval70_v1 of the SFT policy on GPU $g1 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-eval-trials 0 --tag a_grpo --budget-s $(( $(left) - 40 )) \
+        > "$OUT/probe_grpo.log" 2>&1 &
+      p0=$!
+      [ "$g1" = 1 ] || wait $p0  # one GPU: one after the other
+      CUDA_VISIBLE_DEVICES=$g1 lr 25 probe --probe-grpo-steps 0 --tag a_eval --budget-s $(( $(left) - 40 )) \
+        > "$OUT/probe_eval.log" 2>&1 &
+      p1=$!
+      wait $p0; echo "grpo probe exit $?"; wait $p1; echo "eval probe exit $?"
+      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/probe_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -20
+      mkdir -p "$OUT/lr" && mv "$OUT"/probe_*.log "$OUT/lr/" ;;
     b|c)
       echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
       CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag "${part}_prep"; echo "prep exit $?"
