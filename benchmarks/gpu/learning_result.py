@@ -117,13 +117,17 @@ def scale_configs(scale: str) -> dict[str, Any]:
             # LoRA r=64 on every projection of a random-init model (the sft stage trains LoRA and merges)
             "sft": SFTStageConfig(max_steps=300, learning_rate=1e-3, per_device_batch_size=4, max_length=8192,
                                   lora_rank=64, lora_alpha=128, seed=0),
-            "data": RLDataPrepConfig(max_tasks=256),
+            # every training task (1,056; the first N by task id would all be one family)
+            "data": RLDataPrepConfig(max_tasks=0),
             "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
                                num_workers=1, rollout_source="policy", sampler="auto", bf16=True, zero_stage=2,
                                learning_rate=1e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
                                episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
                                max_rejected_groups=8, force_after_groups=4, backend="bwrap", seed=0),
-            "eval": Eval70Config(protocol="eval70_v1", batch_episodes=32, sandbox_workers=8, device="auto"),
+            # 2026-11-30 (part a): one lockstep batch of 32 trials of the SFT policy took 97 s (turns up to 1,024
+            # tokens): 280 trials at 32 would be ~14 min. 140 a batch (2 batches) is sized on memory (KV ~18 GB,
+            # prefill mask ~7 GB), not measured yet
+            "eval": Eval70Config(protocol="eval70_v1", batch_episodes=140, sandbox_workers=16, device="auto"),
             "paper": PaperConfig(),
         }
     if scale == "tiny":
@@ -162,6 +166,8 @@ class Run:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
             self.cfg["eval"] = replace(self.cfg["eval"], demo_repeats=a.eval_repeats)
+        if a.eval_batch:
+            self.cfg["eval"] = replace(self.cfg["eval"], batch_episodes=a.eval_batch)
         if a.scale == "tiny":
             # the file name carries its content's digest: the stage cache keys on the path, not the content
             spec = self.home / f"eval70_tiny-{hashlib.sha256(TINY_EVAL_SPEC.encode()).hexdigest()[:10]}.toml"
@@ -361,12 +367,28 @@ def probe(run: Run, paths: dict[str, Path]) -> None:
                 exp = experiment_dir(Path(run.home) / "experiments", result.experiment_id)
                 got = list(list_eval_rows(exp, result.eval_id).values())
                 run.result["probe_eval"]["rows"] = [{k: r.get(k) for k in keep} for r in got]
+            run.result["probe_eval"]["batch_episodes"] = cfg.batch_episodes
+            _sample_trajectories(Path(result.eval_dir), run.out / "eval_samples", run.a.probe_samples)
         except Exception as exc:  # noqa: BLE001
             run.result["probe_eval"] = {"error": f"{type(exc).__name__}: {exc}"[:3000],
                                         "seconds": round(time.perf_counter() - started, 1)}
         run.save()
     else:
         run.result["notes"].append(f"eval probe skipped ({run.left():.0f} s left)")
+
+
+def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
+    """The first `n` trajectory logs of an evaluation (what the policy wrote, turn by turn), cut to the
+    turns' text and the verdict: the evidence for why a policy resolves nothing."""
+    logs = sorted(eval_dir.glob("rows/*/trajectory.json"))[:n]
+    target.mkdir(parents=True, exist_ok=True)
+    for log in logs:
+        data = json.loads(log.read_text())
+        keep = {k: data.get(k) for k in ("task_id", "repeat", "status", "score", "verifier_detail", "gold", "slate",
+                                          "prompt_tokens", "response_tokens")}
+        keep["turns"] = [{k: t.get(k) for k in ("text", "finish", "calls", "call_errors")}
+                         for t in data.get("turns", [])][:4]
+        (target / f"{log.parent.name}.json").write_text(json.dumps(keep, indent=1, default=str)[:40_000] + "\n")
 
 
 def paper(run: Run, collected: list[Path]) -> Any:
@@ -418,11 +440,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
     p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
     p.add_argument("--eval-repeats", type=int, default=0, help="eval70 demo override of the repeats (0 = 4)")
+    p.add_argument("--eval-batch", type=int, default=0, help="override the scale's eval lockstep batch (episodes)")
     p.add_argument("--budget-s", type=float, default=0, help="probe: skip what would start after this many seconds")
     p.add_argument("--probe-grpo-steps", type=int, default=2)
     p.add_argument("--probe-grpo-min-s", type=float, default=150, help="probe: start GRPO only with this much left")
     p.add_argument("--probe-eval-trials", type=int, default=32)
     p.add_argument("--probe-eval-min-s", type=float, default=60, help="probe: start the eval only with this much left")
+    p.add_argument("--probe-samples", type=int, default=4, help="probe: trajectory logs of the eval kept in the out")
     p.add_argument("--no-block", action="store_true", help="do not block polars & co. (they are absent on the GPU anyway)")
     a = p.parse_args(argv)
     if not a.out:
