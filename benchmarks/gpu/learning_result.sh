@@ -40,10 +40,10 @@ bench=${LR_BENCH:-.lr/bench.tar.xz}
 driver=benchmarks/gpu/learning_result.py
 py=${PYTHON:-python3}
 # lr KEEP ARGS...: the driver under what is left of the budget minus KEEP s (SIGTERM first: an evaluation cut
-# off is recorded as incomplete and resumed by the next command on a warm machine)
+# off is recorded as incomplete and resumed by the next command on a warm machine); ARGS after LR_ARGS: they win
 lr() { local keep=$1; shift; local t=$(( $(left) - keep ))
        [ "$t" -gt 20 ] || { echo "skipped (no time left): $*"; return 0; }
-       timeout -s TERM --kill-after=15 "$t" "$py" "$driver" "$@" --bench "$bench" --out "$OUT/lr" ${LR_ARGS:-}; }
+       timeout -s TERM --kill-after=15 "$t" "$py" "$driver" ${LR_ARGS:-} --bench "$bench" --out "$OUT/lr" "$@"; }
 
 pack() {  # everything the driver wrote, as one file (the device returns at most 8 files, 2 folders down)
   [ -d "$OUT/lr" ] && tar -czf "$OUT/lr_${part}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"

@@ -59,7 +59,7 @@ def test_anchor_copies_are_byte_identical_and_run_all_parses():
     assert {"anchor_trl.py", "anchor_ds.py"} <= set(copies)
     if shared.is_dir():  # beside a developer checkout (/work/shared); absent in CI
         assert all(filecmp.cmp(GPU / "anchors" / n, shared / n, shallow=False) for n in copies)
-    for script in ("run_all.sh", "run_grpo_and_rollouts.sh"):
+    for script in ("run_all.sh", "run_grpo_and_rollouts.sh", "learning_result.sh"):
         assert subprocess.run(["bash", "-n", str(GPU / script)]).returncode == 0
 
 
@@ -85,3 +85,66 @@ def test_agent_rollouts_smoke(tmp_path):
     assert one["overlap"]["share_of_sandbox_work_overlapping_generation"] == 0  # lockstep: nothing overlaps
     assert lanes["overlap"]["sandbox_work_while_generating_s"] > 0
     assert r["ratio"]["episodes_per_min_lanes_over_one_lane"] > 0
+
+
+def _learning_result():
+    sys.path.insert(0, str(GPU))
+    try:
+        import learning_result
+    finally:
+        sys.path.remove(str(GPU))
+    return learning_result
+
+
+def test_learning_result_gpu_configs_are_valid_and_the_arms_share_everything_but_the_profile():
+    lr = _learning_result()
+    cfg = lr.scale_configs("h200")
+    grpo = cfg["grpo"]
+    assert grpo.launcher == "process" and grpo.rollout_source == "policy" and grpo.checkpoint_every == grpo.steps
+    assert cfg["data"].max_tasks == 0  # every family (the first N train tasks by id are one family)
+    assert cfg["eval"].protocol == "eval70_v1" and cfg["eval"].demo_repeats == 0
+    assert set(lr.ARMS) == {"mixed_task_reward", "selector_clean_oracle_action_credit",
+                            "selector_clean_oracle_masked_task_only"}
+    a = lr.parse(["arm", "--profile", "mixed_task_reward", "--out", "x", "--grpo-steps", "5"])
+    assert a.profile == ["mixed_task_reward"] and a.grpo_steps == 5
+    with pytest.raises(SystemExit):
+        lr.parse(["arm", "--profile", "no_such_arm", "--out", "x"])
+
+
+@pytest.mark.slow
+def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
+    # The device parts a, b, c (this machine's Python and bwrap: LR_LOCAL) and the CPU paper build d, at tiny
+    # scale, in one state home: what the next GPU session runs, minus the GPUs (~3 min on 2 cores).
+    from skillgate_core.envs import bwrap_sandbox
+
+    if bwrap_sandbox.unavailable_reason():
+        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    bench = tmp_path / "bench.tar.xz"
+    done = subprocess.run([sys.executable, str(GPU / "learning_result.py"), "write-bench", str(bench), "--scale", "tiny",
+                           "--home", str(tmp_path / "wb")], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**__import__("os").environ, "LR_LOCAL": "1", "PYTHON": sys.executable, "LR_BENCH": str(bench),
+           "LR_HOME": str(tmp_path / "home"), "OUT": str(tmp_path / "out"), "BUDGET_S": "500",
+           "LR_ARGS": "--scale tiny --probe-grpo-min-s 0 --probe-eval-min-s 0"}
+    for part in "abc":
+        done = subprocess.run(["bash", str(GPU / "learning_result.sh")], env={**env, "PART": part},
+                              capture_output=True, text=True, timeout=900, cwd=REPO)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert (tmp_path / "out" / f"lr_{part}.tar.gz").is_file(), done.stdout[-3000:]
+    tars = " ".join(str(tmp_path / "out" / f"lr_{p}.tar.gz") for p in "abc")
+    done = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=600,
+                          cwd=REPO, env={**env, "PART": "d", "LR_COLLECTED": tars, "LR_HOME": str(tmp_path / "paper-home"),
+                                         "LR_PAPER_OUT": str(tmp_path / "paper")})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    paper = json.loads((tmp_path / "paper" / "paper.json").read_text())
+    inputs = paper["paper_inputs"]
+    methods = {Path(f).parent.name for f in inputs["eval"]}
+    assert methods == {"sft", "mixed_task_reward", "selector_clean_oracle_action_credit",
+                       "selector_clean_oracle_masked_task_only"}
+    assert {Path(f).parent.name for f in inputs["training"]} == methods - {"sft"}
+    report = (tmp_path / "paper" / "report" / "report.md").read_text()
+    assert "Paired bootstrap: selector_clean_oracle_action_credit - mixed_task_reward" in report
+    a = json.loads(subprocess.run(["tar", "-xzOf", str(tmp_path / "out" / "lr_a.tar.gz"), "lr/probe_a_eval.json"],
+                                  capture_output=True, text=True, check=True).stdout)
+    # the tiny protocol is 2 tasks x 4 repeats: the probe (32 trials at most) plays all of it, and part c reuses it
+    assert a["probe_eval"]["trials"] == 8 and len(a["probe_eval"]["rows"]) == 8
