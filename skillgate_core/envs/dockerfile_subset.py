@@ -395,7 +395,7 @@ def _parse_run(rest: str, line: int, workdir: str, subst, needs: list[str]) -> l
         abs_paths = tuple(_normpath(p if p.startswith("/") else str(PurePosixPath(workdir, p))) for p in paths)
         for p in abs_paths:
             _check_writable_target(p, where, needs)
-        steps.append(FileStep(cmd, line, abs_paths, mode=mode))  # type: ignore[arg-type]
+        steps.append(FileStep(cmd, line, abs_paths, mode=mode))
     return steps
 
 
