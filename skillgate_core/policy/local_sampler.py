@@ -76,7 +76,8 @@ def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    model = model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides `self` from mypy
     model.eval()
     return model, tok
 

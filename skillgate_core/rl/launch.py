@@ -205,14 +205,14 @@ def init_ray(config: LaunchConfig) -> bool:
     # The workers' stdout/stderr (Ray Train's controller chatter, library warnings, one line per actor)
     # stay in Ray's session logs: the driver shows progress itself and a failure's traceback comes back
     # with the exception. SKILLGATE_RAY_WORKER_LOGS=1 streams them here again.
-    quiet = {"log_to_driver": os.environ.get("SKILLGATE_RAY_WORKER_LOGS", "") == "1",
-             "logging_level": logging.WARNING}
+    to_driver = os.environ.get("SKILLGATE_RAY_WORKER_LOGS", "") == "1"
     if address:
         runtime_env["env_vars"]["RAY_ADDRESS"] = address  # Ray's own helper actors look it up
-        ray.init(address=address, runtime_env=runtime_env, **quiet)
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=to_driver, logging_level=logging.WARNING)
     else:
         cpus = config.local_num_cpus or max(os.cpu_count() or 1, int(config.num_workers * config.cpus_per_worker + 0.999))
-        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, **quiet)
+        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, log_to_driver=to_driver,
+                 logging_level=logging.WARNING)
     return True
 
 
@@ -220,8 +220,12 @@ def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResu
     """Run fn(ctx, fn_config) on config.num_workers Ray Train workers (TorchTrainer); block until
     done; every rank's return value. Raises Ray's TrainingFailedError if the run fails."""
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchConfig
+
+    # The classes `ray.train` and `ray.train.torch` export under Train V2 (Ray's default, and what
+    # worker_runtime_env and Result.return_value need), named where a type checker can see them.
+    from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
 
     name = config.name or unique_run_name(config.name_prefix)
     storage = Path(config.storage_path) if config.storage_path else state_layout().home / "ray"
@@ -253,7 +257,7 @@ def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResu
     finally:
         if started:
             ray.shutdown()
-    results = result.return_value
+    results = result.return_value  # type: ignore[attr-defined]  # a V2 Result; Ray annotates fit() with V1's
     if results is None or len(results) != config.num_workers:
         raise RuntimeError(f"expected {config.num_workers} worker results, got {results!r}")
     return LaunchResult(name=name, run_dir=run_dir, results=tuple(results))
