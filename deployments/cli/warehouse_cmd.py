@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
         table.add_column("what")
         table.add_column("value")
         version = "busy" if s.busy else f"{s.schema_version} (code ships {s.latest_version})"
-        runs = [(f"runs {status}", n) for status, n in s.runs.items()]
+        runs: list[tuple[str, object]] = [(f"runs {status}", n) for status, n in s.runs.items()]
         if s.dead_runs:
             runs.append(("runs whose process is gone", f"{s.dead_runs} (still 'running': skillgate warehouse reap)"))
         for k, v in [("exists", s.exists), ("schema version", version), ("pending events", s.pending),
