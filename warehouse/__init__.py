@@ -54,6 +54,8 @@ from warehouse.events import (
     SegmentStarted,
     TrainingMetric,
     TrainingMetrics,
+    Trigger,
+    check_trigger,
 )
 from warehouse.guard import NotInRayWorker
 from warehouse.ids import checkpoint_key, eval_key, export_key, metric_key, new_run_id, segment_key
@@ -127,10 +129,12 @@ __all__ = [
     "StageRunRecorder",
     "TrainingMetric",
     "TrainingMetrics",
+    "Trigger",
     "UnknownRef",
     "VerifyReport",
     "WarehouseBusy",
     "WarehouseStatus",
+    "check_trigger",
     "checkpoint_key",
     "checkpoint_saved",
     "current_version",

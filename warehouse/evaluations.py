@@ -48,6 +48,7 @@ from warehouse.events import (
     EvaluationStatus,
     RunFinished,
     RunStarted,
+    Trigger,
 )
 from warehouse.ids import eval_key, export_key, new_run_id, segment_key
 from warehouse.provenance import git_state
@@ -67,7 +68,7 @@ def _exists(sql: str, params: list[Any], state: StateLayout) -> bool:
     return bool(query(sql, params, state).rows)
 
 
-def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, trigger: str = "cli",
+def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, trigger: Trigger = "cli",
                            state: StateLayout | None = None) -> None:
     """Record the experiment and the export (with its segment) unless the warehouse already holds them."""
     state = state or state_layout()
@@ -92,7 +93,7 @@ def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, tr
         git = git_state()
         body = {"experiment_id": experiment_id, "export_id": export_id, "path": export.path}
         events.append(RunStarted(
-            run_id=run_id, stage=IMPORT_STAGE, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,  # type: ignore[arg-type]
+            run_id=run_id, stage=IMPORT_STAGE, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,
             config_digest=hashlib.sha256(canonical_json({"type": "ModelImport", "values": body}).encode()).hexdigest(),
             config_type="ModelImport", config_body=body, started_at=utc_now(), experiment_id=experiment_id))
         segment = load_segment(exp, export.run_name)
@@ -158,7 +159,7 @@ def _logged(method: Callable[..., None]) -> Callable[..., None]:
 class WarehouseEvalObserver:
     """Records what the runner reports (module docstring). Never raises because of the warehouse."""
 
-    def __init__(self, *, run_id: str | None = None, trigger: str = "cli", state: StateLayout | None = None) -> None:
+    def __init__(self, *, run_id: str | None = None, trigger: Trigger = "cli", state: StateLayout | None = None) -> None:
         self.run_id, self.trigger = run_id, trigger
         self.state = state or state_layout()
 
@@ -211,7 +212,7 @@ class WarehouseEvalObserver:
                 events.append(EvalMetrics(eval_id=key, metrics=metrics_from_summary(summary)))
             record(*events, state=self.state)
         else:
-            record(EvaluationStatus(eval_id=key, status=rec.status, attempt=rec.attempt,  # type: ignore[arg-type]
+            record(EvaluationStatus(eval_id=key, status=rec.status, attempt=rec.attempt,
                                     at=rec.finished_at or utc_now(), trials_done=done, detail=rec.detail or None),
                    state=self.state)
 
