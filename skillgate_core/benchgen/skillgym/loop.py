@@ -30,7 +30,7 @@ from skillgate_core.benchgen.skillgym.checks import static_problems
 from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
-from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord
+from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Verdict
 from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import path_sha256
 from skillgate_core.policy.openai_chat import EndpointError
@@ -154,8 +154,8 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
         calls.append(CallRecord(role, round_, reply.prompt_tokens, reply.completion_tokens, round(reply.seconds, 3)))
         return reply.text
 
-    def record(verdict: str, reason: str, rounds: int, path: str, history: list[str], **extra) -> BuildRecord:
-        return BuildRecord(name, structure, task_id, verdict, reason, rounds, path, tuple(calls), tuple(history),  # type: ignore[arg-type]
+    def record(verdict: Verdict, reason: str, rounds: int, path: str, history: list[str], **extra: object) -> BuildRecord:
+        return BuildRecord(name, structure, task_id, verdict, reason, rounds, path, tuple(calls), tuple(history),
                            _cost(calls, config), extra)
 
     try:
