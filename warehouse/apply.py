@@ -31,6 +31,7 @@ from warehouse.events import (
     EvaluationFinished,
     EvaluationStarted,
     EvaluationStatus,
+    Event,
     EventFormatError,
     ExperimentCreated,
     ModelExported,
@@ -65,7 +66,7 @@ error too, flagged as unexpected, so a handler bug cannot block later events).""
 Con = duckdb.DuckDBPyConnection
 
 
-def _json(value: Any) -> str | None:
+def _json(value: object) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -84,7 +85,7 @@ def _experiment(con: Con, e: ExperimentCreated) -> None:
         raise LineageError(f"experiment '{e.experiment_id}' already recorded with different fields")
 
 
-def _config(con: Con, digest: str, config_type: str, body: Any) -> None:
+def _config(con: Con, digest: str, config_type: str, body: object) -> None:
     text = _json(body)
     row = _one(con, "select config_type, body::varchar from config where config_digest = ?", [digest])
     if row is None:
@@ -309,7 +310,7 @@ _HANDLERS: dict[type, Callable[[Con, Any], None]] = {
 }
 
 
-def apply_event(con: Con, event: Any) -> None:
+def apply_event(con: Con, event: Event) -> None:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise EventFormatError(f"no handler for {type(event).__name__}")

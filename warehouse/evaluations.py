@@ -20,7 +20,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from skillgate_core.config import canonical_json
 from skillgate_core.digests import path_sha256
@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 IMPORT_STAGE = "model-import"
 """Stage name of the run that records an export whose producing run the warehouse never saw."""
+
+P = ParamSpec("P")
 
 
 def _exists(sql: str, params: list[Any], state: StateLayout) -> bool:
@@ -142,12 +144,12 @@ def metrics_from_summary(summary: Mapping[str, Any]) -> tuple[EvalMetric, ...]:
     return tuple(out)
 
 
-def _logged(method: Callable[..., None]) -> Callable[..., None]:
+def _logged(method: Callable[P, None]) -> Callable[P, None]:
     """An evaluation never fails because the warehouse could not be written or read: the failure is
     logged (and `skillgate warehouse verify` shows the evaluation missing or behind)."""
 
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             method(*args, **kwargs)
         except Exception as exc:

@@ -488,7 +488,9 @@ EVENT_TYPES: dict[str, type] = {
         EvalMetrics, CheckpointSaved, TrainingMetrics, EvaluationStatus, EvalRegression,
     )
 }
-def event_to_json(event: Any) -> dict[str, Any]:
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
     """{"kind": ..., "data": {...}} (nested rows become lists of objects)."""
     if type(event) not in EVENT_TYPES.values():
         raise EventFormatError(f"not a warehouse event: {type(event).__name__}")

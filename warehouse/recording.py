@@ -52,6 +52,7 @@ from warehouse.events import (
     CheckpointSaved,
     DatasetVersion,
     EvaluationStarted,
+    Event,
     ExperimentCreated,
     ModelExported,
     RunFinished,
@@ -109,7 +110,7 @@ def _flush_at_exit() -> None:
             log.warning("warehouse: ingest at exit deferred (%s)", exc)
 
 
-def record(*events: Any, state: StateLayout | None = None, ingest_now: bool = True) -> Path:
+def record(*events: Event, state: StateLayout | None = None, ingest_now: bool = True) -> Path:
     """Append `events` (applied together, all or none) and maybe ingest; returns the spool file.
 
     With `ingest_now`, a non-blocking ingest is tried if this process has not tried one in the
@@ -308,7 +309,7 @@ class StageRunRecorder:
     def start(
         cls,
         stage: str,
-        config: Any,
+        config: object,
         *,
         trigger: str,
         flow_run_id: str | None = None,

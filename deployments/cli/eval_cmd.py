@@ -39,7 +39,7 @@ def _bench(path: Path | None) -> Path:
     return folder
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -58,6 +58,9 @@ from skillgate_core.rl.rollouts import rollout_step
 from skillgate_core.rl.samples import CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
+
+if TYPE_CHECKING:
+    from skillgate_core.rl.launch import WorkerContext
 
 __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
 
@@ -192,7 +195,7 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     return normaliser, losses
 
 
-def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
+def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     """Train (collective: every rank runs it); returns this rank's summary (rank 0's is the run's)."""
     from transformers import AutoTokenizer
 

@@ -216,7 +216,7 @@ def init_ray(config: LaunchConfig) -> bool:
     return True
 
 
-def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResult:
+def launch_ray(fn: WorkerFn, fn_config: object, config: LaunchConfig) -> LaunchResult:
     """Run fn(ctx, fn_config) on config.num_workers Ray Train workers (TorchTrainer); block until
     done; every rank's return value. Raises Ray's TrainingFailedError if the run fails."""
     import ray
@@ -299,7 +299,7 @@ def _ray_worker(payload: dict[str, Any]) -> list[Any] | None:
     return _call_and_gather(payload["fn"], ctx, payload["config"])
 
 
-def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: Any) -> list[Any] | None:
+def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: object) -> list[Any] | None:
     from skillgate_core.rl.collectives import all_gather_objects
 
     value = _no_tensors(fn(ctx, fn_config))
@@ -307,7 +307,7 @@ def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: Any) -> list[A
     return gathered if ctx.rank == 0 else None
 
 
-def _no_tensors(value: Any) -> Any:
+def _no_tensors(value: object) -> Any:
     """Ray refuses torch tensors in a return value; refuse them on both paths alike."""
     import torch
 
@@ -357,7 +357,7 @@ def _destroy_process_group() -> None:
 
 
 def run_in_process(
-    fn: WorkerFn, fn_config: Any, *, run_dir: str | Path | None = None, use_gpu: bool | None = None
+    fn: WorkerFn, fn_config: object, *, run_dir: str | Path | None = None, use_gpu: bool | None = None
 ) -> LaunchResult:
     """Run fn(ctx, fn_config) here, without Ray (tests, debugging, torchrun).
 

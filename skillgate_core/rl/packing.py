@@ -150,7 +150,7 @@ class MicroBatch:
         )
 
 
-def _as_float32(values: Any) -> torch.Tensor:
+def _as_float32(values: object) -> torch.Tensor:
     if isinstance(values, torch.Tensor):
         return values.detach().to(device="cpu", dtype=torch.float32).reshape(-1)
     return torch.as_tensor(values, dtype=torch.float32).reshape(-1)
