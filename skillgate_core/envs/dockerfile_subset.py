@@ -432,7 +432,7 @@ def _dockerignore(ctx: Path) -> Callable[[str], bool]:
     last = matcher.patterns[-1] if matcher.patterns else None
     if last is not None and last.exclusion and last.cleaned_pattern == ".dockerignore":
         matcher.patterns.pop()
-    return matcher.matches
+    return matcher.matches  # type: ignore[return-value]  # types-docker says PathLike; the SDK takes str paths
 
 
 def _expand_sources(step: FileStep, ctx: Path, source: str) -> list[Path]:
