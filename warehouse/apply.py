@@ -76,11 +76,11 @@ def _one(con: Con, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
 def _insert_rows(con: Con, table: str, columns: str, rows: list[list[Any]]) -> None:
     """Insert `rows` with ONE statement: each column is one list parameter, unnested side by side.
 
-    Not executemany, which runs one statement per row: ~0.7 ms a trial row here, 61 % of an ingest
-    (profiled: 3.3 of 5.4 s for 5,000 trial rows); ingest applied 818 trial rows/s and an evaluation's
-    280 rows held the write lock ~0.3 s (benchmarks/results/warehouse_read_json_executemany.json;
-    warehouse_read_json.json has the rate now). Keys, checks and casts refuse the same rows with the
-    same errors.
+    Not executemany, which runs one statement per row (~0.7 ms a trial row here, 61 % of an ingest
+    profiled). Measured back to back, 50,000 trial rows (benchmarks/results/warehouse_read_json_50k*.json):
+    ingest 37.0 s -> 6.7 s (1,351 -> 7,438 trial rows/s), rebuild 47.7 s -> 6.6 s; an evaluation's
+    280 rows no longer hold the write lock ~0.2 s. Keys, checks and casts refuse the same rows with
+    the same errors (tests/warehouse).
     """
     n = columns.count(",") + 1
     con.execute(f"insert into {table} ({columns}) select {', '.join(['unnest(?)'] * n)}",
