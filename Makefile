@@ -1,5 +1,6 @@
 # make demo  -> the whole pipeline on the embedded default (no GPU, no server, no account)
 # make test  -> the fast test suite (bootstraps .venv, system packages and services first)
+# make lint  -> ruff, the import-layer contracts and mypy (cache in .mypy_cache)
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.skillgate-setup
@@ -27,6 +28,7 @@ test-slow: services
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean-state:
 	rm -rf .skillgate

@@ -30,7 +30,7 @@ from skillgate_core.evaluation.stage import Eval70Config
 from skillgate_core.paths import state_layout
 from tasks.eval_nightly import compare_task, targets_task
 from tasks.stage import TRIGGER_TAG_PREFIX
-from warehouse import TRIGGERS
+from warehouse import check_trigger
 from warehouse.outputs import WarehouseInputFinder
 
 __all__ = ["RegressionDetected", "eval70_nightly"]
@@ -71,8 +71,7 @@ def eval70_nightly(
 ) -> dict[str, Any]:
     """Evaluate, compare, flag (module docstring). Returns {"date", "results": [...]}; raises
     RegressionDetected (run state Failed) after recording everything when anything regressed or failed."""
-    if trigger not in TRIGGERS:
-        raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+    check_trigger(trigger)
     logger = get_run_logger()
     date = date or datetime.now(UTC).strftime("%Y-%m-%d")
     bench_dir = Path(bench) if bench else _newest_bench()

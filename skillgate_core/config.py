@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skillgate_core.dataclass_json import dataclass_from_json
 
@@ -36,21 +36,24 @@ __all__ = [
     "replace_checked",
 ]
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 class ConfigError(ValueError):
     """A config value is missing, unknown or of the wrong type; the message names key and source."""
 
 
-def config_to_dict(config: Any) -> dict[str, Any]:
+def config_to_dict(config: object) -> dict[str, Any]:
     """The config as plain JSON-able data (tuples become lists, paths become strings)."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"expected a dataclass instance, got {type(config).__name__}")
     return {f.name: _to_jsonable(getattr(config, f.name)) for f in dataclasses.fields(config)}
 
 
-def _to_jsonable(value: Any) -> Any:
+def _to_jsonable(value: object) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return config_to_dict(value)
     if isinstance(value, (tuple, list)):
@@ -64,12 +67,12 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
-def canonical_json(data: Any) -> str:
+def canonical_json(data: object) -> str:
     """JSON with sorted keys, no whitespace and ASCII only: one text per value, in every process."""
     return json.dumps(_to_jsonable(data), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def config_digest(config: Any) -> str:
+def config_digest(config: object) -> str:
     """sha256 (hex) of the canonical JSON of {"type": class name, "values": the config's fields}."""
     payload = {"type": type(config).__name__, "values": config_to_dict(config)}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()

@@ -25,7 +25,7 @@ import types
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, get_args, get_origin, get_type_hints
 
 __all__ = [
     "NonNegativeFloat",
@@ -67,16 +67,15 @@ class Range:
 
     def describe(self) -> str:
         """'>= 1', '> 0', 'in [0, 1]', 'in (0, 1]', ..."""
-        low = (f"[{_num(self.ge)}" if self.ge is not None else f"({_num(self.gt)}") if (
-            self.ge is not None or self.gt is not None) else None
-        high = (f"{_num(self.le)}]" if self.le is not None else f"{_num(self.lt)})") if (
-            self.le is not None or self.lt is not None) else None
+        # (bound, bracket, operator) of each side that has one
+        low = (self.ge, "[", ">=") if self.ge is not None else (self.gt, "(", ">") if self.gt is not None else None
+        high = (self.le, "]", "<=") if self.le is not None else (self.lt, ")", "<") if self.lt is not None else None
         if low and high:
-            return f"in {low}, {high}"
+            return f"in {low[1]}{_num(low[0])}, {_num(high[0])}{high[1]}"
         if low:
-            return f">= {_num(self.ge)}" if self.ge is not None else f"> {_num(self.gt)}"  # type: ignore[arg-type]
+            return f"{low[2]} {_num(low[0])}"
         if high:
-            return f"<= {_num(self.le)}" if self.le is not None else f"< {_num(self.lt)}"  # type: ignore[arg-type]
+            return f"{high[2]} {_num(high[0])}"
         return "any value"
 
 
@@ -92,9 +91,9 @@ Probability = Annotated[float, Range(ge=0, le=1)]
 """A probability or a fraction."""
 
 
-def _range_of(tp: Any) -> Range | None:
+def _range_of(tp: object) -> Range | None:
     if get_origin(tp) is Annotated:
-        return next((m for m in tp.__metadata__ if isinstance(m, Range)), None)
+        return next((m for m in get_args(tp)[1:] if isinstance(m, Range)), None)  # [1:]: the metadata
     if get_origin(tp) in (typing.Union, types.UnionType):  # `PositiveInt | None`
         return next((r for r in map(_range_of, get_args(tp)) if r is not None), None)
     return None
@@ -108,16 +107,17 @@ def field_ranges(cls: type) -> dict[str, Range]:
     return {name: r for name, r in found.items() if r is not None}
 
 
-def range_error(value: Any, rng: Range, type_name: str) -> str | None:
+def range_error(value: object, rng: Range, type_name: str) -> str | None:
     """'expected int >= 1, got 0' when `value` is a number outside `rng`, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or rng.contains(value):
         return None
     return f"expected {type_name} {rng.describe()}, got {value!r}"
 
 
-def check_ranges(config: Any) -> None:
+def check_ranges(config: object) -> None:
     """Raise ValueError naming the first field of `config` whose value is outside its declared Range."""
-    for name, rng in field_ranges(type(config)).items():
+    cls: type = type(config)  # annotated: mypy does not take type[object] as Hashable (for @cache)
+    for name, rng in field_ranges(cls).items():
         value = getattr(config, name)
         message = range_error(value, rng, type(value).__name__)
         if message:

@@ -11,7 +11,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 __all__ = ["atomic_write_json", "atomic_write_text", "file_sha256", "path_sha256", "tree_manifest"]
 
@@ -61,5 +60,5 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], data: object) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -71,7 +71,7 @@ class StageRecord:
         return dataclass_from_json(cls, data, source=RESULT_FILE, strictness="exact")
 
 
-def _relocated(value: Any, work: Path, final: Path) -> Any:
+def _relocated(value: object, work: Path, final: Path) -> Any:
     """`value` with every path string inside the temp folder `work` rewritten into `final` (a
     stage reports paths under the out_dir it was given; the folder is renamed once it is done)."""
     if isinstance(value, str):
@@ -96,7 +96,7 @@ class _RunKey:
     final: Path
 
 
-def _run_key(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> _RunKey:
+def _run_key(stage: str, config: object, inputs: Mapping[str, str | Path], layout: StateLayout) -> _RunKey:
     spec = get_stage(stage)
     if not isinstance(config, spec.config_class()):
         raise TypeError(f"stage '{stage}' expects a {spec.config_class().__name__}, got {type(config).__name__}")
@@ -117,13 +117,13 @@ def _reused(final: Path) -> StageRecord:
     return StageRecord(**{**record.__dict__, "reused": True, "seconds": 0.0})
 
 
-def finished_run(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord | None:
+def finished_run(stage: str, config: object, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord | None:
     """The finished identical run `run_stage` would reuse (reused=True), or None when it would compute."""
     k = _run_key(stage, config, inputs, layout)
     return _reused(k.final) if k.reusable and (k.final / RESULT_FILE).is_file() else None
 
 
-def run_stage(stage: str, config: Any, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
+def run_stage(stage: str, config: object, inputs: Mapping[str, str | Path], layout: StateLayout) -> StageRecord:
     """Run `stage` with `config` on `inputs` (role -> path) under `layout`; reuse an identical finished run."""
     spec = get_stage(stage)
     fn = spec.run_function()

@@ -36,7 +36,7 @@ def listening(listener: Listener) -> Iterator[None]:
         _LISTENER.reset(token)
 
 
-def report(kind: str, **facts: Any) -> None:
+def report(kind: str, **facts: object) -> None:
     """Hand one fact to the current listener, if any."""
     listener = _LISTENER.get()
     if listener is not None:

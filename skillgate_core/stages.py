@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillgate_core.stage_output import StageOutput
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["STAGES", "StageOutput", "StageSpec", "UnknownStageError", "get_stage", "stage_names"]
 
@@ -49,7 +52,7 @@ class StageSpec:
     def built(self) -> bool:
         return self.entrypoint is not None and self.config is not None
 
-    def config_class(self) -> type:
+    def config_class(self) -> type[DataclassInstance]:
         if self.config is None:
             raise UnknownStageError(f"stage '{self.name}' is not built yet ({self.planned_in})")
         return _load(self.config)

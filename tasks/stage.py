@@ -34,7 +34,7 @@ from skillgate_core.stage_events import listening
 from skillgate_core.stages import get_stage
 from tasks.paper import publish_paper_report
 from tasks.training import TrainingRecorder, training_artifacts
-from warehouse import StageRunRecorder, experiment_created, record
+from warehouse import StageRunRecorder, Trigger, check_trigger, experiment_created, record
 from warehouse.evaluations import WarehouseEvalObserver
 
 __all__ = ["INFRASTRUCTURE_ERRORS", "TRIGGER_TAG_PREFIX", "is_infrastructure_failure", "run_stage_task"]
@@ -81,9 +81,9 @@ _PUBLISHERS = {"paper-tables": publish_paper_report}
 """Stages whose output deserves its own artifact beyond the outputs table."""
 
 
-def _trigger() -> str:
+def _trigger() -> Trigger:
     tags = runtime.task_run.tags or []
-    return next((t[len(TRIGGER_TAG_PREFIX):] for t in tags if t.startswith(TRIGGER_TAG_PREFIX)), "cli")
+    return check_trigger(next((t[len(TRIGGER_TAG_PREFIX):] for t in tags if t.startswith(TRIGGER_TAG_PREFIX)), "cli"))
 
 
 # Retries: 2, for infrastructure failures only. Never cached by Prefect: reuse is the stage's own

@@ -104,7 +104,7 @@ class TrainingRecorder:
                             type(exc).__name__, exc)
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> Any:
     if isinstance(value, float):
         return float(f"{value:.4g}") if math.isfinite(value) else None
     return value

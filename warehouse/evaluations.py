@@ -20,7 +20,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from skillgate_core.config import canonical_json
 from skillgate_core.digests import path_sha256
@@ -48,6 +48,7 @@ from warehouse.events import (
     EvaluationStatus,
     RunFinished,
     RunStarted,
+    Trigger,
 )
 from warehouse.ids import eval_key, export_key, new_run_id, segment_key
 from warehouse.provenance import git_state
@@ -62,12 +63,14 @@ log = logging.getLogger(__name__)
 IMPORT_STAGE = "model-import"
 """Stage name of the run that records an export whose producing run the warehouse never saw."""
 
+P = ParamSpec("P")
+
 
 def _exists(sql: str, params: list[Any], state: StateLayout) -> bool:
     return bool(query(sql, params, state).rows)
 
 
-def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, trigger: str = "cli",
+def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, trigger: Trigger = "cli",
                            state: StateLayout | None = None) -> None:
     """Record the experiment and the export (with its segment) unless the warehouse already holds them."""
     state = state or state_layout()
@@ -92,7 +95,7 @@ def ensure_export_recorded(root: Path, experiment_id: str, export_id: str, *, tr
         git = git_state()
         body = {"experiment_id": experiment_id, "export_id": export_id, "path": export.path}
         events.append(RunStarted(
-            run_id=run_id, stage=IMPORT_STAGE, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,  # type: ignore[arg-type]
+            run_id=run_id, stage=IMPORT_STAGE, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,
             config_digest=hashlib.sha256(canonical_json({"type": "ModelImport", "values": body}).encode()).hexdigest(),
             config_type="ModelImport", config_body=body, started_at=utc_now(), experiment_id=experiment_id))
         segment = load_segment(exp, export.run_name)
@@ -141,12 +144,12 @@ def metrics_from_summary(summary: Mapping[str, Any]) -> tuple[EvalMetric, ...]:
     return tuple(out)
 
 
-def _logged(method: Callable[..., None]) -> Callable[..., None]:
+def _logged(method: Callable[P, None]) -> Callable[P, None]:
     """An evaluation never fails because the warehouse could not be written or read: the failure is
     logged (and `skillgate warehouse verify` shows the evaluation missing or behind)."""
 
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             method(*args, **kwargs)
         except Exception as exc:
@@ -158,7 +161,7 @@ def _logged(method: Callable[..., None]) -> Callable[..., None]:
 class WarehouseEvalObserver:
     """Records what the runner reports (module docstring). Never raises because of the warehouse."""
 
-    def __init__(self, *, run_id: str | None = None, trigger: str = "cli", state: StateLayout | None = None) -> None:
+    def __init__(self, *, run_id: str | None = None, trigger: Trigger = "cli", state: StateLayout | None = None) -> None:
         self.run_id, self.trigger = run_id, trigger
         self.state = state or state_layout()
 
@@ -211,7 +214,7 @@ class WarehouseEvalObserver:
                 events.append(EvalMetrics(eval_id=key, metrics=metrics_from_summary(summary)))
             record(*events, state=self.state)
         else:
-            record(EvaluationStatus(eval_id=key, status=rec.status, attempt=rec.attempt,  # type: ignore[arg-type]
+            record(EvaluationStatus(eval_id=key, status=rec.status, attempt=rec.attempt,
                                     at=rec.finished_at or utc_now(), trials_done=done, detail=rec.detail or None),
                    state=self.state)
 

@@ -45,12 +45,23 @@ __all__ = [
     "SegmentStarted",
     "TrainingMetric",
     "TrainingMetrics",
+    "Trigger",
+    "check_trigger",
     "event_from_json",
     "event_to_json",
 ]
 
-TRIGGERS = ("ui", "schedule", "cli", "test")
+Trigger = Literal["ui", "schedule", "cli", "test"]
 """Who started a run: the Prefect UI, a deployment schedule, the command line, a test."""
+TRIGGERS: tuple[Trigger, ...] = ("ui", "schedule", "cli", "test")
+
+
+def check_trigger(text: str) -> Trigger:
+    """`text` as a Trigger (a flow parameter or a run tag); ValueError naming the valid ones."""
+    for trigger in TRIGGERS:
+        if text == trigger:
+            return trigger
+    raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {text!r}")
 
 
 class EventFormatError(ValueError):
@@ -87,7 +98,7 @@ class RunStarted:
     """Unique run id (ids.new_run_id)."""
     stage: str
     """Stage name (skillgate_core.stages)."""
-    trigger: Literal["ui", "schedule", "cli", "test"]
+    trigger: Trigger
     """Who started it."""
     git_sha: str
     """Commit of the code ('unknown' outside a git checkout)."""
@@ -477,7 +488,9 @@ EVENT_TYPES: dict[str, type] = {
         EvalMetrics, CheckpointSaved, TrainingMetrics, EvaluationStatus, EvalRegression,
     )
 }
-def event_to_json(event: Any) -> dict[str, Any]:
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
     """{"kind": ..., "data": {...}} (nested rows become lists of objects)."""
     if type(event) not in EVENT_TYPES.values():
         raise EventFormatError(f"not a warehouse event: {type(event).__name__}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import duckdb
 
@@ -42,7 +43,7 @@ from warehouse.spool import EventLog, event_log, list_pending, read_event_file
 
 __all__ = ["INTERRUPTED", "DeadRun", "InterruptReport", "find_dead_runs", "mark_interrupted"]
 
-INTERRUPTED = "interrupted"
+INTERRUPTED: Final = "interrupted"
 """The status of such a run and the exit reason of its segment."""
 
 
@@ -94,7 +95,7 @@ def find_dead_runs(con: duckdb.DuckDBPyConnection, exclude: Collection[str] = ()
 
 def _ends_in_spool(log_: EventLog) -> set[str]:
     """Run ids whose RunFinished was recorded but is not ingested yet."""
-    ended = set()
+    ended: set[str] = set()
     for path in list_pending(log_):
         try:
             events = read_event_file(path).events

@@ -1,7 +1,7 @@
 """The newest completed output of a role: how a run finds the inputs it does not build itself.
 
     finder = WarehouseInputFinder(state_layout())
-    finder.newest("sft_model")   # FoundInput(path=..., description="sft run 3f2a9c1b… of 2026-11-30 17:02 UTC")
+    finder.newest("sft_model")   # FoundInput(path=..., description="sft run sft-20261130T170200-3f2a9c of 2026-11-30 17:02 UTC")
     finder.lookup("sft_model", "sft-20261130T1702")   # by run id, export id, digest or unique prefix
 
 Only outputs of runs that completed, and whose content is still where it was written, count: a
@@ -48,7 +48,7 @@ class WarehouseInputFinder:
         for row in newest_outputs(role, self.state):
             if Path(row["uri"]).exists():
                 when = row["finished_at"].strftime("%Y-%m-%d %H:%M UTC")
-                return FoundInput(path=row["uri"], description=f"{row['stage']} run {row['run_id'][:12]} of {when}")
+                return FoundInput(path=row["uri"], description=f"{row['stage']} run {row['run_id']} of {when}")
         return None
 
     def lookup(self, role: str, reference: str) -> FoundInput:

@@ -59,7 +59,7 @@ def dataset_upstream(con: Con, sha256: str) -> list[dict[str, Any]]:
     return _dicts(con.execute("select * from dataset_upstream(?)", [sha256]))
 
 
-_RESOLVE = (
+_RESOLVE: tuple[tuple[IdKind, str], ...] = (
     ("metric", "select 1 from eval_metric where metric_id = ?"),
     ("export", "select 1 from model_export where export_id = ?"),
     ("evaluation", "select 1 from evaluation where eval_id = ?"),
@@ -73,7 +73,7 @@ def resolve_id(con: Con, some_id: str) -> IdKind | None:
     """What `some_id` names: a metric, export, evaluation, run, dataset digest or experiment."""
     for kind, sql in _RESOLVE:
         if con.execute(sql, [some_id]).fetchone():
-            return kind  # type: ignore[return-value]
+            return kind
     return None
 
 

@@ -31,7 +31,9 @@ from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.spool import event_log, list_pending
 from warehouse.sql_guard import ReadOnlySqlError, check_read_only, lock_down
 
-__all__ = ["QueryResult", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "read_connection"]
+__all__ = [
+    "QueryResult", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "read_connection", "row_count",
+]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,13 @@ def open_read_only(state: StateLayout, timeout_s: float) -> duckdb.DuckDBPyConne
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+
+
+def row_count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    """Rows of `table` (a name from our schema, never user text)."""
+    row = con.execute(f"select count(*) from {table}").fetchone()
+    assert row is not None  # an aggregate without group by returns exactly one row
+    return int(row[0])
 
 
 @contextmanager

@@ -49,10 +49,10 @@ from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.pipeline import StageRecord
 from skillgate_core.processes import current_process
 from warehouse.events import (
-    TRIGGERS,
     CheckpointSaved,
     DatasetVersion,
     EvaluationStarted,
+    Event,
     ExperimentCreated,
     ModelExported,
     RunFinished,
@@ -62,6 +62,7 @@ from warehouse.events import (
     SegmentStarted,
     TrainingMetric,
     TrainingMetrics,
+    check_trigger,
 )
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.ids import checkpoint_key, eval_key, export_key, new_run_id, segment_key
@@ -109,7 +110,7 @@ def _flush_at_exit() -> None:
             log.warning("warehouse: ingest at exit deferred (%s)", exc)
 
 
-def record(*events: Any, state: StateLayout | None = None, ingest_now: bool = True) -> Path:
+def record(*events: Event, state: StateLayout | None = None, ingest_now: bool = True) -> Path:
     """Append `events` (applied together, all or none) and maybe ingest; returns the spool file.
 
     With `ingest_now`, a non-blocking ingest is tried if this process has not tried one in the
@@ -308,7 +309,7 @@ class StageRunRecorder:
     def start(
         cls,
         stage: str,
-        config: Any,
+        config: object,
         *,
         trigger: str,
         flow_run_id: str | None = None,
@@ -316,8 +317,7 @@ class StageRunRecorder:
         experiment_id: str | None = None,
         state: StateLayout | None = None,
     ) -> StageRunRecorder:
-        if trigger not in TRIGGERS:
-            raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+        checked = check_trigger(trigger)
         if segment is not None and experiment_id not in (None, segment.experiment_id):
             raise ValueError(f"experiment_id {experiment_id!r} is not the segment's ({segment.experiment_id!r})")
         state = state or state_layout()
@@ -336,7 +336,7 @@ class StageRunRecorder:
             seg = None  # the stage starts its segment itself; the caller records it
         record(
             RunStarted(
-                run_id=run_id, stage=stage, trigger=trigger, git_sha=git.sha, git_dirty=git.dirty,  # type: ignore[arg-type]
+                run_id=run_id, stage=stage, trigger=checked, git_sha=git.sha, git_dirty=git.dirty,
                 config_digest=config_digest(config), config_type=type(config).__name__,
                 config_body=config_to_dict(config), started_at=now, flow_run_id=flow_run_id,
                 experiment_id=segment.experiment_id if segment else experiment_id,

@@ -52,6 +52,7 @@ __all__ = [
 
 Con = duckdb.DuckDBPyConnection
 RefKind = Literal["run", "experiment", "export", "evaluation", "metric", "dataset", "config"]
+RefVia = Literal["id", "prefix", "path", "content"]
 REF_KINDS: tuple[RefKind, ...] = ("run", "experiment", "export", "evaluation", "metric", "dataset", "config")
 MIN_DIGEST_PREFIX = 6
 """Shortest digest prefix that is looked up (a git-style short digest)."""
@@ -70,7 +71,7 @@ class RefMatch:
     """Its full id or digest: what every warehouse query takes."""
     uri: str | None = None
     """Its folder or file when it has one (datasets, exports, evaluations, experiments)."""
-    via: Literal["id", "prefix", "path", "content"] = "id"
+    via: RefVia = "id"
     """How it was found: the whole id, a unique prefix, a recorded path, or a path's content digest."""
     detail: str = ""
     """A few words on what it is (stage, dataset kind, config type), for listings."""
@@ -121,8 +122,8 @@ _PATH_SOURCES: tuple[tuple[RefKind, str], ...] = (
 )
 
 
-def _rows(con: Con, kind: RefKind, sql: str, params: list, via: str) -> list[RefMatch]:
-    return [RefMatch(kind, row[0], row[2], via, row[1] or "")  # type: ignore[arg-type]
+def _rows(con: Con, kind: RefKind, sql: str, params: list, via: RefVia) -> list[RefMatch]:
+    return [RefMatch(kind, row[0], row[2], via, row[1] or "")
             for row in con.execute(sql, params).fetchall()]
 
 

@@ -10,6 +10,7 @@ file; if an ingest holds the file it retries briefly, then reports the file as b
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from skillgate_core.paths import StateLayout, state_layout
 from warehouse.damage import is_damage, warehouse_damaged
 from warehouse.interrupted import find_dead_runs
 from warehouse.migrate import LATEST_VERSION, current_version
-from warehouse.read import WarehouseBusy, open_read_only
+from warehouse.read import WarehouseBusy, open_read_only, row_count
 from warehouse.spool import event_log, list_archived, list_pending, list_rejected
 
 __all__ = ["COUNTED_TABLES", "WarehouseStatus", "warehouse_status"]
@@ -59,20 +60,23 @@ class WarehouseStatus:
 def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -> WarehouseStatus:
     state = state or state_layout()
     log_ = event_log(state)
-    base = dict(file=state.warehouse_file, latest_version=LATEST_VERSION, pending=len(list_pending(log_)),
-                rejected=len(list_rejected(log_)), archived=len(list_archived(log_)))
+    status = functools.partial(
+        WarehouseStatus, file=state.warehouse_file, latest_version=LATEST_VERSION, pending=len(list_pending(log_)),
+        rejected=len(list_rejected(log_)), archived=len(list_archived(log_)))
     if not state.warehouse_file.exists():
-        return WarehouseStatus(exists=False, schema_version=0, **base)  # type: ignore[arg-type]
+        return status(exists=False, schema_version=0)
     try:
         con = open_read_only(state, timeout_s)
     except WarehouseBusy:
-        return WarehouseStatus(exists=True, schema_version=-1, busy=True, **base)  # type: ignore[arg-type]
+        return status(exists=True, schema_version=-1, busy=True)
     try:
         version = current_version(con)
-        rows, runs, dead = {}, {}, 0
+        rows: dict[str, int] = {}
+        runs: dict[str, int] = {}
+        dead = 0
         if version >= 1:
             for t in COUNTED_TABLES:
-                rows[t] = int(con.execute(f"select count(*) from {t}").fetchone()[0])  # type: ignore[index]
+                rows[t] = row_count(con, t)
         if version >= 2:
             runs = dict(con.execute("select status, count(*) from v_run group by status order by status").fetchall())
         if version >= 3:
@@ -83,5 +87,4 @@ def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -
         raise
     finally:
         con.close()
-    return WarehouseStatus(exists=True, schema_version=version, rows=rows, runs=runs, dead_runs=dead,  # type: ignore[arg-type]
-                           **base)
+    return status(exists=True, schema_version=version, rows=rows, runs=runs, dead_runs=dead)

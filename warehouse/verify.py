@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from skillgate_core.digests import path_sha256
 from skillgate_core.ownership import (
     experiment_dir,
@@ -41,7 +43,7 @@ from skillgate_core.paths import StateLayout, state_layout
 from skillgate_core.stage_workdirs import dead_workdirs
 from warehouse.ids import checkpoint_key, eval_key, export_key, segment_key
 from warehouse.interrupted import find_dead_runs
-from warehouse.read import read_connection
+from warehouse.read import read_connection, row_count
 from warehouse.spool import event_log, list_pending, list_rejected
 
 __all__ = ["DRIFT_KINDS", "Drift", "VerifyReport", "verify"]
@@ -84,7 +86,7 @@ class VerifyReport:
         return not self.drift
 
 
-def _rows(con: Any, sql: str) -> list[dict[str, Any]]:
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     cur = con.execute(sql)
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
@@ -127,7 +129,7 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         for eval_id, row_id in con.execute("select eval_id, row_id from eval_trial").fetchall():
             trial_rows.setdefault(eval_id, set()).add(row_id)
         datasets = _rows(con, "select * from dataset_version where produced_by_run is not null and kind <> 'model_export'")
-        n_runs = int(con.execute("select count(*) from run").fetchone()[0])  # type: ignore[index]
+        n_runs = row_count(con, "run")
         dead_runs = find_dead_runs(con)
 
     disk_exp, disk_seg, disk_x, disk_eval, disk_ckpt = {}, {}, {}, {}, {}
@@ -153,7 +155,7 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     for k in sorted(set(disk_exp) & set(wh_exp)):
         rec, exp = disk_exp[k]
         row = wh_exp[k]
-        want = {"algorithm": rec.algorithm, "data": rec.data, "init": rec.init, "hypothesis": rec.hypothesis,
+        want: dict[str, object] = {"algorithm": rec.algorithm, "data": rec.data, "init": rec.init, "hypothesis": rec.hypothesis,
                 "uri": str(exp.root)}
         diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
         if diffs:
@@ -206,12 +208,12 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
         if diffs:
             drift.append(Drift("mismatch", k, "; ".join(diffs)))
         rows_dir = exp.rows(e.eval_id)
-        on_disk = {p.name for p in rows_dir.iterdir() if (p / ROW_FILE).is_file()} if rows_dir.is_dir() else set()
-        recorded = trial_rows.get(k, set())
-        if on_disk != recorded:
+        rows_on_disk = {p.name for p in rows_dir.iterdir() if (p / ROW_FILE).is_file()} if rows_dir.is_dir() else set()
+        rows_recorded = trial_rows.get(k, set())
+        if rows_on_disk != rows_recorded:
             drift.append(Drift("mismatch", k, (
-                f"trial rows: {len(on_disk)} on disk, {len(recorded)} in eval_trial; only on disk: "
-                f"{sorted(on_disk - recorded)[:5]}, only recorded: {sorted(recorded - on_disk)[:5]}"
+                f"trial rows: {len(rows_on_disk)} on disk, {len(rows_recorded)} in eval_trial; only on disk: "
+                f"{sorted(rows_on_disk - rows_recorded)[:5]}, only recorded: {sorted(rows_recorded - rows_on_disk)[:5]}"
             )))
 
     for d in datasets:

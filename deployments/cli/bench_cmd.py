@@ -138,7 +138,10 @@ def register(app: typer.Typer) -> None:
             SkillGymConfig,
             generate_from_skill,
         )
+        from skillgate_core.envs.sandbox import BACKENDS, is_backend
 
+        if not is_backend(backend):
+            raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
         config = SkillGymConfig(structures=tuple(structure or STRUCTURES), max_repairs=max_repairs,
                                 price_in_per_mtok=price_in, price_out_per_mtok=price_out, gate_backend=backend)
         client = ChatClient(base_url=base_url, model=model, api_key=os.environ.get(api_key_env, ""))

@@ -145,7 +145,7 @@ def _state_dir() -> list[CheckRow]:
         rows.append(CheckRow("state dir", "fail", f"{home}: {exc.strerror}", "set SKILLGATE_HOME to a writable dir"))
         return rows
     free = shutil.disk_usage(home).free / 2**30
-    status = "ok" if free >= MIN_FREE_GIB else "fail"
+    status: Literal["ok", "fail"] = "ok" if free >= MIN_FREE_GIB else "fail"
     rows.append(CheckRow("free disk", status, f"{free:.1f} GiB at {home}",
                          "" if status == "ok" else f"free at least {MIN_FREE_GIB} GiB"))
     return rows

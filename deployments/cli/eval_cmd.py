@@ -39,7 +39,7 @@ def _bench(path: Path | None) -> Path:
     return folder
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"policy {escape(ref.location)} -> {owner} {ref.experiment_id}, export {ref.export_id}",
                       highlight=False)
         config = EvalRunConfig(batch_episodes=batch, sandbox_workers=workers, tag=tag, method=method,
-                               device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]
+                               device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]  # device: checked above
         try:
             with observing(WarehouseEvalObserver(trigger="cli")):
                 result = run_evaluation(resolved, ref, config, root=root)

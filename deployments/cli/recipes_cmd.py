@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -76,7 +77,8 @@ def register(app: typer.Typer) -> None:
             table = Table(title=f"{stage}  ({type(cfg).__name__}, digest {config_digest(cfg)[:16]})")
             for col in ("key", "value", "meaning"):
                 table.add_column(col)
-            docs, ranges = field_docs(type(cfg)), field_ranges(type(cfg))
+            cls: type = type(cfg)  # annotated: mypy does not take type[Any] as Hashable (for @cache)
+            docs, ranges = field_docs(cls), field_ranges(cls)
             for key, value in config_to_dict(cfg).items():
                 allowed = f" ({ranges[key].describe()})" if key in ranges else ""
                 table.add_row(key, json.dumps(value), docs.get(key, "") + allowed)
@@ -112,6 +114,7 @@ def register(app: typer.Typer) -> None:
         from deployments.cli.run_fast import all_reused
 
         reused = all_reused(resolved)
+        result: dict[str, Any]
         if reused is not None:  # the common re-run: nothing to compute, so no Prefect server to start
             result = {"recipe": resolved.name, "digest": resolved.digest(), "stages": reused}
             console.print("[green]up to date[/]: every stage of this plan has a finished identical run; nothing ran "

@@ -33,7 +33,7 @@ FORMATS: tuple[str, ...] = ("table", "vertical", "csv", "json")
 """What --format accepts (leaving it out means auto)."""
 
 
-def cell_text(value: Any) -> str:
+def cell_text(value: object) -> str:
     """One value as text: '' for NULL, ISO for times, compact JSON for structures."""
     if value is None:
         return ""

@@ -40,23 +40,23 @@ def register(app: typer.Typer) -> None:
         if not folders:
             console.print(f"[bold red]no SKILL.md found under {escape(str(directory))}[/]")
             raise typer.Exit(1)
-        rows = []
+        rows: list[tuple[Path, str, str, str]] = []  # folder, name, status, problems
         for folder in folders:
             try:
                 problems = validate_skill(folder)
                 errors = [p for p in problems if p.severity == "error"]
                 name = folder.name if errors else load_skill(folder).name
             except Exception as exc:  # one unreadable skill is its own row, never the end of the check
-                rows.append([folder, folder.name, "invalid", f"SKILL.md: could not be checked ({type(exc).__name__}: {exc})"])
+                rows.append((folder, folder.name, "invalid", f"SKILL.md: could not be checked ({type(exc).__name__}: {exc})"))
                 continue
             status = "invalid" if errors else ("warn" if problems else "ok")
             text = "\n".join(f"{p.field}: {p.message}" + ("" if p.severity == "error" else " (warning)") for p in problems)
-            rows.append([folder, name, status, text])
+            rows.append((folder, name, status, text))
         counts = Counter(name for _, name, status, _ in rows if status != "invalid")
-        for row in rows:
+        for i, row in enumerate(rows):
             if row[2] != "invalid" and counts[row[1]] > 1:
                 others = [str(r[0]) for r in rows if r[1] == row[1] and r[0] != row[0]]
-                row[2], row[3] = "invalid", f"name: duplicate skill name {row[1]!r}: also at {', '.join(others)}"
+                rows[i] = (row[0], row[1], "invalid", f"name: duplicate skill name {row[1]!r}: also at {', '.join(others)}")
         table = Table(title=f"skills under {directory}")
         for col in ("skill", "name", "status", "problems"):
             table.add_column(col)

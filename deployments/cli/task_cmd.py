@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 import typer
 from rich.console import Console
@@ -20,7 +19,6 @@ from rich.markup import escape
 from rich.table import Table
 
 console = Console()
-_BACKENDS = ("auto", "docker", "bwrap")
 
 
 def register(app: typer.Typer) -> None:
@@ -36,18 +34,18 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object per task instead of a table"),
     ) -> None:
         """Validity gate: nop agent scores 0 and oracle (solve.sh) scores 1, each REPEATS times."""
+        from skillgate_core.envs.sandbox import BACKENDS, is_backend
         from skillgate_core.envs.validity_gate import check_tasks, find_task_dirs
 
-        if backend not in _BACKENDS:
-            raise typer.BadParameter(f"expected one of {', '.join(_BACKENDS)}, got {backend!r}", param_hint="--backend")
+        if not is_backend(backend):
+            raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
         if not find_task_dirs(paths):
             console.print(f"[bold red]no task.toml found under {escape(' '.join(map(str, paths)))}[/]")
             raise typer.Exit(1)
         from deployments.cli.progress import phase_progress
 
-        chosen: Literal["auto", "docker", "bwrap"] = backend  # type: ignore[assignment]
         with phase_progress(("validity gate", "tasks")) as (progress,):  # seconds per task: minutes for a suite
-            reports = check_tasks(paths, backend=chosen, repeats=repeats, jobs=jobs, progress=progress)
+            reports = check_tasks(paths, backend=backend, repeats=repeats, jobs=jobs, progress=progress)
         if as_json:
             for r in reports:
                 print(json.dumps({"task": r.task_id, "path": r.path, "backend": r.backend, "valid": r.valid,

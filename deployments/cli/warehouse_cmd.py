@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import typer
@@ -31,6 +31,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from deployments.cli.result_format import FORMATS, cell_text, print_rows
+
+if TYPE_CHECKING:
+    from warehouse.queries import LineageNode
 
 __all__ = ["register"]
 
@@ -53,7 +56,7 @@ def _facts(facts: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def _tree(node: Any, into: Tree | None = None) -> Tree:
+def _tree(node: LineageNode, into: Tree | None = None) -> Tree:
     label = f"[bold]{node.kind}[/] {escape(node.id)}  [dim]{escape(_facts(node.facts))}[/]"
     branch = Tree(label) if into is None else into.add(label)
     for child in node.children:
@@ -133,7 +136,7 @@ def register(app: typer.Typer) -> None:
         table.add_column("what")
         table.add_column("value")
         version = "busy" if s.busy else f"{s.schema_version} (code ships {s.latest_version})"
-        runs = [(f"runs {status}", n) for status, n in s.runs.items()]
+        runs: list[tuple[str, object]] = [(f"runs {status}", n) for status, n in s.runs.items()]
         if s.dead_runs:
             runs.append(("runs whose process is gone", f"{s.dead_runs} (still 'running': skillgate warehouse reap)"))
         for k, v in [("exists", s.exists), ("schema version", version), ("pending events", s.pending),

@@ -24,7 +24,7 @@ from typing import Any
 from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
-from skillgate_core.envs.sandbox import reap_orphans
+from skillgate_core.envs.sandbox import Backend, reap_orphans
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_skills_dir
@@ -96,7 +96,7 @@ def _slate_library(bench: Path, task_dir: Path, into: Path) -> Path:
     return slate_skills_dir(bench / "skills", slate.names, into)
 
 
-def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backend: str = "bwrap",
+def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backend: Backend = "bwrap",
                         jobs: int = 2) -> CriticalityReport:
     """Run every agent on `per_family` sampled tasks per family and tabulate success rates."""
     reap_orphans()
@@ -114,7 +114,7 @@ def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backen
         def run(plan) -> Episode:
             row, task, library, agent, skill = plan
             runner = follower_agent(skill) if skill else no_skill_agent(row["family"])
-            outcome = run_scripted_episode(task, runner, backend=backend, skills_dir=library)  # type: ignore[arg-type]
+            outcome = run_scripted_episode(task, runner, backend=backend, skills_dir=library)
             return Episode(row["task_id"], row["family"], agent, skill, outcome.score, outcome.status.value,
                            round(outcome.duration_s, 3))
 

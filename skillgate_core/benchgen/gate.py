@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from skillgate_core.benchgen.suite import GATE_FILE
 from skillgate_core.benchgen.suite_config import SPLITS
+from skillgate_core.envs.sandbox import Backend
 from skillgate_core.envs.validity_gate import GateReport, Progress, check_tasks
 
 __all__ = ["gate_rows", "gate_suite", "gate_summary", "select_for_gate"]
@@ -63,13 +64,13 @@ def gate_summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def gate_suite(bench: Path, mode: GateMode, per_family: int = 2, backend: str = "bwrap", jobs: int = 2,
+def gate_suite(bench: Path, mode: GateMode, per_family: int = 2, backend: Backend = "bwrap", jobs: int = 2,
                repeats: int = 2, progress: Progress | None = None) -> dict[str, Any]:
     """Gate the chosen tasks of the suite at `bench`; write and return gate.json's content.
     `progress` (tasks gated, tasks chosen) hears of each gated task."""
     rows = [json.loads(line) for line in (bench / "tasks.jsonl").read_text().splitlines() if line.strip()]
     chosen = select_for_gate(rows, mode, per_family)
-    reports = check_tasks([bench / r["path"] for r in chosen], backend=backend, repeats=repeats,  # type: ignore[arg-type]
+    reports = check_tasks([bench / r["path"] for r in chosen], backend=backend, repeats=repeats,
                           jobs=jobs, progress=progress) if chosen else []
     results = gate_rows(chosen, reports)
     data = {"mode": mode, "repeats": repeats, "summary": gate_summary(results),

@@ -45,7 +45,7 @@ from skillgate_core.benchgen.suite_config import SPLITS, BenchBuildConfig
 from skillgate_core.benchgen.task_gen import generate_task
 from skillgate_core.config import canonical_json, config_to_dict
 from skillgate_core.digests import tree_manifest
-from skillgate_core.skills import IRRELEVANT_OUTSIDE_TOP, SkillRetriever, build_retriever, build_slate
+from skillgate_core.skills import IRRELEVANT_OUTSIDE_TOP, SkillRetriever, Split, build_retriever, build_slate
 
 __all__ = ["GATE_FILE", "SUITE_FORMAT", "SuiteSummary", "build_suite", "plan_tasks", "suite_digest"]
 
@@ -125,7 +125,7 @@ def _write_task(job: tuple[str, int]) -> dict[str, Any]:
     config: BenchBuildConfig = _STATE["config"]
     skills: SkillSet = _STATE["sets"][index]
     plan = generate_task(config.seed, skills, task_id, config.max_attempts)
-    kind = "train" if skills.split == "train" else "eval"
+    kind: Split = "train" if skills.split == "train" else "eval"
     slate = build_slate(task_id=task_id, bench=SLATE_BENCH[skills.split], split=kind,
                         instruction=plan.instruction, oracle=plan.oracle, misleading=plan.misleading,
                         retriever=_STATE["retrievers"][kind])

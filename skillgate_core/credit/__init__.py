@@ -37,6 +37,7 @@ from skillgate_core.credit.groups import (
     RolloutStepFilter,
     count_rejections,
     dynamic_filter,
+    kept_reward,
     validate_group,
 )
 from skillgate_core.credit.spans import (
@@ -74,6 +75,7 @@ __all__ = [
     "hybrid_regret_shift",
     "hybrid_slate_advantages",
     "hybrid_strata_term",
+    "kept_reward",
     "mixed_separated_advantages",
     "mixed_separated_term",
     "per_token_advantages",

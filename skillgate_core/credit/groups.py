@@ -32,6 +32,7 @@ __all__ = [
     "RolloutStepFilter",
     "count_rejections",
     "dynamic_filter",
+    "kept_reward",
     "validate_group",
 ]
 
@@ -107,6 +108,13 @@ def _has_reward(score: float | None) -> bool:
     return score is not None and math.isfinite(float(score))
 
 
+def kept_reward(score: float | None) -> float:
+    """The reward of an episode of a group the filter kept: every such episode has one."""
+    if score is None:
+        raise ValueError("an episode without a reward in a group the dynamic filter kept")
+    return float(score)
+
+
 def _unscored_or_uncredited(episodes: Sequence[EpisodeEvidence]) -> GroupVerdict | None:
     for i, ep in enumerate(episodes):
         if not _has_reward(ep.score):
@@ -126,7 +134,7 @@ def dynamic_filter(episodes: Sequence[EpisodeEvidence]) -> GroupVerdict:
     broken = _unscored_or_uncredited(episodes)
     if broken is not None:
         return broken
-    scores = [float(ep.score) for ep in episodes]  # type: ignore[arg-type]
+    scores = [kept_reward(ep.score) for ep in episodes]
     if not scores or max(scores) - min(scores) <= ZERO_VARIANCE_TOLERANCE:
         return _reject(RejectReason.ZERO_VARIANCE, f"all scores equal: {scores}")
     return _ACCEPT

@@ -200,11 +200,14 @@ def _is_read(name: str, arguments: Mapping[str, Any]) -> bool:
     return name == "exec" and READER_COMMANDS.search(json.dumps(arguments, ensure_ascii=False)) is not None
 
 
+_SLATE_CATEGORIES: tuple[Category, ...] = ("misleading", "relevant", "irrelevant")
+
+
 def _category(skill: str, gold: str, slate: Mapping[str, str]) -> Category:
     if skill == gold:
         return "oracle"
     cat = slate.get(skill)
-    return cat if cat in ("misleading", "relevant", "irrelevant") else "unadvertised"  # type: ignore[return-value]
+    return next((c for c in _SLATE_CATEGORIES if c == cat), "unadvertised")
 
 
 def detect_selection_spans(

@@ -43,7 +43,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from skillgate_core.envs import image_root
@@ -149,7 +149,7 @@ class BwrapSandbox(Sandbox):
                            ("/logs/agent", 0o755), ("/solution", 0o755)):
             # Never through a link the task's COPY left (image_root): we are root on the host here.
             image_root.make_dirs(root, path)
-            image_root.chmod(root, path, lambda _mode, _is_dir, mode=mode: mode)
+            image_root.chmod(root, path, functools.partial(_fixed_mode, mode))
         if self.as_root:
             _chown_tree(root, self.uid, self.gid)
         if skills_dir is not None:
@@ -338,10 +338,13 @@ def _pump(proc: subprocess.Popen[bytes], info_r: int, stdin: bytes | None, deadl
     out, err = OutputBuffer(limit), OutputBuffer(limit)
     info = bytearray()
     if stdin is not None and proc.stdin is not None:
+        pipe = proc.stdin
+
         def feed() -> None:
             with contextlib.suppress(BrokenPipeError, OSError):
-                proc.stdin.write(stdin)  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
+                pipe.write(stdin)
+                pipe.close()
+
         threading.Thread(target=feed, daemon=True).start()
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
@@ -419,7 +422,11 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, onerror=_force_writable)
 
 
-def _force_writable(func, path, exc) -> None:  # type: ignore[no-untyped-def]
+def _fixed_mode(mode: int, _current: int, _is_dir: bool) -> int:
+    return mode
+
+
+def _force_writable(func: Callable[[str], object], path: str, exc: object) -> None:
     # A non-root owner cannot delete inside a folder the agent made read-only: open it up, retry.
     parent = os.path.dirname(path)
     with contextlib.suppress(OSError):

@@ -19,14 +19,18 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillgate_core.digests import path_sha256
 from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import DEFAULT_WORKDIR, TaskPackage
 from skillgate_core.file_locks import file_lock
+
+if TYPE_CHECKING:
+    import docker  # at run time imported inside the functions that use it, as before
 
 __all__ = ["docker_client", "ensure_base_image", "map_from_lines", "prune_task_images", "task_image",
            "workspace_seed_path"]
@@ -52,7 +56,7 @@ def docker_client() -> Any:
                                version="auto", timeout=120, max_pool_size=64)
 
 
-def _image_exists(client: Any, ref: str) -> bool:
+def _image_exists(client: docker.DockerClient, ref: str) -> bool:
     import docker.errors
 
     try:
@@ -79,7 +83,7 @@ def ensure_base_image(config: SandboxConfig | None = None) -> str:
     return client.api.inspect_image(cfg.base_image)["Id"]
 
 
-def map_from_lines(dockerfile_text: str, resolve: Any) -> tuple[str, dict[str, str]]:
+def map_from_lines(dockerfile_text: str, resolve: Callable[[str], str]) -> tuple[str, dict[str, str]]:
     """Rewrite each FROM image with resolve(image) (stage names kept); returns text + {old: new}."""
     stages: set[str] = set()
     mapping: dict[str, str] = {}
@@ -144,7 +148,7 @@ def task_image(task: TaskPackage, config: SandboxConfig | None = None) -> tuple[
     return tag, workdir
 
 
-def _build(client: Any, task: TaskPackage, dockerfile_text: str, tag: str, timeout: float, base_id: str) -> None:
+def _build(client: docker.DockerClient, task: TaskPackage, dockerfile_text: str, tag: str, timeout: float, base_id: str) -> None:
     with tempfile.TemporaryDirectory(prefix="skillgate-build-") as tmp:
         ctx = Path(tmp) / "context"
         if task.environment_dir.is_dir():

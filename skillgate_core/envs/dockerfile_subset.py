@@ -395,7 +395,7 @@ def _parse_run(rest: str, line: int, workdir: str, subst, needs: list[str]) -> l
         abs_paths = tuple(_normpath(p if p.startswith("/") else str(PurePosixPath(workdir, p))) for p in paths)
         for p in abs_paths:
             _check_writable_target(p, where, needs)
-        steps.append(FileStep(cmd, line, abs_paths, mode=mode))  # type: ignore[arg-type]
+        steps.append(FileStep(cmd, line, abs_paths, mode=mode))
     return steps
 
 
@@ -432,7 +432,7 @@ def _dockerignore(ctx: Path) -> Callable[[str], bool]:
     last = matcher.patterns[-1] if matcher.patterns else None
     if last is not None and last.exclusion and last.cleaned_pattern == ".dockerignore":
         matcher.patterns.pop()
-    return matcher.matches
+    return matcher.matches  # type: ignore[return-value]  # types-docker says PathLike; the SDK takes str paths
 
 
 def _expand_sources(step: FileStep, ctx: Path, source: str) -> list[Path]:

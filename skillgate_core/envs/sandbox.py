@@ -30,20 +30,27 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
 __all__ = [
+    "BACKENDS",
+    "Backend",
     "ExecResult",
     "HELPER_ENV",
     "OutputBuffer",
     "SYSTEM_PATH",
     "Sandbox",
     "SandboxError",
+    "UsableBackend",
     "available_backends",
     "cleanup_orphans",
+    "is_backend",
     "owner_pid_namespace",
     "reap_orphans",
     "resolve_backend",
@@ -51,6 +58,10 @@ __all__ = [
 ]
 
 Backend = Literal["auto", "docker", "bwrap"]
+"""A backend as asked for: one of the two, or auto (the config's preference among the usable ones)."""
+UsableBackend = Literal["docker", "bwrap"]
+"""A backend that runs sandboxes (what `resolve_backend` picks)."""
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
 TIMEOUT_EXIT_CODE = 124
 """exit_code reported for a command killed at its timeout (as coreutils `timeout` does)."""
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -256,7 +267,13 @@ def available_backends() -> dict[str, str]:
     return {"docker": _reason("docker"), "bwrap": _reason("bwrap")}
 
 
-def resolve_backend(task: TaskPackage, backend: Backend = "auto", config: SandboxConfig | None = None) -> str:
+def is_backend(name: str) -> TypeIs[Backend]:
+    """Whether `name` is one of BACKENDS (a command-line value, before it is passed on as a Backend)."""
+    return name in BACKENDS
+
+
+def resolve_backend(task: TaskPackage, backend: Backend = "auto",
+                    config: SandboxConfig | None = None) -> UsableBackend:
     """The backend that will run `task`; SandboxError says why none can."""
     cfg = config or SandboxConfig()
     wanted = backend if backend != "auto" else cfg.backend
@@ -270,7 +287,8 @@ def resolve_backend(task: TaskPackage, backend: Backend = "auto", config: Sandbo
         if reasons[wanted]:
             raise SandboxError(f"{wanted} backend unavailable: {reasons[wanted]}")
         return wanted
-    usable = [b for b in (cfg.prefer, "bwrap" if cfg.prefer == "docker" else "docker") if not reasons[b]]
+    other: UsableBackend = "bwrap" if cfg.prefer == "docker" else "docker"
+    usable = [b for b in (cfg.prefer, other) if not reasons[b]]
     if needs_docker:
         usable = [b for b in usable if b == "docker"]
     if not usable:

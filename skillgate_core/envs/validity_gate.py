@@ -105,7 +105,7 @@ def _check_task(path: str | Path, backend: Backend, repeats: int, config: Sandbo
         return GateReport(str(task.root), task.task_id, "", False, error=str(exc))
 
     def default_runner(t: TaskPackage, agent: str) -> EpisodeOutcome:
-        return run_scripted_episode(t, nop_agent if agent == "nop" else oracle_agent, backend=chosen,  # type: ignore[arg-type]
+        return run_scripted_episode(t, nop_agent if agent == "nop" else oracle_agent, backend=chosen,
                                     config=config)
 
     run = runner or default_runner

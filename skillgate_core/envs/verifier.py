@@ -183,7 +183,9 @@ def verify(sandbox: Sandbox, task: TaskPackage,
             return VerifierResult(0.0, 0.0, False, episode_status,
                                   f"verifier timed out after {timeout:g} s on this workspace: graded 0",
                                   "", run.exit_code, time.perf_counter() - start, {"verifier_timeout": True})
-        raw, extra, problem, source = None, {}, "", ""
+        raw: float | None = None
+        extra: dict[str, Any] = {}
+        problem = source = ""
         for path, kind in ((REWARD_TXT, "txt"), (REWARD_JSON, "json")):
             try:
                 text = sandbox.read_file(path, max_bytes=_MAX_REWARD_BYTES).decode("utf-8", "replace")

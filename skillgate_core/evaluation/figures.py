@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from skillgate_core.evaluation.bootstrap import PairedBootstrap
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "bootstrap_figure",
@@ -39,7 +42,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path, title: str, dpi: int) -> dict[str, Any]:
+def _save(fig: Figure, path: Path, title: str, dpi: int) -> dict[str, Any]:
     """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict."""
     axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()} for ax in fig.axes]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 READ_CATEGORIES = ("oracle", "misleading", "relevant", "irrelevant", "unadvertised")
-OUTCOMES = ("resolved", "fail", "error")
+Outcome = Literal["resolved", "fail", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("resolved", "fail", "error")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -61,7 +62,7 @@ class Trial:
     """Benchmark (family) the task belongs to."""
     repeat: int
     """Trial index within the task (0..repeats-1)."""
-    outcome: Literal["resolved", "fail", "error"]
+    outcome: Outcome
     """resolved = score >= 1; fail = graded below 1; error = infrastructure failure (ABORTED)."""
     reads: tuple[str, ...] = ()
     """Categories of the skill reads in order (oracle, misleading, relevant, irrelevant, unadvertised)."""
@@ -149,7 +150,7 @@ def outcome_counts(trials: Sequence[Trial]) -> dict[str, int]:
     return {o: found[o] for o in OUTCOMES}
 
 
-def behaviour_cost(trials: Sequence[Trial]) -> dict[str, float]:
+def behaviour_cost(trials: Sequence[Trial]) -> dict[str, float | None]:
     """What a trial costs, per trial: skill reads (every read action), distinct skills read, assistant
     turns, generated tokens, loss tokens, wall seconds; and generated tokens per resolved trial."""
     if not trials:

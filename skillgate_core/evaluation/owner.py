@@ -154,7 +154,7 @@ def resolve_policy(policy: str, *, root: Path, model: str = "", endpoint_options
         endpoint = OpenAIEndpoint(base_url=policy, model=model, **(endpoint_options or {}))
         sha10 = hashlib.sha256(f"{policy.rstrip('/')}\n{model}".encode()).hexdigest()[:10]
         experiment_id, export_id = f"standalone-eval-endpoint-{sha10}", f"endpoint-{_slug(model)}"
-        created = ("experiment",) if _ensure_experiment(
+        created: tuple[str, ...] = ("experiment",) if _ensure_experiment(
             root, experiment_id, init=f"{policy} model {model}",
             hypothesis=f"evaluation of the model '{model}' served at {policy}, which no SkillGate experiment owns",
         ) else ()

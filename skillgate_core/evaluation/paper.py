@@ -177,8 +177,8 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
               f"{', '.join(m.experiments) or '-'} | {', '.join(m.sources)} |" for m in methods]
     section = _Section(name=name, heading=f"Protocol {name}", intro=intro)
     section.tables.append(main)
-    section.figures["main_results"] = lambda p, d=main.data: figures.main_results_figure(
-        [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in d], config.k, p, config.dpi)
+    section.figures["main_results"] = lambda p: figures.main_results_figure(
+        [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in main.data], config.k, p, config.dpi)
     section.after["main_results"] = "main_results"
 
     names = {m.method for m in methods}
@@ -186,7 +186,7 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
         results = _bootstraps(methods, config)
         section.tables.append(bootstrap_table(results))
         overall = results[0][1]
-        section.figures["paired_bootstrap"] = lambda p, r=overall: figures.bootstrap_figure(r, p, config.dpi)
+        section.figures["paired_bootstrap"] = lambda p: figures.bootstrap_figure(overall, p, config.dpi)
         section.after["paired_bootstrap"] = "paired_bootstrap"
         section.data["bootstrap"] = {"skipped": None}
     else:
@@ -199,11 +199,11 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
     section.tables.append(ablation_table(methods, config.ablation_methods, config.k))
     tradeoff = selector_tradeoff_table(methods)
     section.tables.append(tradeoff)
-    section.figures["selector_tradeoff"] = lambda p, d=tradeoff.data: figures.selector_tradeoff_figure(d, p, config.dpi)
+    section.figures["selector_tradeoff"] = lambda p: figures.selector_tradeoff_figure(tradeoff.data, p, config.dpi)
     section.after["selector_tradeoff"] = "selector_tradeoff"
     section.tables.append(read_strata_table(methods, config.max_strata))
     strata = read_strata(methods, config.max_strata)
-    section.figures["read_strata"] = lambda p, s=strata: figures.read_strata_figure(s, p, config.dpi)
+    section.figures["read_strata"] = lambda p: figures.read_strata_figure(strata, p, config.dpi)
     section.after["read_strata"] = "read_strata"
     section.tables.append(behaviour_cost_table(methods))
     section.data["protocol_ids"] = ids
@@ -270,7 +270,7 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
         sections.append(training_section)
 
     _prepare(out)  # only now: a refused comparison leaves the output folder as it was
-    eval_files = defaultdict(int)
+    eval_files: defaultdict[str, int] = defaultdict(int)
     for r in rows:
         eval_files[r["source"]] += 1
     root = rows_dir if rows_dir.is_dir() else rows_dir.parent

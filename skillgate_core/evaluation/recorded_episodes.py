@@ -194,7 +194,7 @@ def _from_parquet_row(number: int, source: str, row: Mapping[str, Any]) -> Recor
                                        a["category"], len(a["call_token_indices"]), len(a["identity_token_indices"]))
                         for a in recorded if a["turn_index"] == i)
         turns.append(RecordedTurn(
-            text=t["text"], finish=t["finish"], calls=tuple(tuple(c) for c in t["calls"]),  # type: ignore[misc]
+            text=t["text"], finish=t["finish"], calls=tuple(tuple(c) for c in t["calls"]),
             observation=observations[i] if i < len(observations) else None, tokens=(start, end),
             trained_tokens=sum(mask[start:end]), context_tokens_after=sum(1 for m in mask[end:nxt] if m == 0),
             actions=actions))
@@ -219,7 +219,7 @@ def _from_log(number: int, source: str, log: Mapping[str, Any]) -> RecordedEpiso
     turns = []
     for i, t in enumerate(log.get("turns", [])):
         turns.append(RecordedTurn(
-            text=t["text"], finish=t["finish"], calls=tuple(tuple(c) for c in t["calls"]),  # type: ignore[misc]
+            text=t["text"], finish=t["finish"], calls=tuple(tuple(c) for c in t["calls"]),
             observation=observations[i] if i < len(observations) else None, tokens=None, trained_tokens=None,
             context_tokens_after=None, actions=tuple(_text_actions(i, t["calls"], slate, gold))))
     system, instruction = _prompt(messages)

@@ -28,7 +28,7 @@ import json
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +188,7 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
                             max_new_tokens=p.max_new_tokens, seed_of=seed_of, name=method), tokenizer
     import torch
 
+    assert ref.model_dir is not None  # every policy but an endpoint has weights (PolicyRef.model_dir)
     device = config.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -206,6 +207,15 @@ def _trajectory_log(trajectory: Trajectory) -> str:
                messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
                prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids))
     return json.dumps(log, indent=1, ensure_ascii=False, default=list) + "\n"
+
+
+def _trajectory_writer(log: str) -> Callable[[Path], None]:
+    """write_eval_row's `files`: the trajectory log beside row.json in the row's temp folder."""
+
+    def write(tmp: Path) -> None:
+        atomic_write_text(tmp / TRAJECTORY_FILE, log)
+
+    return write
 
 
 def _ordered(rows: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -321,7 +331,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
     policy, tokenizer = _load_policy(ref, resolved, config, method)
     episode_config = EpisodeConfig(max_turns=protocol.max_turns, max_context_tokens=protocol.context_size,
                                    max_new_tokens=protocol.max_new_tokens, wall_clock_s=protocol.wall_clock_s,
-                                   backend=protocol.backend, workers=config.sandbox_workers)  # type: ignore[arg-type]
+                                   backend=protocol.backend, workers=config.sandbox_workers)
     snapshot = None
     if resolved.skill_names:
         snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names])
@@ -348,9 +358,8 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             for (trial_index, task, repeat), trajectory in zip(batch, trajectories, strict=True):
                 row = {**trial_row(trajectory, context), "row_id": row_id(task.task_id, repeat),
                        "trial_index": trial_index}
-                log = _trajectory_log(trajectory)
                 write_eval_row(exp_root, ref.experiment_id, info.record.eval_id, row["row_id"], row,
-                               files=lambda tmp, text=log: atomic_write_text(tmp / TRAJECTORY_FILE, text))
+                               files=_trajectory_writer(_trajectory_log(trajectory)))
                 published.append(row)
             observer.trials(info, published)
             ran += len(batch)

@@ -155,7 +155,7 @@ def load_spec(name_or_path: str | Path) -> ProtocolSpec:
     return ProtocolSpec(**{**spec.__dict__, "source": str(path)})
 
 
-def _sha(data: Any) -> str:
+def _sha(data: object) -> str:
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from skillgate_core.dataclass_json import dataclass_from_json
 
@@ -27,7 +27,10 @@ __all__ = [
     "utc_now",
 ]
 
-R = TypeVar("R")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
 
 
 def utc_now() -> str:
@@ -172,7 +175,7 @@ class EvalRecord:
     """The evaluated export (must exist in this experiment)."""
     protocol_fingerprint: str
     """The frozen protocol's fingerprint (METHOD.md 8)."""
-    status: str
+    status: Literal["running", "completed", "incomplete", "failed"]
     """'running', 'completed', 'incomplete' (stopped with trials missing: resumable) or 'failed'
     (an error stopped it: resumable too); completed is final."""
     started_at: str

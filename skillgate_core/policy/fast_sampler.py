@@ -232,7 +232,7 @@ class StaticSampler:
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
         step = self._decode_step
         if self.compiled:
-            options = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
+            options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
             step = torch.compile(step, **options)
             # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
             # and past dynamo's default limit (8) the step would silently run eagerly

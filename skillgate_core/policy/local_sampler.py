@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "Completion",
@@ -71,12 +74,13 @@ class Completion:
     """stop = a stop token was sampled; length = max_new_tokens was reached."""
 
 
-def load_policy(model_dir: str | Path, dtype: Any = None, device: str = "cpu"):
+def load_policy(model_dir: str | Path, dtype: torch.dtype | None = None, device: str = "cpu"):
     """(model in eval mode, tokenizer) from an HF model directory, loaded as any HF checkpoint is."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    model = model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides `self` from mypy
     model.eval()
     return model, tok
 

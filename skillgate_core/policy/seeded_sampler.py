@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["sample_seeded"]
 
 
-def _top_p(probs: Any, top_p: float) -> Any:
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """Zero the tail outside the smallest set of tokens holding `top_p` mass (the first token always stays)."""
     import torch
 

@@ -115,7 +115,7 @@ class SGLangClient:
 
     # -- transport -------------------------------------------------------------------------------
 
-    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: Any = None) -> httpx.Response:
+    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None) -> httpx.Response:
         """One HTTP exchange; retried only while the connection itself fails; errors name the URL."""
         attempts = self.connect_retries + 1
         for attempt in range(attempts):
@@ -138,7 +138,7 @@ class SGLangClient:
             return response
         raise AssertionError("unreachable")
 
-    def _json(self, url: str, method: Literal["GET", "POST"], path: str, body: Any = None) -> Any:
+    def _json(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None) -> Any:
         response = self._request(url, method, path, body)
         try:
             return response.json()

@@ -59,7 +59,7 @@ def all_reduce_max(value: int) -> int:
     return int(t.item())
 
 
-def all_gather_objects(obj: Any) -> list[Any]:
+def all_gather_objects(obj: object) -> list[Any]:
     """[obj of rank 0, obj of rank 1, ...] on every rank (pickled; keep it small)."""
     if not _active():
         return [obj]

@@ -136,7 +136,8 @@ class _SkillDigests:
     """File manifests of the bench's skill folders, each scanned once."""
 
     def __init__(self, library: Path) -> None:
-        self.library, self._cache = library, {}
+        self.library = library
+        self._cache: dict[str, dict[str, str]] = {}  # skill name -> tree_manifest
 
     def snapshot(self, names: tuple[str, ...], task_id: str) -> str:
         """The digest skills.snapshot_skills would give a snapshot of exactly these skills."""

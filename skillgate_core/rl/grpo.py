@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -48,8 +48,8 @@ from skillgate_core.rl.engine import (
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
-from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
-from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
+from skillgate_core.rl.loss import LossOutput, global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
+from skillgate_core.rl.packing import MicroBatch, PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
@@ -58,6 +58,9 @@ from skillgate_core.rl.rollouts import rollout_step
 from skillgate_core.rl.samples import CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
+
+if TYPE_CHECKING:
+    from skillgate_core.rl.launch import WorkerContext
 
 __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
 
@@ -136,14 +139,15 @@ def _servers(job: GRPOJob, tokenizer: Any) -> ServerRollouts | None:
     return servers
 
 
-def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: Any,
-          normaliser: float, cfg: GRPOConfig) -> Any:
+def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: MicroBatch,
+          normaliser: float, cfg: GRPOConfig) -> LossOutput:
     f = mb.fields
-    common = {"logp_ref": ref, "beta": cfg.beta, "clip_low": cfg.clip_low, "clip_high": cfg.clip_high}
     if profile_loss == "two_stream":
         return selector_grpo_loss(logp, old, f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"], normaliser,
-                                  selector_coef=cfg.lambda_, **common)
-    return grpo_clipped_loss(logp, old, f["a_task"], f["mask"], normaliser, **common)
+                                  selector_coef=cfg.lambda_, logp_ref=ref, beta=cfg.beta, clip_low=cfg.clip_low,
+                                  clip_high=cfg.clip_high)
+    return grpo_clipped_loss(logp, old, f["a_task"], f["mask"], normaliser, logp_ref=ref, beta=cfg.beta,
+                             clip_low=cfg.clip_low, clip_high=cfg.clip_high)
 
 
 def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
@@ -191,7 +195,7 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     return normaliser, losses
 
 
-def grpo_worker(ctx: Any, job: GRPOJob) -> dict[str, Any]:
+def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     """Train (collective: every rank runs it); returns this rank's summary (rank 0's is the run's)."""
     from transformers import AutoTokenizer
 

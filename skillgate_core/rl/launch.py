@@ -205,23 +205,27 @@ def init_ray(config: LaunchConfig) -> bool:
     # The workers' stdout/stderr (Ray Train's controller chatter, library warnings, one line per actor)
     # stay in Ray's session logs: the driver shows progress itself and a failure's traceback comes back
     # with the exception. SKILLGATE_RAY_WORKER_LOGS=1 streams them here again.
-    quiet = {"log_to_driver": os.environ.get("SKILLGATE_RAY_WORKER_LOGS", "") == "1",
-             "logging_level": logging.WARNING}
+    to_driver = os.environ.get("SKILLGATE_RAY_WORKER_LOGS", "") == "1"
     if address:
         runtime_env["env_vars"]["RAY_ADDRESS"] = address  # Ray's own helper actors look it up
-        ray.init(address=address, runtime_env=runtime_env, **quiet)
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=to_driver, logging_level=logging.WARNING)
     else:
         cpus = config.local_num_cpus or max(os.cpu_count() or 1, int(config.num_workers * config.cpus_per_worker + 0.999))
-        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, **quiet)
+        ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=runtime_env, log_to_driver=to_driver,
+                 logging_level=logging.WARNING)
     return True
 
 
-def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResult:
+def launch_ray(fn: WorkerFn, fn_config: object, config: LaunchConfig) -> LaunchResult:
     """Run fn(ctx, fn_config) on config.num_workers Ray Train workers (TorchTrainer); block until
     done; every rank's return value. Raises Ray's TrainingFailedError if the run fails."""
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchConfig
+
+    # The classes `ray.train` and `ray.train.torch` export under Train V2 (Ray's default, and what
+    # worker_runtime_env and Result.return_value need), named where a type checker can see them.
+    from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
 
     name = config.name or unique_run_name(config.name_prefix)
     storage = Path(config.storage_path) if config.storage_path else state_layout().home / "ray"
@@ -253,7 +257,7 @@ def launch_ray(fn: WorkerFn, fn_config: Any, config: LaunchConfig) -> LaunchResu
     finally:
         if started:
             ray.shutdown()
-    results = result.return_value
+    results = result.return_value  # type: ignore[attr-defined]  # a V2 Result; Ray annotates fit() with V1's
     if results is None or len(results) != config.num_workers:
         raise RuntimeError(f"expected {config.num_workers} worker results, got {results!r}")
     return LaunchResult(name=name, run_dir=run_dir, results=tuple(results))
@@ -295,7 +299,7 @@ def _ray_worker(payload: dict[str, Any]) -> list[Any] | None:
     return _call_and_gather(payload["fn"], ctx, payload["config"])
 
 
-def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: Any) -> list[Any] | None:
+def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: object) -> list[Any] | None:
     from skillgate_core.rl.collectives import all_gather_objects
 
     value = _no_tensors(fn(ctx, fn_config))
@@ -303,7 +307,7 @@ def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: Any) -> list[A
     return gathered if ctx.rank == 0 else None
 
 
-def _no_tensors(value: Any) -> Any:
+def _no_tensors(value: object) -> Any:
     """Ray refuses torch tensors in a return value; refuse them on both paths alike."""
     import torch
 
@@ -353,7 +357,7 @@ def _destroy_process_group() -> None:
 
 
 def run_in_process(
-    fn: WorkerFn, fn_config: Any, *, run_dir: str | Path | None = None, use_gpu: bool | None = None
+    fn: WorkerFn, fn_config: object, *, run_dir: str | Path | None = None, use_gpu: bool | None = None
 ) -> LaunchResult:
     """Run fn(ctx, fn_config) here, without Ray (tests, debugging, torchrun).
 

@@ -134,14 +134,13 @@ def low_variance_kl(logp: torch.Tensor, logp_ref: torch.Tensor, *, clamp: float 
 
 
 def _kl_sum(
-    logp: torch.Tensor, logp_ref: torch.Tensor | None, mask: torch.Tensor, beta: float
+    logp: torch.Tensor, logp_ref: ArrayLike | torch.Tensor | None, mask: torch.Tensor, beta: float
 ) -> torch.Tensor:
     if beta == 0.0 and logp_ref is None:
         return logp.new_zeros(())
     if logp_ref is None:
         raise ValueError("beta > 0 needs logp_ref")
-    logp_ref = torch.as_tensor(logp_ref)
-    return (mask * low_variance_kl(logp, _like(logp_ref, logp, "logp_ref"))).sum()
+    return (mask * low_variance_kl(logp, _like(torch.as_tensor(logp_ref), logp, "logp_ref"))).sum()
 
 
 def _clip_fraction(

@@ -150,7 +150,7 @@ class MicroBatch:
         )
 
 
-def _as_float32(values: Any) -> torch.Tensor:
+def _as_float32(values: object) -> torch.Tensor:
     if isinstance(values, torch.Tensor):
         return values.detach().to(device="cpu", dtype=torch.float32).reshape(-1)
     return torch.as_tensor(values, dtype=torch.float32).reshape(-1)
@@ -264,7 +264,7 @@ def unpack(
     missing = [i for i, v in enumerate(out) if v is None]
     if missing:
         raise ValueError(f"samples {missing[:10]} are in no micro-batch")
-    return out  # type: ignore[return-value]
+    return [v for v in out if v is not None]  # all of them (none is missing)
 
 
 def block_causal_mask(micro_batch: MicroBatch, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -28,11 +28,21 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 __all__ = ["ProgressStyle", "StepProgress", "follow_metrics", "progress_style", "step_progress"]
 
 ProgressStyle = Literal["bar", "lines", "off"]
+
+
+class ProgressBar(Protocol):
+    """What StepProgress uses of a bar: tqdm's and ray's tqdm_ray have it (tqdm also set_postfix_str)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def set_description(self, desc: str) -> object: ...
+
+    def close(self) -> object: ...
 
 
 def progress_style(stream: TextIO | None = None) -> ProgressStyle:
@@ -55,7 +65,8 @@ def _summary(row: Mapping[str, Any]) -> str:
 class StepProgress:
     """Ticks once per optimizer step; `bar` is a tqdm-like object, or None for plain lines (or nothing)."""
 
-    def __init__(self, *, total: int, initial: int, desc: str, bar: Any = None, stream: TextIO | None = None) -> None:
+    def __init__(self, *, total: int, initial: int, desc: str, bar: ProgressBar | None = None,
+                 stream: TextIO | None = None) -> None:
         self.total, self.done, self.desc = total, initial, desc
         self._bar, self._stream = bar, stream
 
@@ -86,7 +97,7 @@ def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, 
     if style == "bar" and under_ray:
         from ray.experimental.tqdm_ray import tqdm as ray_tqdm
 
-        bar = ray_tqdm(total=total, desc=desc, unit="step")
+        bar: ProgressBar = ray_tqdm(total=total, desc=desc, unit="step")
         if initial:
             bar.update(initial)
         return StepProgress(total=total, initial=initial, desc=desc, bar=bar)

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from skillgate_core.credit import (
     TokenWeightError,
     hybrid_slate_advantages,
+    kept_reward,
     mixed_separated_advantages,
     per_token_advantages,
     selector_advantages,
@@ -100,7 +101,7 @@ def _reads(episodes: Sequence[Episode]) -> list[list[str]]:
 
 def _scores(episodes: Sequence[Episode]) -> list[float]:
     # Groups reaching conversion passed the filter: every episode has a reward.
-    return [float(e.score) for e in episodes]  # type: ignore[arg-type]
+    return [kept_reward(e.score) for e in episodes]
 
 
 def _group_credit(group: Group, profile: Profile) -> list[tuple[Episode, float, list[float]]]:

@@ -157,7 +157,8 @@ def join_weight_group(master_address: str, master_port: int, *, world_size: int,
     options = "backend_options" if "backend_options" in inspect.signature(c10d._new_process_group_helper).parameters \
         else "pg_options"
     group, _ = c10d._new_process_group_helper(world_size, rank, [], c10d.Backend(backend), store,
-                                              group_name=group_name, timeout=timeout, **{options: None})
+                                              group_name=group_name,  # type: ignore[arg-type]  # a NewType of str in recent torch only
+                                              timeout=timeout, **{options: None})
     c10d._world.pg_group_ranks[group] = {i: i for i in range(world_size)}
     return group
 

@@ -23,9 +23,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillgate_core.rl.profiles import Profile
+
+if TYPE_CHECKING:
+    from skillgate_core.rl.loss import LossOutput
+    from skillgate_core.rl.rollouts import Group, RolloutStats
+    from skillgate_core.rl.samples import ChunkFacts
 
 __all__ = ["StepTimer", "rank_summary", "step_metrics"]
 
@@ -67,8 +72,8 @@ def _rate(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
-def rank_summary(*, groups: Sequence[Any], rollout: Any, facts: Any, filter_counts: Mapping[str, int],
-                 losses: Sequence[Any], timer: Mapping[str, float]) -> dict[str, Any]:
+def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: ChunkFacts, filter_counts: Mapping[str, int],
+                 losses: Sequence[LossOutput], timer: Mapping[str, float]) -> dict[str, Any]:
     """This rank's step as plain sums and counts (small, picklable: it is all-gathered)."""
     episodes = [e for g in groups for e in (*g.episodes, *g.partner)]
     reads = [e.spans.reads() for e in episodes if e.with_slate]

@@ -19,6 +19,7 @@ A padding mask or a KV cache is refused (the replica samples with sdpa: engine.l
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,7 +42,7 @@ def torch_varlen_available() -> bool:
     return True
 
 
-def _kernel_kwargs(fn: Any, scale: float | None) -> dict[str, Any]:
+def _kernel_kwargs(fn: Callable[..., object], scale: float | None) -> dict[str, Any]:
     # torch 2.9 took is_causal=; 2.10+ takes window_size=(-1, 0) for causal, and scale=
     params = inspect.signature(fn).parameters
     kwargs: dict[str, Any] = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
@@ -106,6 +107,7 @@ def varlen_attention_forward(
                 groups = q.shape[1] // k.shape[1]
                 k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         out = varlen_attn(q, k, v, cu_t, cu_t, longest, longest, **extra)
+        assert isinstance(out, torch.Tensor)  # a (out, aux) pair only with return_aux, which we never ask
     else:
         out = _per_sample(q, k, v, cu_t.tolist(), scaling)
     return out.reshape(batch, t, heads, dim), None
@@ -120,8 +122,8 @@ def self_check(device: str | torch.device = "cuda", dtype: torch.dtype = torch.b
         cu = torch.tensor([0, 30, 96], dtype=torch.int32, device=device)
         out, _ = varlen_attention_forward(torch.nn.Module(), q, k, v, None, scaling=0.125, cu_seq_lens_q=cu,
                                           cu_seq_lens_k=cu, max_length_q=66, max_length_k=66)
-        flat = [x.detach().float().transpose(1, 2)[0] for x in (q, k, v)]
-        ref = _per_sample(*flat, [0, 30, 96], 0.125)
+        fq, fk, fv = (x.detach().float().transpose(1, 2)[0] for x in (q, k, v))
+        ref = _per_sample(fq, fk, fv, [0, 30, 96], 0.125)
         err = float((out[0].detach().float() - ref).norm() / ref.norm())
         if not err < 2e-2:
             return f"forward off by {err:.2e} (relative) against per-sample sdpa"

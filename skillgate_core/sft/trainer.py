@@ -15,10 +15,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.stage_output import StageOutput
+
+if TYPE_CHECKING:
+    from peft import LoraConfig
 
 __all__ = [
     "LORA_TARGETS",
@@ -130,7 +133,7 @@ def save_policy_export(model, tokenizer, target: Path) -> Path:
     return target
 
 
-def lora_config(config: LoRATrainingConfig) -> Any:
+def lora_config(config: LoRATrainingConfig) -> LoraConfig:
     """The LoRA adapter every SFT-style stage trains (sft, bc, dpo): rank, alpha and targets from
     `config`; no dropout, causal-LM task."""
     from peft import LoraConfig
@@ -171,6 +174,9 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
                          processing_class=tokenizer, peft_config=peft_config)
     result = trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    from peft import PeftModel
+
+    assert isinstance(trainer.model, PeftModel)  # peft_config given: the trainer wraps the model in the adapter
     target = save_policy_export(trainer.model.merge_and_unload(), tokenizer, out_dir / "model")
     summary = {
         "rows": len(rows),

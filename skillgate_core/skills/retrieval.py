@@ -15,9 +15,13 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillgate_core.skills.skill_md import Skill
+
+if TYPE_CHECKING:
+    import polars as pl
+    from typing_extensions import TypeIs
 
 __all__ = ["RankedSkill", "SkillRetriever", "build_retriever", "tokenize"]
 
@@ -80,13 +84,17 @@ def _bm25(corpus: list[list[str]]) -> Any:
     return BM25Okapi(corpus)
 
 
-def build_retriever(library: Iterable[Skill] | Any, include_body: bool = False) -> SkillRetriever:
+def _is_index_frame(library: object) -> TypeIs[pl.DataFrame]:
+    return type(library).__module__.startswith("polars")  # polars is imported only by the index's maker
+
+
+def build_retriever(library: Iterable[Skill] | pl.DataFrame, include_body: bool = False) -> SkillRetriever:
     """A retriever over `library`: Skill objects (`load_library`) or an index frame (`read_index`).
 
     `include_body` adds each SKILL.md body to its document; an index holds no bodies, so it needs
     Skill objects.
     """
-    if type(library).__module__.startswith("polars"):  # an index frame (polars imported only by its maker)
+    if _is_index_frame(library):
         if include_body:
             raise ValueError("include_body needs Skill objects (load_library); an index holds no bodies")
         rows = [(r["name"], r["description"], "") for r in library.iter_rows(named=True)]

@@ -24,16 +24,19 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from skillgate_core.benchgen.skillgym.checks import static_problems
 from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
-from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord
+from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Verdict
 from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import path_sha256
 from skillgate_core.policy.openai_chat import EndpointError
+
+if TYPE_CHECKING:
+    from skillgate_core.envs.sandbox import Backend
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
 
@@ -65,12 +68,12 @@ class SkillGymConfig:
             raise ValueError(f"structures: expected some of {sorted(STRUCTURES)}, got {unknown}")
 
 
-def validity_gate(backend: str, repeats: int) -> GateFn:
+def validity_gate(backend: Backend, repeats: int) -> GateFn:
     """The envs validity gate as a GateFn."""
     from skillgate_core.envs.validity_gate import check_task
 
     def gate(folder: Path) -> tuple[bool, str]:
-        report = check_task(folder, backend=backend, repeats=repeats)  # type: ignore[arg-type]
+        report = check_task(folder, backend=backend, repeats=repeats)
         if report.valid:
             return True, ""
         details = "; ".join(dict.fromkeys(t.detail for t in report.trials if t.detail))
@@ -151,8 +154,8 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
         calls.append(CallRecord(role, round_, reply.prompt_tokens, reply.completion_tokens, round(reply.seconds, 3)))
         return reply.text
 
-    def record(verdict: str, reason: str, rounds: int, path: str, history: list[str], **extra) -> BuildRecord:
-        return BuildRecord(name, structure, task_id, verdict, reason, rounds, path, tuple(calls), tuple(history),  # type: ignore[arg-type]
+    def record(verdict: Verdict, reason: str, rounds: int, path: str, history: list[str], **extra: object) -> BuildRecord:
+        return BuildRecord(name, structure, task_id, verdict, reason, rounds, path, tuple(calls), tuple(history),
                            _cost(calls, config), extra)
 
     try:
