@@ -307,7 +307,7 @@ def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
     done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
     if done is None:
         raise SystemExit(f"arm {method} has no finished grpo run in {run.home} (a fresh machine, or part b did not "
-                         "finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")
+                         f"finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")
     return Path(done.outputs["policy_export"])
 
 
