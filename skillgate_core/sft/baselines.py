@@ -35,7 +35,13 @@ from typing import Any
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
-from skillgate_core.sft.trainer import LoRATrainingConfig, lora_config, save_policy_export, train_lora_sft
+from skillgate_core.sft.trainer import (
+    LoRATrainingConfig,
+    lora_config,
+    save_policy_export,
+    train_lora_sft,
+    trainer_arguments,
+)
 from skillgate_core.stage_output import StageOutput
 
 __all__ = ["BCStageConfig", "DPOStageConfig", "bc_rows", "dpo_rows", "selection_tasks", "train_bc", "train_dpo"]
@@ -193,25 +199,8 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
     tasks = selection_tasks(Path(inputs["rl_data"]), model_dir, config.max_tasks)
     rows = dpo_rows(tasks, tokenizer, config.skill_reasoning, config.pairs_per_task, config.max_length)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = DPOConfig(
-        output_dir=str(out_dir / "_trainer"),
-        max_steps=config.max_steps,
-        learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_batch_size,
-        max_length=config.max_length,
-        beta=config.beta,
-        loss_type=[config.loss_type],
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=config.seed,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        lr_scheduler_type="constant",
-        gradient_checkpointing=config.gradient_checkpointing,
-        remove_unused_columns=True,
-        disable_tqdm=False,
-    )
+    args = DPOConfig(**trainer_arguments(config, out_dir), beta=config.beta, loss_type=[config.loss_type],
+                     logging_steps=1, remove_unused_columns=True)
     peft_config = lora_config(config)
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for r in rows])
     trainer = _token_id_dpo_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.stage_output import StageOutput
@@ -32,6 +32,7 @@ __all__ = [
     "sft_rows",
     "train_lora_sft",
     "train_sft",
+    "trainer_arguments",
 ]
 
 
@@ -142,6 +143,29 @@ def lora_config(config: LoRATrainingConfig) -> LoraConfig:
                       target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
 
 
+def trainer_arguments(config: LoRATrainingConfig, out_dir: Path) -> dict[str, Any]:
+    """The TrainingArguments every SFT-style stage passes to TRL (SFTConfig, DPOConfig): steps, rate,
+    batch, length and seed from `config`; constant schedule, no saving or reporting, the CPU when
+    there is no GPU, scratch under out_dir/_trainer. Each stage adds its own (logging_steps, beta, ...)."""
+    import torch
+
+    return {
+        "output_dir": str(out_dir / "_trainer"),
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "per_device_train_batch_size": config.per_device_batch_size,
+        "max_length": config.max_length,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": config.seed,
+        "use_cpu": not torch.cuda.is_available(),
+        "dataloader_num_workers": 0,
+        "lr_scheduler_type": "constant",
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "disable_tqdm": False,
+    }
+
+
 def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[str, list[int]]],
                    out_dir: Path) -> tuple[Path, dict]:
     """TRL SFTTrainer + LoRA on pre-tokenized rows {input_ids, assistant_masks} from the policy at
@@ -153,22 +177,7 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    args = SFTConfig(
-        output_dir=str(out_dir / "_trainer"),
-        max_steps=config.max_steps,
-        learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_batch_size,
-        max_length=config.max_length,
-        logging_steps=max(1, config.max_steps // 10),
-        save_strategy="no",
-        report_to=[],
-        seed=config.seed,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-        lr_scheduler_type="constant",
-        gradient_checkpointing=config.gradient_checkpointing,
-        disable_tqdm=False,
-    )
+    args = SFTConfig(**trainer_arguments(config, out_dir), logging_steps=max(1, config.max_steps // 10))
     peft_config = lora_config(config)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=tokenizer, peft_config=peft_config)
