@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ProcessIdentity", "ProcessState", "current_process", "process_start", "process_state"]
+__all__ = ["ProcessIdentity", "ProcessState", "current_process", "pid_exists", "process_start", "process_state"]
 
 ProcessState = Literal["alive", "gone", "unknown"]
 
@@ -73,7 +73,8 @@ def current_process() -> ProcessIdentity:
     return ProcessIdentity(host=socket.gethostname(), pid=pid, start=process_start(pid))
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether some process has this pid now (any owner); not which one: see `process_state`."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -99,4 +100,4 @@ def process_state(host: str, pid: int, start: str | None) -> ProcessState:
         if namespace != _pid_namespace():
             return "unknown"
         return "alive" if _start_ticks(pid) == ticks else "gone"
-    return "alive" if _pid_exists(pid) else "gone"
+    return "alive" if pid_exists(pid) else "gone"

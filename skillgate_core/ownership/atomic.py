@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.atomic_dirs import TMP_PREFIX, temp_name
+from skillgate_core.processes import pid_exists
 
 __all__ = ["atomic_create_json", "link_tree", "read_json", "remove_stale_builds", "stale_builds"]
 
@@ -51,16 +52,6 @@ def _pid_of(tmp: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def stale_builds(parent: Path) -> list[Path]:
     """Temp build folders under `parent` whose creating process is gone (killed or crashed)."""
     if not parent.is_dir():
@@ -69,7 +60,7 @@ def stale_builds(parent: Path) -> list[Path]:
     for p in sorted(parent.iterdir()):
         if p.name.startswith(TMP_PREFIX) and p.is_dir():
             pid = _pid_of(p)
-            if pid is None or not _alive(pid):
+            if pid is None or not pid_exists(pid):
                 out.append(p)
     return out
 
