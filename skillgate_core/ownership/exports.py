@@ -180,30 +180,8 @@ def build_export(
     `write(tmp_dir)` puts the model files into a fresh temp folder. ExportInvalid (nothing
     published) when validation fails; ExportExists when EXPORT_ID is already published.
     """
-    exp, _ = open_experiment(root, experiment_id)
-    check_name("EXPORT_ID", export_id)
-    if not exp.segment_file(run_name).is_file():
-        raise UnknownSegment(f"export '{export_id}': no segment '{run_name}' in experiment '{experiment_id}'")
-    final = exp.export(export_id)
-    if final.exists():
-        raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' already exists ({final})")
-    remove_stale_builds(exp.exports)  # leftovers of killed builds, so a retry starts clean
-    record = ExportRecord(
-        export_id=export_id, experiment_id=experiment_id, run_name=run_name, step=step,
-        created_at=utc_now(), lineage=dict(lineage or {}),
-    )
-    try:
-        with building_dir(final) as tmp:
-            write(tmp)
-            (tmp / LINEAGE_FILE).write_text(json.dumps(record.lineage_json(), indent=2, sort_keys=True) + "\n")
-            problems = validate_export_dir(tmp, export_id)
-            if problems:
-                raise ExportInvalid(export_id, problems)
-            (tmp / COMPLETE_MARKER).write_text(record.created_at + "\n")
-            digest = path_sha256(tmp)  # relative paths: identical once renamed
-    except FileExistsError:
-        raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' was published concurrently") from None
-    return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})
+    return _publish_export(root, experiment_id, export_id, run_name=run_name, step=step,
+                           lineage=dict(lineage or {}), write=write, validate=True)
 
 
 def build_endpoint_export(
@@ -217,25 +195,50 @@ def build_endpoint_export(
     lineage: Mapping[str, Any] | None = None,
 ) -> ExportRecord:
     """Publish an endpoint export (module docstring): endpoint.json instead of weights."""
-    exp, _ = open_experiment(root, experiment_id)
-    check_name("EXPORT_ID", export_id)
     if not base_url or not model:
         raise ValueError("an endpoint export needs base_url and model")
+
+    def write(tmp: Path) -> None:
+        (tmp / ENDPOINT_FILE).write_text(json.dumps({"base_url": base_url, "model": model}, indent=2,
+                                                    sort_keys=True) + "\n")
+
+    return _publish_export(root, experiment_id, export_id, run_name=run_name, step=0,
+                           lineage={"kind": "endpoint", **dict(lineage or {})}, write=write, validate=False)
+
+
+def _publish_export(
+    root: Path,
+    experiment_id: str,
+    export_id: str,
+    *,
+    run_name: str,
+    step: int,
+    lineage: dict[str, Any],
+    write: Callable[[Path], None],
+    validate: bool,
+) -> ExportRecord:
+    """The publication every export goes through: checks (segment known, EXPORT_ID free), stale builds
+    of dead processes removed, then in a temp folder `write`, lineage.json, validation (when
+    `validate`: a weights export), COMPLETE, digest, and the rename into place."""
+    exp, _ = open_experiment(root, experiment_id)
+    check_name("EXPORT_ID", export_id)
     if not exp.segment_file(run_name).is_file():
         raise UnknownSegment(f"export '{export_id}': no segment '{run_name}' in experiment '{experiment_id}'")
     final = exp.export(export_id)
     if final.exists():
         raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' already exists ({final})")
-    remove_stale_builds(exp.exports)
-    record = ExportRecord(export_id=export_id, experiment_id=experiment_id, run_name=run_name, step=0,
-                          created_at=utc_now(), lineage={"kind": "endpoint", **dict(lineage or {})})
+    remove_stale_builds(exp.exports)  # leftovers of killed builds, so a retry starts clean
+    record = ExportRecord(export_id=export_id, experiment_id=experiment_id, run_name=run_name, step=step,
+                          created_at=utc_now(), lineage=lineage)
     try:
         with building_dir(final) as tmp:
-            (tmp / ENDPOINT_FILE).write_text(json.dumps({"base_url": base_url, "model": model}, indent=2,
-                                                        sort_keys=True) + "\n")
+            write(tmp)
             (tmp / LINEAGE_FILE).write_text(json.dumps(record.lineage_json(), indent=2, sort_keys=True) + "\n")
+            problems = validate_export_dir(tmp, export_id) if validate else []
+            if problems:
+                raise ExportInvalid(export_id, problems)
             (tmp / COMPLETE_MARKER).write_text(record.created_at + "\n")
-            digest = path_sha256(tmp)
+            digest = path_sha256(tmp)  # relative paths: identical once renamed
     except FileExistsError:
         raise ExportExists(f"export '{export_id}' of experiment '{experiment_id}' was published concurrently") from None
     return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})
