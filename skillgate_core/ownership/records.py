@@ -12,7 +12,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 from skillgate_core.dataclass_json import dataclass_from_json
 
@@ -30,8 +30,6 @@ __all__ = [
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-R = TypeVar("R", bound="DataclassInstance")
-
 
 def utc_now() -> str:
     """Now, UTC, ISO-8601 with microseconds and a trailing Z."""
@@ -42,13 +40,20 @@ def current_host() -> str:
     return socket.gethostname()
 
 
-def _from_json(cls: type[R], data: Mapping[str, Any]) -> R:
-    # Lenient: a key this version does not know (written by a newer one) is dropped, not an error.
-    return dataclass_from_json(cls, data, source=f"{cls.__name__} JSON", strictness="lenient")
+class _JSONRecord:
+    """What every record does alike: `to_json` (its fields, for the file) and `from_json`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(cast("DataclassInstance", self))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        # Lenient: a key this version does not know (written by a newer one) is dropped, not an error.
+        return dataclass_from_json(cls, data, source=f"{cls.__name__} JSON", strictness="lenient")
 
 
 @dataclass(frozen=True)
-class ExperimentRecord:
+class ExperimentRecord(_JSONRecord):
     """experiment.json: one scientific experiment (a new one only for new algorithm/data/init/hypothesis)."""
 
     experiment_id: str
@@ -63,13 +68,6 @@ class ExperimentRecord:
     """What the experiment tests, in a sentence."""
     created_at: str
     """UTC ISO time of creation."""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExperimentRecord:
-        return _from_json(cls, data)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ class ResumePoint:
 
 
 @dataclass(frozen=True)
-class SegmentRecord:
+class SegmentRecord(_JSONRecord):
     """segments/RUN_NAME/run.json: one process lifetime of an experiment."""
 
     experiment_id: str
@@ -119,16 +117,9 @@ class SegmentRecord:
     exit_reason: str | None = None
     """Why it ended ('completed', 'failed: ...', 'preempted', ...); None while running."""
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SegmentRecord:
-        return _from_json(cls, data)
-
 
 @dataclass(frozen=True)
-class ExportRecord:
+class ExportRecord(_JSONRecord):
     """What model/exports/EXPORT_ID/lineage.json holds (plus the path and digest once published)."""
 
     export_id: str
@@ -158,13 +149,9 @@ class ExportRecord:
             "lineage": dict(self.lineage),
         }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExportRecord:
-        return _from_json(cls, data)
-
 
 @dataclass(frozen=True)
-class EvalRecord:
+class EvalRecord(_JSONRecord):
     """eval/EVAL_ID/eval.json: one evaluation of one export of this experiment under one protocol."""
 
     eval_id: str
@@ -190,10 +177,3 @@ class EvalRecord:
     """Why the latest attempt ended as it did ('' when completed)."""
     runner: Mapping[str, Any] = field(default_factory=dict)
     """The process running the latest attempt: host, pid, start stamp (skillgate_core.processes)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> EvalRecord:
-        return _from_json(cls, data)
