@@ -15,11 +15,13 @@ becomes the matching OSError, which the command line explains in terms of SKILLG
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-__all__ = ["WarehouseDamaged", "as_os_error", "is_damage", "warehouse_damaged"]
+__all__ = ["WarehouseDamaged", "as_os_error", "damage_named", "is_damage", "warehouse_damaged"]
 
 # How DuckDB 1.x/2.x words a file that is not (or no longer) a readable database.
 _DAMAGE_MARKERS = (
@@ -58,6 +60,18 @@ def is_damage(exc: BaseException) -> bool:
 
 def warehouse_damaged(path: Path, exc: BaseException) -> WarehouseDamaged:
     return WarehouseDamaged(path, _first_line(exc))
+
+
+@contextmanager
+def damage_named(path: Path) -> Iterator[None]:
+    """Around queries on the file at `path`: a DuckDB error that is damage to the file (a damaged block
+    shows only when a query reads it) leaves as WarehouseDamaged, naming the fix; any other as it is."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        if is_damage(exc):
+            raise warehouse_damaged(path, exc) from None
+        raise
 
 
 def as_os_error(path: Path, exc: BaseException) -> OSError | None:

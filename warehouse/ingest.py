@@ -39,7 +39,7 @@ from skillgate_core.file_locks import LockTimeout, file_lock
 from skillgate_core.ownership.records import utc_now
 from skillgate_core.paths import StateLayout, state_layout
 from warehouse.apply import REJECTABLE, apply_events
-from warehouse.damage import WarehouseDamaged, as_os_error, is_damage, warehouse_damaged
+from warehouse.damage import WarehouseDamaged, as_os_error, damage_named, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.migrate import migrate
 from warehouse.spool import (
@@ -243,12 +243,8 @@ def _drain(
                 if con is None:
                     return ingested, rejected, True, False
                 migrate(con)
-            try:
+            with damage_named(db):
                 applied, refused = apply_files(con, batch, log_)
-            except duckdb.Error as exc:
-                if is_damage(exc):
-                    raise warehouse_damaged(db, exc) from None
-                raise
             log_.archive.mkdir(parents=True, exist_ok=True)
             for p in applied:
                 os.replace(p, log_.archive / p.name)

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 
 from skillgate_core.paths import StateLayout, state_layout
-from warehouse.damage import WarehouseDamaged, as_os_error, is_damage, warehouse_damaged
+from warehouse.damage import WarehouseDamaged, as_os_error, damage_named, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.ingest import ensure_database, ingest, is_lock_error
 from warehouse.migrate import LATEST_VERSION, current_version
@@ -126,11 +126,8 @@ def read_connection(
         ensure_database(state, wait_s=timeout_s)
         con = open_read_only(state, timeout_s)
     try:
-        yield con
-    except duckdb.Error as exc:  # a block found damaged only when a query reads it
-        if is_damage(exc):
-            raise warehouse_damaged(state.warehouse_file, exc) from None
-        raise
+        with damage_named(state.warehouse_file):
+            yield con
     finally:
         con.close()
 

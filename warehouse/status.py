@@ -14,10 +14,8 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
 from skillgate_core.paths import StateLayout, state_layout
-from warehouse.damage import is_damage, warehouse_damaged
+from warehouse.damage import damage_named
 from warehouse.interrupted import find_dead_runs
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.read import WarehouseBusy, open_read_only, row_count
@@ -70,21 +68,18 @@ def warehouse_status(state: StateLayout | None = None, timeout_s: float = 3.0) -
     except WarehouseBusy:
         return status(exists=True, schema_version=-1, busy=True)
     try:
-        version = current_version(con)
-        rows: dict[str, int] = {}
-        runs: dict[str, int] = {}
-        dead = 0
-        if version >= 1:
-            for t in COUNTED_TABLES:
-                rows[t] = row_count(con, t)
-        if version >= 2:
-            runs = dict(con.execute("select status, count(*) from v_run group by status order by status").fetchall())
-        if version >= 3:
-            dead = len(find_dead_runs(con))
-    except duckdb.Error as exc:  # a damaged block shows only when a query reads it
-        if is_damage(exc):
-            raise warehouse_damaged(state.warehouse_file, exc) from None
-        raise
+        with damage_named(state.warehouse_file):
+            version = current_version(con)
+            rows: dict[str, int] = {}
+            runs: dict[str, int] = {}
+            dead = 0
+            if version >= 1:
+                for t in COUNTED_TABLES:
+                    rows[t] = row_count(con, t)
+            if version >= 2:
+                runs = dict(con.execute("select status, count(*) from v_run group by status order by status").fetchall())
+            if version >= 3:
+                dead = len(find_dead_runs(con))
     finally:
         con.close()
     return status(exists=True, schema_version=version, rows=rows, runs=runs, dead_runs=dead)
