@@ -21,6 +21,7 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,13 @@ def _both_ways(drift: list[Drift], what: str, on_disk: set[str], in_wh: set[str]
         drift.append(Drift("missing-on-disk", k, f"{what} recorded in the warehouse is not on disk"))
 
 
+def _mismatch(drift: list[Drift], key: str, row: Mapping[str, Any], **want: object) -> None:
+    """One "mismatch" drift for `key` listing every field whose value on disk (`want`) differs from `row`'s."""
+    diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
+    if diffs:
+        drift.append(Drift("mismatch", key, "; ".join(diffs)))
+
+
 def _metric_steps(path: Path) -> set[int]:
     """The steps of a segment's metrics.jsonl (a torn last line of a killed writer is skipped)."""
     if not path.is_file():
@@ -155,28 +163,19 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     for k in sorted(set(disk_exp) & set(wh_exp)):
         rec, exp = disk_exp[k]
         row = wh_exp[k]
-        want: dict[str, object] = {"algorithm": rec.algorithm, "data": rec.data, "init": rec.init, "hypothesis": rec.hypothesis,
-                "uri": str(exp.root)}
-        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
-        if diffs:
-            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        _mismatch(drift, k, row, algorithm=rec.algorithm, data=rec.data, init=rec.init, hypothesis=rec.hypothesis,
+                  uri=str(exp.root))
 
     _both_ways(drift, "segment", set(disk_seg), set(wh_seg))
     for k in sorted(set(disk_seg) & set(wh_seg)):
         s, row = disk_seg[k], wh_seg[k]
-        want = {"ordinal": s.ordinal, "exit_reason": s.exit_reason,
-                "resumed_from_step": s.resumed_from.step if s.resumed_from else None}
-        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
-        if diffs:
-            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        _mismatch(drift, k, row, ordinal=s.ordinal, exit_reason=s.exit_reason,
+                  resumed_from_step=s.resumed_from.step if s.resumed_from else None)
 
     _both_ways(drift, "checkpoint", set(disk_ckpt), set(wh_ckpt))
     for k in sorted(set(disk_ckpt) & set(wh_ckpt)):
         c, row = disk_ckpt[k], wh_ckpt[k]
-        want = {"uri": c.path, "step": c.step, "segment_id": segment_key(row["experiment_id"], c.run_name)}
-        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
-        if diffs:
-            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        _mismatch(drift, k, row, uri=c.path, step=c.step, segment_id=segment_key(row["experiment_id"], c.run_name))
 
     for k in sorted(set(disk_steps) | set(metric_steps)):
         on_disk, recorded = disk_steps.get(k, set()), metric_steps.get(k, set())
@@ -189,10 +188,8 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     _both_ways(drift, "export", set(disk_x), set(wh_exp_rows))
     for k in sorted(set(disk_x) & set(wh_exp_rows)):
         x, row = disk_x[k], wh_exp_rows[k]
-        want = {"uri": x.path, "step": x.step, "segment_id": segment_key(x.experiment_id, x.run_name), "validated": True}
-        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
-        if diffs:
-            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        _mismatch(drift, k, row, uri=x.path, step=x.step, segment_id=segment_key(x.experiment_id, x.run_name),
+                  validated=True)
         if digests:
             actual = path_sha256(Path(x.path))
             if actual != row["weights_sha256"]:
@@ -202,11 +199,8 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
     _both_ways(drift, "evaluation", set(disk_eval), set(wh_eval))
     for k in sorted(set(disk_eval) & set(wh_eval)):
         (e, exp), row = disk_eval[k], wh_eval[k]
-        want = {"export_id": export_key(e.experiment_id, e.export_id),
-                "protocol_fingerprint": e.protocol_fingerprint, "status": e.status}
-        diffs = [f"{f}: disk {v!r} != warehouse {row[f]!r}" for f, v in want.items() if row[f] != v]
-        if diffs:
-            drift.append(Drift("mismatch", k, "; ".join(diffs)))
+        _mismatch(drift, k, row, export_id=export_key(e.experiment_id, e.export_id),
+                  protocol_fingerprint=e.protocol_fingerprint, status=e.status)
         rows_dir = exp.rows(e.eval_id)
         rows_on_disk = {p.name for p in rows_dir.iterdir() if (p / ROW_FILE).is_file()} if rows_dir.is_dir() else set()
         rows_recorded = trial_rows.get(k, set())
