@@ -74,6 +74,16 @@ def _one(con: Con, sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     return con.execute(sql, params).fetchone()
 
 
+def _require_unfinished(con: Con, table: str, key_column: str, key: str) -> None:
+    """The run or evaluation `key` is recorded and has no end yet (in TABLE_end); else LineageError
+    saying which of the two it is not."""
+    if _one(con, f"select 1 from {table} where {key_column} = ?", [key]) is None:
+        raise LineageError(f"{table} '{key}' is unknown")
+    ended = _one(con, f"select status from {table}_end where {key_column} = ?", [key])
+    if ended is not None:
+        raise LineageError(f"{table} '{key}' already finished ({ended[0]})")
+
+
 def _insert_rows(con: Con, table: str, columns: str, rows: list[list[Any]]) -> None:
     """Insert `rows` with ONE statement: each column is one list parameter, unnested side by side.
 
@@ -120,11 +130,7 @@ def _run_started(con: Con, e: RunStarted) -> None:
 
 def _run_finished(con: Con, e: RunFinished) -> None:
     # run_end's key refuses a second end; the explicit checks only make the message say which case
-    if _one(con, "select 1 from run where run_id = ?", [e.run_id]) is None:
-        raise LineageError(f"run '{e.run_id}' is unknown")
-    ended = _one(con, "select status from run_end where run_id = ?", [e.run_id])
-    if ended is not None:
-        raise LineageError(f"run '{e.run_id}' already finished ({ended[0]})")
+    _require_unfinished(con, "run", "run_id", e.run_id)
     con.execute(
         "insert into run_end values (?, ?, ?, ?::timestamptz, ?, ?::json)",
         [e.run_id, e.status, e.reused, e.finished_at, e.error, _json(e.metrics)],
@@ -202,11 +208,7 @@ _RESUMABLE_FROM = {"running": ("incomplete", "failed"), "incomplete": ("running"
 
 
 def _evaluation_status(con: Con, e: EvaluationStatus) -> None:
-    if _one(con, "select 1 from evaluation where eval_id = ?", [e.eval_id]) is None:
-        raise LineageError(f"evaluation '{e.eval_id}' is unknown")
-    ended = _one(con, "select status from evaluation_end where eval_id = ?", [e.eval_id])
-    if ended is not None:
-        raise LineageError(f"evaluation '{e.eval_id}' already finished ({ended[0]})")
+    _require_unfinished(con, "evaluation", "eval_id", e.eval_id)
     last = _one(con, "select seq, status from evaluation_status where eval_id = ? order by seq desc limit 1",
                 [e.eval_id])
     seq, current = (last[0], last[1]) if last else (0, "running")
@@ -217,11 +219,7 @@ def _evaluation_status(con: Con, e: EvaluationStatus) -> None:
 
 
 def _evaluation_finished(con: Con, e: EvaluationFinished) -> None:
-    if _one(con, "select 1 from evaluation where eval_id = ?", [e.eval_id]) is None:
-        raise LineageError(f"evaluation '{e.eval_id}' is unknown")
-    ended = _one(con, "select status from evaluation_end where eval_id = ?", [e.eval_id])
-    if ended is not None:
-        raise LineageError(f"evaluation '{e.eval_id}' already finished ({ended[0]})")
+    _require_unfinished(con, "evaluation", "eval_id", e.eval_id)
     last = _one(con, "select status from evaluation_status where eval_id = ? order by seq desc limit 1", [e.eval_id])
     if last is not None and last[0] != "running":
         raise LineageError(f"evaluation '{e.eval_id}' is {last[0]}; only a running evaluation finishes")
