@@ -123,7 +123,8 @@ def timed(fn: Callable[[], object], repeats: int) -> dict[str, float]:
             "min_ms": round(samples[0], 2), "max_ms": round(samples[-1], 2), "repeats": repeats}
 
 
-def _exe() -> str:
+def python_exe() -> str:
+    """This interpreter, relative to the repo when inside it (for the result's command line)."""
     exe = Path(sys.executable)
     return str(exe.relative_to(REPO)) if exe.is_relative_to(REPO) else str(exe)
 
@@ -176,7 +177,7 @@ def main() -> int:
     git = git_state()
     result = {
         "benchmark": "lineage_query",
-        "command": " ".join([_exe(), *sys.argv]),
+        "command": " ".join([python_exe(), *sys.argv]),
         "git": {"commit": git.sha, "dirty": git.dirty},
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "duckdb": duckdb.__version__, "load_avg_1m": round(os.getloadavg()[0], 2)},

@@ -45,12 +45,11 @@ import os
 import platform
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,8 @@ import duckdb
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from lineage_query import METRICS, TRIALS_PER_EVAL, python_exe, timed  # noqa: E402
 
 from skillgate_core.paths import StateLayout, state_layout  # noqa: E402
 from warehouse import (  # noqa: E402
@@ -86,12 +87,8 @@ from warehouse import (  # noqa: E402
 from warehouse.provenance import git_state  # noqa: E402
 from warehouse.spool import append_events, event_log, list_archived, list_pending, list_rejected  # noqa: E402
 
-TRIALS_PER_EVAL = 280
 TRIAL_BATCH = 70
 """Trial rows per EvalTrials event (the runner publishes rows in batches)."""
-METRICS = ("trial_success", "pass_at_4", "read_rate", "p_resolved_read", "p_resolved_no_read",
-           "oracle_exposure", "misleading_exposure", "clean_oracle_rate", "unique_reads", "errors",
-           "skill_reasoning_rate", "tasks_4_of_4")
 N_EXP, N_RUNS, N_PREP, N_CFG = 10, 200, 40, 50
 PROTOCOL = "eval70_v1-mixed-4-0123456789"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "warehouse_read_json.json"
@@ -330,20 +327,6 @@ def _normal(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 # --- timing -------------------------------------------------------------------------------------------
-
-
-def timed(fn: Callable[[], object], repeats: int, warmup: bool = True) -> dict[str, float]:
-    if warmup:
-        fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1000)
-    samples.sort()
-    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-    return {"median_ms": round(statistics.median(samples), 2), "p95_ms": round(p95, 2),
-            "min_ms": round(samples[0], 2), "max_ms": round(samples[-1], 2), "repeats": repeats}
 
 
 def _load() -> float:
@@ -645,11 +628,6 @@ def lineage_sql_lines() -> dict[str, int]:
 # --- main ---------------------------------------------------------------------------------------------
 
 
-def _exe() -> str:
-    exe = Path(sys.executable)
-    return str(exe.relative_to(REPO)) if exe.is_relative_to(REPO) else str(exe)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=200_000, help="eval_trial rows")
@@ -779,7 +757,7 @@ def main() -> int:
     git = git_state()
     result = {
         "benchmark": "warehouse_read_json",
-        "command": " ".join([_exe(), *sys.argv]),
+        "command": " ".join([python_exe(), *sys.argv]),
         "git": {"commit": git.sha, "dirty": git.dirty},
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "duckdb": duckdb.__version__, "load_avg_1m": load_start,
