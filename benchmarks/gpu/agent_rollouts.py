@@ -292,14 +292,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 tar.add(Path(tmp) / "bench", arcname="bench")
         print(f"wrote {a.write_bench} ({Path(a.write_bench).stat().st_size} bytes)")
         return {}
-    out = gpu_bench.out_dir(a.out)
-    work = Path(tempfile.mkdtemp(prefix="agent-rollouts-"))
-    gpu_bench.setup_env(work / "home")
+    out, work, path, result = gpu_bench.start_run("agent_rollouts", a, argv)
     if a.bwrap_dir:
         os.environ["PATH"] = f"{a.bwrap_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    path = out / "agent_rollouts.json"
-    result: dict[str, Any] = {"benchmark": "agent_rollouts", "argv": sys.argv[1:] if argv is None else argv,
-                              "args": vars(a), "machine": gpu_bench.machine()}
     from skillgate_core.agent import episode, tools
     from skillgate_core.envs import bwrap_sandbox, sandbox_group
 

@@ -23,6 +23,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,11 @@ def add_model_args(p: Any) -> None:
     p.add_argument("--kv", type=int, default=2)
     p.add_argument("--inter", type=int, default=4864)
     p.add_argument("--vocab", type=int, default=32000)
+
+
+def model_args(a: Any) -> list[Any]:
+    """`add_model_args`'s values as an anchor's command line (--hidden N --layers N ...)."""
+    return [x for name in ("hidden", "layers", "heads", "kv", "inter", "vocab") for x in (f"--{name}", getattr(a, name))]
 
 
 def anchor_tokenizer(vocab: int, seed: int):
@@ -166,6 +172,18 @@ def machine() -> dict[str, Any]:
     except Exception:
         info["git"] = None
     return info
+
+
+def start_run(name: str, a: Any, argv: Sequence[str] | None) -> tuple[Path, Path, Path, dict[str, Any]]:
+    """What each benchmark's main opens with: the out folder (`out_dir`), a scratch folder whose home/
+    is the state dir (`setup_env`), the JSON path out/NAME.json and the result dict naming the run.
+    Returns (out, work, json path, result)."""
+    out = out_dir(a.out)
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    setup_env(work / "home")
+    result: dict[str, Any] = {"benchmark": name, "argv": sys.argv[1:] if argv is None else argv,
+                              "args": vars(a), "machine": machine()}
+    return out, work, out / f"{name}.json", result
 
 
 def setup_env(home: Path) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -79,19 +78,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
-    out = gpu_bench.out_dir(a.out)
-    work = Path(tempfile.mkdtemp(prefix="grpo-vs-trl-"))
-    gpu_bench.setup_env(work / "home")
+    out, work, path, result = gpu_bench.start_run("grpo_step_vs_trl", a, argv)
     cuda = torch.cuda.is_available()
-    path = out / "grpo_step_vs_trl.json"
-    result: dict = {"benchmark": "grpo_step_vs_trl", "argv": sys.argv[1:] if argv is None else argv,
-                    "args": vars(a), "machine": gpu_bench.machine()}
     t_all = time.perf_counter()
 
     # (a) the TRL anchor, as recorded: same shape and --bs/--gens/--maxlen/--steps
     if not a.skip_trl:
-        trl_args = ["--hidden", a.hidden, "--layers", a.layers, "--heads", a.heads, "--kv", a.kv, "--inter", a.inter,
-                    "--vocab", a.vocab, "--steps", a.steps, "--bs", a.bs, "--gens", a.gens, "--maxlen", a.maxlen,
+        trl_args = [*gpu_bench.model_args(a), "--steps", a.steps, "--bs", a.bs, "--gens", a.gens, "--maxlen", a.maxlen,
                     "--out", work / "trl_out"]
         print("trl: running anchors/anchor_trl.py", flush=True)
         result["trl"] = gpu_bench.run_anchor("anchor_trl.py", trl_args, timeout=a.trl_timeout,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import replace
@@ -96,19 +95,13 @@ def engine_configs(names: list[str], attn: str, cuda: bool) -> tuple[tuple[str, 
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
-    out = gpu_bench.out_dir(a.out)
-    work = Path(tempfile.mkdtemp(prefix="trainer-throughput-"))
-    gpu_bench.setup_env(work / "home")
+    out, work, path, result = gpu_bench.start_run("trainer_throughput", a, argv)
     cuda = torch.cuda.is_available()
-    path = out / "trainer_throughput.json"
-    result: dict = {"benchmark": "trainer_throughput", "argv": sys.argv[1:] if argv is None else argv,
-                    "args": vars(a), "machine": gpu_bench.machine()}
     t_all = time.perf_counter()
 
     # plain PyTorch (and, if asked, anchor_ds.py's own DeepSpeed ZeRO-3) on the same shapes
     if a.anchor_mode != "none":
-        args = ["--hidden", a.hidden, "--layers", a.layers, "--heads", a.heads, "--kv", a.kv, "--inter", a.inter,
-                "--vocab", a.vocab, "--seq", a.seq, "--mb", a.mb, "--steps", a.steps, "--mode", a.anchor_mode]
+        args = [*gpu_bench.model_args(a), "--seq", a.seq, "--mb", a.mb, "--steps", a.steps, "--mode", a.anchor_mode]
         print("anchor: anchors/anchor_ds.py", flush=True)
         result["anchor_ds"] = gpu_bench.run_anchor("anchor_ds.py", args, timeout=a.anchor_timeout)
         print("anchor_ds", json.dumps(result["anchor_ds"])[:600], flush=True)
