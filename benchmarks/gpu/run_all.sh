@@ -9,13 +9,7 @@
 #   device run:  bash benchmarks/gpu/run_all.sh            carry: [".devbundle"]   timeout_s: 600
 #   extra args:  GRPO_ARGS="--steps 2" TRAINER_ARGS="--num-gpus 2" bash benchmarks/gpu/run_all.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-$PWD/benchmarks/results/gpu}
-mkdir -p "$OUT"
-export OUT PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled TOKENIZERS_PARALLELISM=false
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
-deadline=$(( $(date +%s) + ${RUN_ALL_BUDGET_S:-530} ))
-left() { echo $(( deadline - $(date +%s) )); }
+. "$(dirname "$0")/device_env.sh" "${RUN_ALL_BUDGET_S:-530}"   # repo root, $OUT, the env, left()
 
 {
   echo "== $(date -u +%FT%TZ) run_all.sh, budget ${RUN_ALL_BUDGET_S:-530} s"

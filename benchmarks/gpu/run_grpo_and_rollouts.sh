@@ -12,13 +12,7 @@
 #   its libraries, from `apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0` on a Debian machine)
 #   GRPO_ARGS="..." ROLLOUT_ARGS="..." BUDGET_S=560   SKIP_GRPO=1: the rollouts alone, on GPU 0
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-$PWD/benchmarks/results/gpu}
-mkdir -p "$OUT"
-export OUT PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled TOKENIZERS_PARALLELISM=false
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
-deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
-left() { echo $(( deadline - $(date +%s) )); }
+. "$(dirname "$0")/device_env.sh" "${BUDGET_S:-560}"   # repo root, $OUT, the env, left()
 bundle=${DEVBUNDLE:-.devbundle}
 debs=${BWRAP_DEBS:-.bwrap}
 
