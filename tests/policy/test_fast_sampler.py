@@ -17,19 +17,6 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     sequence_logprobs,
 )
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("policy")
-    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32)
-    return build_tiny_model(cfg, {}, out).outputs["base_model"]
-
-
-@pytest.fixture(scope="module")
-def policy(model_dir):
-    return load_policy(model_dir)
 
 
 def prompts(tok):
@@ -105,7 +92,7 @@ def test_stop_tokens_end_each_row_and_the_loop(policy):
     assert quick.stats["decode_steps"] == 0
 
 
-def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, model_dir, monkeypatch):
+def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, tiny_model_dir, monkeypatch):
     model, tok = policy
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=12, seed=2)
@@ -116,7 +103,7 @@ def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, model_
     assert sampler.stats["prefill_chunks"] > 3
     assert [c.token_ids for c in chunked] == [c.token_ids for c in base]
     monkeypatch.undo()
-    eager_model, _ = load_policy(model_dir)
+    eager_model, _ = load_policy(tiny_model_dir)
     eager_model.set_attn_implementation("eager")
     eager = StaticSampler(eager_model, tok).sample(ps, cfg)
     assert [c.token_ids for c in eager] == [c.token_ids for c in base]

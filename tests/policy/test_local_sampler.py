@@ -7,19 +7,9 @@ import torch
 
 from skillgate_core.policy.local_sampler import (
     SamplingConfig,
-    load_policy,
     sample_completions,
     sequence_logprobs,
 )
-from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-
-
-@pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    out = tmp_path_factory.mktemp("policy")
-    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32)
-    path = build_tiny_model(cfg, {}, out).outputs["base_model"]
-    return load_policy(path)
 
 
 def prompts(tok):
