@@ -16,10 +16,11 @@ endpoint's body only its documented fields, the required ones present
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from background_server import BackgroundServer
 
 __all__ = ["GENERATE_FIELDS", "SAMPLING_FIELDS", "RecordedSGLang", "check_generate_body", "control_routes"]
 
@@ -82,7 +83,7 @@ Handler = Callable[[Any], Any]
 """body -> JSON answer, or (status, JSON answer)."""
 
 
-class RecordedSGLang:
+class RecordedSGLang(BackgroundServer):
     """The server (see the module docstring). `generate` answers /generate; `routes` maps
     (METHOD, path) to a handler or a fixed answer and overrides the defaults (health, flush, info,
     weight endpoints answering success); port 0 = an ephemeral one."""
@@ -101,23 +102,12 @@ class RecordedSGLang:
         self.routes.update(routes or {})
         self.requests: list[tuple[str, str, Any]] = []
         self.refusals: list[str] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler_class(), port)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self.address
         return f"http://{host}:{port}"
-
-    def __enter__(self) -> RecordedSGLang:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
 
     def _answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         self.requests.append((method, path, body))

@@ -15,8 +15,10 @@ import json
 import re
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from background_server import BackgroundServer
 
 from skillgate_core.skills import extract_procedure
 
@@ -48,7 +50,7 @@ def reference_agent(oracles: Mapping[str, str]) -> Reply:
     return reply
 
 
-class ChatServer:
+class ChatServer(BackgroundServer):
     def __init__(self, reply: Reply) -> None:
         self.reply, self.requests, self._lock = reply, [], threading.Lock()
         server = self
@@ -85,18 +87,8 @@ class ChatServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ChatServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        return f"http://127.0.0.1:{self.address[1]}/v1"
