@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -129,6 +130,18 @@ def python_exe() -> str:
     return str(exe.relative_to(REPO)) if exe.is_relative_to(REPO) else str(exe)
 
 
+def result_header(name: str, load_avg_1m: float) -> dict[str, Any]:
+    """The first keys of a warehouse benchmark's JSON: its name, command line, commit and machine."""
+    git = git_state()
+    return {
+        "benchmark": name,
+        "command": " ".join([python_exe(), *sys.argv]),
+        "git": {"commit": git.sha, "dirty": git.dirty},
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "duckdb": duckdb.__version__, "load_avg_1m": load_avg_1m},
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000, help="eval_trial rows")
@@ -174,13 +187,8 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    git = git_state()
     result = {
-        "benchmark": "lineage_query",
-        "command": " ".join([python_exe(), *sys.argv]),
-        "git": {"commit": git.sha, "dirty": git.dirty},
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "duckdb": duckdb.__version__, "load_avg_1m": round(os.getloadavg()[0], 2)},
+        **result_header("lineage_query", round(os.getloadavg()[0], 2)),
         "rows": counts,
         "eval_trial_rows": counts["eval_trial"],
         "build_seconds": round(build_s, 1),

@@ -42,7 +42,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import shutil
 import sys
@@ -59,7 +58,7 @@ import duckdb
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lineage_query import METRICS, TRIALS_PER_EVAL, python_exe, timed  # noqa: E402
+from lineage_query import METRICS, TRIALS_PER_EVAL, result_header, timed  # noqa: E402
 
 from skillgate_core.paths import StateLayout, state_layout  # noqa: E402
 from warehouse import (  # noqa: E402
@@ -84,7 +83,6 @@ from warehouse import (  # noqa: E402
     rebuild,
     record,
 )
-from warehouse.provenance import git_state  # noqa: E402
 from warehouse.spool import append_events, event_log, list_archived, list_pending, list_rejected  # noqa: E402
 
 TRIAL_BATCH = 70
@@ -754,15 +752,11 @@ def main() -> int:
     def ratio(key: str, base: dict[str, float]) -> float:
         return round(timings[key]["median_ms"] / base["median_ms"], 1)
 
-    git = git_state()
+    header = result_header("warehouse_read_json", load_start)
+    header["machine"]["load_avg_1m_at"] = {"start": load_start, "ingest": load_ingest, "queries": load_query,
+                                           "end": _load()}
     result = {
-        "benchmark": "warehouse_read_json",
-        "command": " ".join([python_exe(), *sys.argv]),
-        "git": {"commit": git.sha, "dirty": git.dirty},
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "duckdb": duckdb.__version__, "load_avg_1m": load_start,
-                    "load_avg_1m_at": {"start": load_start, "ingest": load_ingest, "queries": load_query,
-                                       "end": _load()}},
+        **header,
         "rows": counts,
         "eval_trial_rows": counts["eval_trial"],
         "event_files": len(groups),
