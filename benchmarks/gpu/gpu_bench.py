@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,9 +176,10 @@ def machine() -> dict[str, Any]:
 
 
 def start_run(name: str, a: Any, argv: Sequence[str] | None) -> tuple[Path, Path, Path, dict[str, Any]]:
-    """What each benchmark's main opens with: the out folder (`out_dir`), a scratch folder whose home/
-    is the state dir (`setup_env`), the JSON path out/NAME.json and the result dict naming the run.
-    Returns (out, work, json path, result)."""
+    """What each benchmark's main opens with: FutureWarnings off (DeepSpeed's deprecated-collective
+    notices), the out folder (`out_dir`), a scratch folder whose home/ is the state dir (`setup_env`),
+    the JSON path out/NAME.json and the result dict naming the run. Returns (out, work, json path, result)."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
     out = out_dir(a.out)
     work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
     setup_env(work / "home")

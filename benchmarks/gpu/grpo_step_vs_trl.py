@@ -27,7 +27,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -77,7 +76,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
-    warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
     out, work, path, result = gpu_bench.start_run("grpo_step_vs_trl", a, argv)
     cuda = torch.cuda.is_available()
     t_all = time.perf_counter()

@@ -37,7 +37,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,7 +93,6 @@ def engine_configs(names: list[str], attn: str, cuda: bool) -> tuple[tuple[str, 
 
 def main(argv: list[str] | None = None) -> dict:
     a = parse(argv)
-    warnings.filterwarnings("ignore", category=FutureWarning)  # DeepSpeed's deprecated-collective notices
     out, work, path, result = gpu_bench.start_run("trainer_throughput", a, argv)
     cuda = torch.cuda.is_available()
     t_all = time.perf_counter()
