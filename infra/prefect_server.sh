@@ -88,13 +88,35 @@ configure_db() {
   esac
 }
 
+# already_running NAME PIDS_FUNCTION PID_FILE: print the pid of our running NAME (server, worker) and
+# record it in PID_FILE; fail when none runs.
+already_running() {
+  local pid
+  pid=$("$2" | head -n1)
+  [[ -n "$pid" ]] || return 1
+  echo "$pid" >"$3"
+  log "$1 already running (pid $pid)"
+  echo "$pid"
+}
+
+# wait_ready NAME PID PID_FILE WAIT_S LATE_MESSAGE READY...: until the command READY... succeeds, check
+# that PID (NAME, logging to $LOGS/NAME.log) lives: if it exits, show its log's last lines, drop PID_FILE
+# and exit 1; after WAIT_S seconds, exit 1 saying LATE_MESSAGE.
+wait_ready() {
+  local name=$1 pid=$2 pid_file=$3 deadline=$((SECONDS + $4)) late=$5
+  shift 5
+  until "$@"; do
+    if ! proc_alive "$pid"; then
+      log "the $name exited; last lines of $LOGS/$name.log:"; tail -n 30 "$LOGS/$name.log" >&2; rm -f "$pid_file"; exit 1
+    fi
+    ((SECONDS < deadline)) || { log "$late"; exit 1; }
+    sleep 0.5
+  done
+}
+
 start_server() {
   local pid
-  pid=$(server_pids | head -n1)
-  if [[ -n "$pid" ]]; then
-    echo "$pid" >"$SERVER_PID"
-    log "server already running (pid $pid)"
-  else
+  if ! pid=$(already_running server server_pids "$SERVER_PID"); then
     if healthy; then
       log "another Prefect server already answers at $PREFECT_API_URL (not one of $PREFECT_HOME):"
       log "choose another PREFECT_PORT, or set PREFECT_API_URL to use that server"
@@ -108,38 +130,20 @@ start_server() {
     echo "$pid" >"$SERVER_PID"
   fi
   # A cold start (database migrations) takes tens of seconds on a small machine.
-  local deadline=$((SECONDS + ${SKILLGATE_SERVER_WAIT_S:-180}))
-  until healthy; do
-    if ! proc_alive "$pid"; then
-      log "the server exited; last lines of $LOGS/server.log:"; tail -n 30 "$LOGS/server.log" >&2; rm -f "$SERVER_PID"; exit 1
-    fi
-    ((SECONDS < deadline)) || { log "no answer from $PREFECT_API_URL/health; see $LOGS/server.log"; exit 1; }
-    sleep 0.5
-  done
+  wait_ready server "$pid" "$SERVER_PID" "${SKILLGATE_SERVER_WAIT_S:-180}" \
+    "no answer from $PREFECT_API_URL/health; see $LOGS/server.log" healthy
 }
 
 start_worker() {
-  local pid
-  pid=$(worker_pids | head -n1)
-  if [[ -n "$pid" ]]; then
-    echo "$pid" >"$WORKER_PID"
-    log "worker already running (pid $pid)"
-    return
-  fi
+  already_running worker worker_pids "$WORKER_PID" >/dev/null && return
   local offset
   offset=$(stat -c %s "$LOGS/worker.log" 2>/dev/null || echo 0)
   proc_spawn "$LOGS/worker.log" "$PREFECT" worker start --pool "$POOL" --type process
-  pid=$SPAWNED_PID
-  echo "$pid" >"$WORKER_PID"
-  local deadline=$((SECONDS + 120))
+  echo "$SPAWNED_PID" >"$WORKER_PID"
   # Ready once this worker (the log's new part) says "Worker '...' started!".
-  until tail -c "+$((offset + 1))" "$LOGS/worker.log" | grep -q "' started"; do
-    if ! proc_alive "$pid"; then
-      log "the worker exited; last lines of $LOGS/worker.log:"; tail -n 30 "$LOGS/worker.log" >&2; rm -f "$WORKER_PID"; exit 1
-    fi
-    ((SECONDS < deadline)) || { log "the worker did not report started; see $LOGS/worker.log"; exit 1; }
-    sleep 0.5
-  done
+  worker_started() { tail -c "+$((offset + 1))" "$LOGS/worker.log" | grep -q "' started"; }
+  wait_ready worker "$SPAWNED_PID" "$WORKER_PID" 120 "the worker did not report started; see $LOGS/worker.log" \
+    worker_started
 }
 
 cmd_start() {
