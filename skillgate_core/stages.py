@@ -76,6 +76,7 @@ def _load(ref: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+# Data, not logic: each stage is one StageSpec declaration.
 STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         name="init-model",
@@ -165,6 +166,7 @@ STAGES: tuple[StageSpec, ...] = (
 _BY_NAME = {s.name: s for s in STAGES}
 
 
+# Alike in shape to rl.profiles' lookup: a table by name, an error that lists the names.
 def stage_names() -> tuple[str, ...]:
     return tuple(_BY_NAME)
 

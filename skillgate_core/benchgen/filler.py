@@ -26,6 +26,7 @@ class FillerSkill:
     """The procedure as commands."""
 
 
+# Data, not logic: each skill is one FillerSkill declaration.
 FILLER_SKILLS: tuple[FillerSkill, ...] = (
     FillerSkill("csv-column-stats", "Summarise the numeric columns of a CSV file (count, min, max, mean) with "
                 "python's csv module. Use when asked for quick statistics of a CSV.",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
-from skillgate_core.benchgen.families.base import (
+from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
     declare_family,
     lookalike,
@@ -29,6 +29,7 @@ TOOL_FILE = "place_items.py"
 """The skill's script under scripts/ (the SKILL.md procedure calls it)."""
 
 
+# Alike by design below: the layout base.py gives every family (Theme, THEMES, six functions, NAIVE).
 @dataclass(frozen=True)
 class Theme:
     """Domain words, files and columns of the constraints family."""
@@ -69,6 +70,7 @@ class Theme:
     """Who asks for the assignment."""
 
 
+# Data, not logic: one Theme per domain.
 THEMES: dict[str, Theme] = {
     "service-config": Theme(
         item="service replica", bin="host", policy="placement policy",
@@ -233,6 +235,7 @@ def instruction(rng: random.Random, draft: SkillDraft, files: Mapping[str, str])
     )
 
 
+# Data, not logic: the six description templates (describe's template index 0..5).
 _TEMPLATES = (
     "Places {items} on {bins} under the {policy} (revision {rev}) of the {consumer}: headroom, spreading "
     "and pinning rules. Uses {scope}; writes {output}.",
@@ -307,6 +310,7 @@ A CSV `{cue.output}` with the header `{ic['id']},{bc['id']}` and one row per {t.
 {procedure}"""
 
 
+# Copied alone into the sandbox (base.Family.naive): it cannot import a shared helper.
 NAIVE = r'''
 import csv, os, re, sys
 text = open(sys.argv[1]).read()

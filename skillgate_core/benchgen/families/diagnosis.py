@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from skillgate_core.benchgen.families.base import (
+from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
     declare_family,
     lookalike,
@@ -30,6 +30,7 @@ CODE_PATTERN = r"\b[EW]-\d{3}\b"
 ERRORS_ONLY = r"\bE-\d{3}\b"
 
 
+# Alike by design below: the layout base.py gives every family (Theme, THEMES, six functions, NAIVE).
 @dataclass(frozen=True)
 class Theme:
     """Domain words of the diagnosis family."""
@@ -50,6 +51,7 @@ class Theme:
     """Who asks for the classification."""
 
 
+# Data, not logic: one Theme per domain.
 THEMES: dict[str, Theme] = {
     "data-formats": Theme(
         system="ingest pipeline", log_name="ingest.log", hosts="etl",
@@ -215,6 +217,7 @@ def instruction(rng: random.Random, draft: SkillDraft, files: Mapping[str, str])
     )
 
 
+# Data, not logic: the six description templates (describe's template index 0..5).
 _TEMPLATES = (
     "Root-cause table (revision {rev}) for {system} incidents, used by the {consumer}: maps log symptom "
     "codes to house cause labels. Reads {scope}; writes {output}.",
@@ -290,6 +293,7 @@ Write {out}.
 """
 
 
+# Copied alone into the sandbox (base.Family.naive): it cannot import a shared helper.
 NAIVE = r'''
 import collections, glob, os, re, sys
 text = open(sys.argv[1]).read()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.planning import edges, topo_order
-from skillgate_core.benchgen.families.base import (
+from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
     declare_family,
     lookalike,
@@ -29,6 +29,7 @@ TOOL_FILE = "order_steps.py"
 """The skill's script under scripts/ (the SKILL.md procedure calls it)."""
 
 
+# Alike by design below: the layout base.py gives every family (Theme, THEMES, six functions, NAIVE).
 @dataclass(frozen=True)
 class Theme:
     """Domain words, files and columns of the planning family."""
@@ -57,6 +58,7 @@ class Theme:
     """Who runs the plan."""
 
 
+# Data, not logic: one Theme per domain.
 THEMES: dict[str, Theme] = {
     "deploy-runbooks": Theme(
         runbook="production deploy runbook", component="service",
@@ -204,6 +206,7 @@ def instruction(rng: random.Random, draft: SkillDraft, files: Mapping[str, str])
     )
 
 
+# Data, not logic: the six description templates (describe's template index 0..5).
 _TEMPLATES = (
     "Ordering rules (revision {rev}) for {runbook}s of the {consumer}: which actions come first within a "
     "{component} and across layers. Reads {scope}; writes {output}.",
@@ -267,6 +270,7 @@ Orders {t.runbook} steps for the {cue.consumer}. Reads {cue.scope}; writes `{cue
 {procedure}"""
 
 
+# Copied alone into the sandbox (base.Family.naive): it cannot import a shared helper.
 NAIVE = r'''
 import csv, os, re, sys
 text = open(sys.argv[1]).read()

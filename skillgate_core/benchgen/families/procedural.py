@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.procedural import CHECKSUMS, KEY_STYLES
-from skillgate_core.benchgen.families.base import (
+from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
     declare_family,
     lookalike,
@@ -30,6 +30,7 @@ TOOL_FILE = "export_records.py"
 """The skill's script under scripts/ (the SKILL.md procedure calls it)."""
 
 
+# Alike by design below: the layout base.py gives every family (Theme, THEMES, six functions, NAIVE).
 @dataclass(frozen=True)
 class Theme:
     """Domain words and columns of the procedural family."""
@@ -64,6 +65,7 @@ class Theme:
     """Who consumes such files."""
 
 
+# Data, not logic: one Theme per domain.
 THEMES: dict[str, Theme] = {
     "data-formats": Theme(
         record="invoice records",
@@ -270,6 +272,7 @@ def instruction(rng: random.Random, draft: SkillDraft, files: Mapping[str, str])
     )
 
 
+# Data, not logic: the six description templates (describe's template index 0..5).
 _TEMPLATES = (
     "Exports {record} to the {magic} {fmt} (revision {rev}) used by the {consumer}. Reads {scope} and "
     "writes {output}. Use when {record} must be delivered as {magic} files.",
@@ -333,6 +336,7 @@ matters.
 {procedure}"""
 
 
+# Copied alone into the sandbox (base.Family.naive): it cannot import a shared helper.
 NAIVE = r'''
 import csv, glob, os, re, sys
 text = open(sys.argv[1]).read()
