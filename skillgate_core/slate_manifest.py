@@ -65,6 +65,7 @@ def skill_location(name: str) -> str:
     return f"/skills/{name}/SKILL.md"
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class SlateEntry:
     """One advertised skill."""

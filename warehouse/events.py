@@ -68,6 +68,7 @@ class EventFormatError(ValueError):
     """A spool file or event payload does not have the expected shape (unknown kind, missing field)."""
 
 
+# Data, not logic, below: one frozen declaration per event kind, each field documented where declared.
 @dataclass(frozen=True)
 class ExperimentCreated:
     """A scientific experiment (its experiment.json)."""

@@ -68,6 +68,7 @@ OBSERVATION_TEMPLATE = "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|
 """Glue after a sampled `<|im_end|>`: the observation message and the next assistant header (mask 0)."""
 
 
+# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class EpisodeConfig:
     """Limits of one episode (METHOD.md 2; seed values as defaults where they exist)."""

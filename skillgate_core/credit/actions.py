@@ -19,6 +19,7 @@ Category = Literal["oracle", "misleading", "relevant", "irrelevant", "unadvertis
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class SelectionAction:
     """One skill named by one read call of one assistant turn."""

@@ -77,6 +77,7 @@ class SandboxError(RuntimeError):
     """Infrastructure failure: the sandbox could not start, died, or stopped answering."""
 
 
+# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class ExecResult:
     """What one command did."""
@@ -339,6 +340,7 @@ def _refuse_skill_links(skills: Path) -> None:
     """A skills folder holds regular files and folders only, the same on both backends: bubblewrap
     copies it as root (a link would bring its target, any host file, along) and Docker binds it
     (links would resolve inside the container). `skillgate skills check` names such links too."""
+    # The same check as skills/slates.py makes: envs may not import skills (sibling layers).
     for folder, dirs, files in os.walk(skills):
         for name in sorted(dirs + files):
             path = Path(folder) / name

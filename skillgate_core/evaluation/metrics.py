@@ -52,6 +52,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return (comb(n, k) - comb(n - c, k)) / comb(n, k)
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class Trial:
     """One evaluation trial, as the runner records it."""

@@ -44,6 +44,7 @@ ZERO_VARIANCE = 1e-12
 """Max - min raw score at or below which the dynamic filter rejects a group (METHOD.md 5)."""
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class RecordedAction:
     """One selection action: a read call that named a skill."""

@@ -39,6 +39,7 @@ SPECS_DIR = Path(__file__).resolve().parent / "specs"
 """The shipped protocol spec files (eval70_v1.toml, slate147.toml)."""
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class ProtocolSpec:
     """What a protocol is made of (a spec file's [protocol] table)."""

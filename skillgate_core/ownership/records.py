@@ -52,6 +52,7 @@ class _JSONRecord:
         return dataclass_from_json(cls, data, source=f"{cls.__name__} JSON", strictness="lenient")
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class ExperimentRecord(_JSONRecord):
     """experiment.json: one scientific experiment (a new one only for new algorithm/data/init/hypothesis)."""

@@ -36,6 +36,7 @@ so the first-step ratio is 1). `teacher` exists for CPU smoke runs, where a tiny
 nothing and every group would be rejected as zero-variance."""
 
 
+# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class GRPOConfig:
     """GRPO with the SkillGate selector credit (METHOD.md 4-7) on Ray Train + DeepSpeed ZeRO-3."""

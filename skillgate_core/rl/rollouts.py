@@ -30,6 +30,7 @@ from skillgate_core.skills import Slate
 __all__ = ["Episode", "Group", "RLTask", "RolloutStats", "rollout_step"]
 
 
+# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
 class RLTask:
     """One training prompt, as rl-data-prep froze it."""
