@@ -55,13 +55,14 @@ from typing import Any
 
 import duckdb
 
+# A script's preamble, alike in every benchmark: the repo on sys.path before the imports.
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lineage_query import METRICS, TRIALS_PER_EVAL, result_header, timed  # noqa: E402
 
 from skillgate_core.paths import StateLayout, state_layout  # noqa: E402
-from warehouse import (  # noqa: E402
+from warehouse import (  # noqa: E402  (names, not logic: one imported name a line)
     DatasetVersion,
     EvalMetric,
     EvalMetrics,

@@ -39,6 +39,7 @@ for all 200,000 rows (8.5k rows/s), the price of ~32 archive queries, paid once.
     query("select stage, status from run order by started_at").rows
 """
 
+# Names, not logic, below: the public surface, one name a line (the modules import the same names).
 from warehouse.events import (
     TRIGGERS,
     CheckpointSaved,

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from warehouse.events import (
+from warehouse.events import (  # names, not logic: one imported name a line
     CheckpointSaved,
     DatasetVersion,
     EvalMetrics,
@@ -98,6 +98,7 @@ def _insert_rows(con: Con, table: str, columns: str, rows: list[list[Any]]) -> N
                 [list(col) for col in zip(*rows, strict=True)])
 
 
+# Alike by design below: each event kind has one handler of parameterised SQL (module docstring).
 def _experiment(con: Con, e: ExperimentCreated) -> None:
     values = [e.algorithm, e.data, e.init, e.hypothesis, e.uri]
     row = _one(con, "select algorithm, data, init, hypothesis, uri from experiment where experiment_id = ?",

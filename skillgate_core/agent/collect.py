@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillgate_core.agent.episode import (
+from skillgate_core.agent.episode import (  # names, not logic: one imported name a line
     EpisodeConfig,
     EpisodeSpec,
     EpisodeView,

@@ -10,6 +10,7 @@
 Pure functions over plain Python / numpy values; the torch loss lives in `skillgate_core.rl.loss`.
 """
 
+# Names, not logic, below: the public surface, one name a line.
 from skillgate_core.credit.actions import CATEGORIES, Category, SelectionAction
 from skillgate_core.credit.advantages import (
     UTILITIES,

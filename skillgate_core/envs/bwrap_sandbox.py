@@ -49,7 +49,7 @@ from pathlib import Path
 from skillgate_core.envs import image_root
 from skillgate_core.envs.cgroups import SandboxCgroup, create_cgroup, open_cgroup
 from skillgate_core.envs.dockerfile_subset import materialize
-from skillgate_core.envs.sandbox import (
+from skillgate_core.envs.sandbox import (  # names, not logic: one imported name a line
     TIMEOUT_EXIT_CODE,
     OutputBuffer,
     RawResult,

@@ -13,6 +13,7 @@
                         oracle="gold", misleading=five_names, retriever=retriever)
 """
 
+# Names, not logic, below: the public surface, one name a line.
 from skillgate_core.skills.library import (
     find_skill_dirs,
     index_frame,

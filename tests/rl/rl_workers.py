@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from skillgate_core.rl.collectives import all_reduce_max, all_reduce_sum
-from skillgate_core.rl.engine import (
+from skillgate_core.rl.engine import (  # names, not logic: one imported name a line
     EngineConfig,
     backward,
     build_engine,

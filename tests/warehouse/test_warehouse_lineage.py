@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from wh_scenario import GIT, PROTOCOL, Scenario
 
-from warehouse import (
+from warehouse import (  # names, not logic: one imported name a line
     dataset_upstream,
     experiment_exports,
     export_lineage,
