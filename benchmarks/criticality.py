@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+# A script's preamble, alike in every benchmark: the repo on sys.path before the imports.
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 

@@ -135,6 +135,7 @@ class ResolvedRecipe:
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+# Alike in shape to slate_manifest.load_slate_manifest: read, parse, name the file in every error.
 def load_recipe(path: str | Path) -> Recipe:
     """Read and shape-check one recipe file; errors name the file and the offending key."""
     source = Path(path)

@@ -4,6 +4,10 @@ Each migration runs in its own transaction together with its `schema_version` ro
 either fully applied or not at all. Only the one writer (ingest, rebuild) migrates; readers open
 read-only and ask the writer to migrate first when the file is behind (read.py).
 
+A migration is never edited once shipped: a file that has applied it would never see the change.
+So the SQL repeats itself where the schema grows (005 rebuilds eval_trial with 001's columns, a
+view repeats another's joins), and those repeats stay (`duplicates` lists them).
+
     migrate(con)            # -> versions applied now, e.g. [1, 2]
     current_version(con)    # -> 2
     LATEST_VERSION          # -> highest NNN shipped with this code

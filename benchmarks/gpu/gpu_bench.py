@@ -47,6 +47,7 @@ WORDS = ["read", "skill", "exec", "file", "grep", "the", "task", "oracle", "ls",
 
 def add_model_args(p: Any) -> None:
     """The anchors' model-shape arguments (anchor_trl.py / anchor_ds.py), with their defaults."""
+    # Mirrors the anchors' argparse lines: anchors/ are byte-identical copies of shared/gpu/anchors.
     p.add_argument("--hidden", type=int, default=896)
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--heads", type=int, default=14)

@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
             table.add_row(recipe.name, " > ".join(recipe.stages), escape(recipe.description), notes)
         console.print(table)
 
+    # Declarations, not logic, like each command here: typer reads the options from the signature.
     @app.command()
     def show(
         recipe: str = typer.Argument(..., help="recipe name or path to a .toml"),

@@ -211,6 +211,7 @@ class ToolBox:
             raise ToolError(f"argument 'limit': expected a number of lines >= 1, got {limit}")
         q = shlex.quote(path)
         pick = f"tail -n +{offset} -- {q}" + (f" | head -n {limit}" if limit is not None else "")
+        # Alike in shape to _listing's: each tool's script reports its refusals as exit codes.
         script = (f"if [ -d {q} ]; then exit 21; fi; if [ ! -e {q} ]; then exit 22; fi; "
                   f"n=$(awk 'END {{ print NR }}' {q}) || exit 23; printf '%s\\n' \"$n\"; {pick}")
         code, out, err, dropped = self._sh(script, budget)

@@ -127,6 +127,7 @@ def hybrid_regret_shift(
     return coef * min(1.0, max(-1.0, gain))
 
 
+# Alike in signature only to mixed_separated_term: a group's reads and scores, then its own knobs.
 def hybrid_strata_term(
     reads: Sequence[Sequence[str]],
     scores: Sequence[float],

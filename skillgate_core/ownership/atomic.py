@@ -52,6 +52,7 @@ def _pid_of(tmp: Path) -> int | None:
         return None
 
 
+# Alike in shape to stage_workdirs.dead_workdirs, whose owner files name more than a pid.
 def stale_builds(parent: Path) -> list[Path]:
     """Temp build folders under `parent` whose creating process is gone (killed or crashed)."""
     if not parent.is_dir():

@@ -98,6 +98,7 @@ def start_eval(
     return record
 
 
+# Alike in shape to segments.load_segment: each record kind has its own file, error and class.
 def load_eval(exp: ExperimentDir, eval_id: str) -> EvalRecord:
     f = exp.eval_file(eval_id)
     if not f.is_file():

@@ -86,6 +86,7 @@ def experiments_root(state: StateLayout) -> Path:
     return state.experiments
 
 
+# Paths, not logic: one accessor per file and folder of the layout.
 @dataclass(frozen=True)
 class ExperimentDir:
     """The folder of one experiment and the paths inside it."""

@@ -203,6 +203,7 @@ def selector_grpo_loss(
     )
 
 
+# Alike in signature to selector_grpo_loss (the same tensors): one advantage stream, not two.
 def grpo_clipped_loss(
     logp: torch.Tensor,
     logp_old: ArrayLike | torch.Tensor,

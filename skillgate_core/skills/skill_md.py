@@ -332,6 +332,7 @@ def _check_name(front: dict, folder_name: str, error: _Report) -> str | None:
     return name if ok else None
 
 
+# Its first checks alike in shape to _check_name's; the fields and messages differ.
 def _check_description(front: dict, error: _Report) -> str | None:
     if "description" not in front:
         error("description", "required: expected what the skill does and when to use it")
