@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from trial_schema import POLARS_TRIAL_SCHEMA
 
 from skillgate_core.evaluation.observer import observing
 from skillgate_core.evaluation.owner import resolve_policy
@@ -50,18 +51,6 @@ def _owned_export(root: Path, model_dir: Path, experiment_id: str = "grpo-test-0
 
 def _comparable(rows) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
-
-
-POLARS_TRIAL_SCHEMA = {
-    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
-    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
-    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
-    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
-    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
-    "seconds": pl.Float64, "seed": pl.Int64,
-}
-"""What a polars reader sees in eval_trials.parquet: the dtypes the runner's polars writer produced before
-the file was written with pyarrow (the GPU machine has no polars)."""
 
 
 def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_home, tiny_model_dir, bench, tiny_spec):

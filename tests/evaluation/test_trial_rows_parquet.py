@@ -11,19 +11,10 @@ from pathlib import Path
 import polars as pl
 from gpu_machine import run_without_absent
 from polars.testing import assert_frame_equal
+from trial_schema import POLARS_TRIAL_SCHEMA
 
 from skillgate_core.evaluation.rows import read_eval_rows
 from skillgate_core.evaluation.trials import TRIAL_COLUMNS, write_trials
-
-POLARS_TRIAL_SCHEMA = {
-    "protocol_id": pl.Utf8, "fingerprint": pl.Utf8, "method": pl.Utf8, "experiment_id": pl.Utf8,
-    "export_id": pl.Utf8, "policy": pl.Utf8, "task_id": pl.Utf8, "benchmark": pl.Utf8, "repeat": pl.Int32,
-    "status": pl.Utf8, "outcome": pl.Utf8, "score": pl.Float64, "raw_score": pl.Float64, "error": pl.Utf8,
-    "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
-    "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
-    "seconds": pl.Float64, "seed": pl.Int64,
-}
-"""The runner's former polars schema (trials.TRIAL_SCHEMA before the pyarrow writer)."""
 
 
 def _rows() -> list[dict]:
