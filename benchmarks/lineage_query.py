@@ -80,7 +80,7 @@ def populate(con: duckdb.DuckDBPyConnection, n_trials: int) -> dict[str, int]:
     insert into run_input select 'run-' || i, 'rl_data', sha256('rl' || (i % 40)) from range({n_runs}) t(i);
     insert into run_input select 'run-' || i, 'bench', sha256('bench' || (i % 40)) from range({n_runs}) t(i);
     insert into segment select 'exp-' || (i % {n_exp}) || '/seg-' || i, 'seg-' || i, 'run-' || i, 'exp-' || (i % {n_exp}),
-        i // {n_exp}, 'host', 1000 + i, null, null, timestamptz '2025-01-02 00:00:00+00' from range({n_runs}) t(i);
+        i // {n_exp}, 'host', 1000 + i, null, null, timestamptz '2025-01-02 00:00:00+00', null from range({n_runs}) t(i);
     insert into dataset_version select sha256('w' || i), '/x/export-' || i, 'model_export', 'run-' || (i % {n_runs}),
         timestamptz '2025-01-03 00:00:00+00' from range({n_exports}) t(i);
     insert into model_export select 'exp-' || (i % {n_runs} % {n_exp}) || '/export-' || i, 'export-' || i,
