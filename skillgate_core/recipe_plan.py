@@ -268,15 +268,3 @@ def plan_entries(
     for entry in selected:
         wire(entry, "")
     return plan
-
-
-def explicit_role_problem(role: str, plan: Sequence[PlannedStage]) -> str | None:
-    """Why an explicit input for `role` would not be used by this plan (None: it is used)."""
-    takers = [p for p in plan if role in p.sources and any(not s.startswith("stage:") for s in p.sources[role])]
-    if takers:
-        return None
-    consumers = [p for p in plan if role in get_stage(p.stage).inputs]
-    if consumers:
-        feeders = sorted({s[len("stage:"):] for p in consumers for s in p.sources.get(role, ()) if s.startswith("stage:")})
-        return f"role '{role}' is produced by stage '{', '.join(feeders)}' in this run, so an input for it would be ignored"
-    return None
