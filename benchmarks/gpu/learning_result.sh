@@ -7,11 +7,11 @@
 #           then the probes, in parallel: a short GRPO run of the SkillGate arm (GPU 0) and eval70_v1 trials of the
 #           SFT policy (GPU 1): timings that size b and c, each only if the budget leaves room (nvidia-h200-x2; on
 #           nvidia-h200 the two probes run one after the other)
-#   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO + eval70 of mixed_task_reward on
-#           GPU 0 and of SkillGate (selector_clean_oracle_action_credit) on GPU 1, in parallel       (nvidia-h200-x2)
-#   PART=c  prep, then GRPO + eval70 of selector_clean_oracle_masked_task_only on GPU 0 and eval70 of the SFT
-#           policy on GPU 1; then whatever eval of b's arms a cut-off left incomplete (needs the machine warm
-#           from b: an arm's export is never rebuilt implicitly)                                     (nvidia-h200-x2)
+#   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO of the three arms (mixed_task_reward,
+#           SkillGate = selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only), one process
+#           each, in parallel over the GPUs round-robin                                   (any number of GPUs)
+#   PART=c  prep, then eval70_v1 of the SFT policy and of each arm, in parallel likewise (needs the machine warm
+#           from b: an arm's export is never rebuilt implicitly; an evaluation cut off resumes in another c)
 #   PART=d  CPU machine: the paper build from what a-c brought back (LR_COLLECTED: folders or .tar.gz files)
 #
 # State between commands: the stage cache under LR_HOME (/tmp/skillgate-lr on the device machine). A machine
@@ -98,26 +98,20 @@ fi
     b|c)
       echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
       CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag "${part}_prep"; echo "prep exit $?"
-      if [ "$part" = b ]; then first=mixed_task_reward; second=selector_clean_oracle_action_credit
-      else first=selector_clean_oracle_masked_task_only; second=""; fi
-      echo "== $(date -u +%T) GPU 0: arm $first ($(left) s left)"
-      CUDA_VISIBLE_DEVICES=0 lr 25 arm --profile "$first" --eval --tag "${part}_0" > "$OUT/arm_${part}_0.log" 2>&1 &
-      p0=$!
-      g1=$(( gpus > 1 ? 1 : 0 ))
-      if [ -n "$second" ]; then
-        echo "== $(date -u +%T) GPU $g1: arm $second"
-        CUDA_VISIBLE_DEVICES=$g1 lr 25 arm --profile "$second" --eval --tag "${part}_1" > "$OUT/arm_${part}_1.log" 2>&1 &
-      else
-        echo "== $(date -u +%T) GPU $g1: eval70 of the SFT policy, then of b's arms (resumed / reused)"
-        ( CUDA_VISIBLE_DEVICES=$g1 lr 25 eval --profile sft --tag "${part}_1"
-          for arm in mixed_task_reward selector_clean_oracle_action_credit; do
-            CUDA_VISIBLE_DEVICES=$g1 lr 25 eval --profile "$arm" --tag "${part}_1_$arm"; done
-        ) > "$OUT/arm_${part}_1.log" 2>&1 &
-      fi
-      p1=$!
-      wait $p0; echo "GPU 0 exit $?"; wait $p1; echo "GPU $g1 exit $?"
-      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/arm_"${part}"_*.log | grep -v WARNING | cut -c1-400 | tail -30
-      mv "$OUT"/arm_"${part}"_*.log "$OUT/lr/" 2>/dev/null ;;
+      # b: the three arms' GRPO; c: eval70 of the SFT policy and of each arm. One process each, spread over the
+      # GPUs round-robin (a 25M policy leaves an H200 mostly idle: two processes share one well)
+      if [ "$part" = b ]; then jobs=(mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only); cmd=arm
+      else jobs=(sft mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only); cmd=eval; fi
+      pids=()
+      for i in "${!jobs[@]}"; do
+        g=$(( i % (gpus > 0 ? gpus : 1) ))
+        echo "== $(date -u +%T) GPU $g: $cmd ${jobs[$i]} ($(left) s left)"
+        CUDA_VISIBLE_DEVICES=$g lr 25 "$cmd" --profile "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
+        pids+=($!)
+      done
+      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "${jobs[$i]} exit $?"; done
+      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/job_"${part}"_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -30
+      mkdir -p "$OUT/lr" && mv "$OUT"/job_"${part}"_*.log "$OUT/lr/" 2>/dev/null ;;
     *) echo "unknown PART=$part (a, b, c on the device; d on the CPU machine)"; exit 2 ;;
   esac
   pack

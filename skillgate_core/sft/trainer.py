@@ -74,7 +74,7 @@ class LoRATrainingConfig:
 
 @dataclass(frozen=True)
 class SFTStageConfig(LoRATrainingConfig):
-    """SFT with LoRA (merged at the end)."""
+    """SFT with LoRA (merged at the end), or of every weight (`full_weights`)."""
 
     max_steps: PositiveInt = 30
     per_device_batch_size: PositiveInt = 2
@@ -83,6 +83,13 @@ class SFTStageConfig(LoRATrainingConfig):
     fills it is refused)."""
     only_resolved: bool = True
     """Train only on trajectories whose score is 1 (the teacher's noisy misses are dropped)."""
+    full_weights: bool = False
+    """Train every weight instead of LoRA adapters (the lora_* fields are then unused). For a policy
+    init-model built from scratch: LoRA on a random base keeps the embeddings, the output head and
+    the base projections random (measured on an H200, 24.7M policy, r=64: teacher-forced accuracy
+    0.92 yet 0/32 eval trials ran a tool call)."""
+    warmup_steps: NonNegativeInt = 0
+    """Linear learning-rate warm-up over this many steps, then constant (0: constant throughout)."""
 
 
 def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[dict[str, list[int]]]:
@@ -160,16 +167,20 @@ def trainer_arguments(config: LoRATrainingConfig, out_dir: Path) -> dict[str, An
         "seed": config.seed,
         "use_cpu": not torch.cuda.is_available(),
         "dataloader_num_workers": 0,
-        "lr_scheduler_type": "constant",
+        "lr_scheduler_type": "constant_with_warmup" if getattr(config, "warmup_steps", 0) else "constant",
+        "warmup_steps": getattr(config, "warmup_steps", 0),
+        # mixed precision where the GPU has bf16 (fp32 master weights; the CPU path stays fp32)
+        "bf16": bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()),
         "gradient_checkpointing": config.gradient_checkpointing,
         "disable_tqdm": False,
     }
 
 
 def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[str, list[int]]],
-                   out_dir: Path) -> tuple[Path, dict]:
+                   out_dir: Path, full_weights: bool = False) -> tuple[Path, dict]:
     """TRL SFTTrainer + LoRA on pre-tokenized rows {input_ids, assistant_masks} from the policy at
-    `model_dir`; merge, save out_dir/model. Returns (model dir, summary)."""
+    `model_dir`; merge, save out_dir/model. Returns (model dir, summary). `full_weights`: no adapter,
+    every weight trained (the lora_* settings unused)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -178,29 +189,39 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = SFTConfig(**trainer_arguments(config, out_dir), logging_steps=max(1, config.max_steps // 10))
-    peft_config = lora_config(config)
+    peft_config = None if full_weights else lora_config(config)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=tokenizer, peft_config=peft_config)
     result = trainer.train()
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    from peft import PeftModel
+    history = trainer.state.log_history
+    losses = [h["loss"] for h in history if "loss" in h]
+    accuracies = [h["mean_token_accuracy"] for h in history if "mean_token_accuracy" in h]
+    if full_weights:
+        trained = trainer.model
+    else:
+        from peft import PeftModel
 
-    assert isinstance(trainer.model, PeftModel)  # peft_config given: the trainer wraps the model in the adapter
-    target = save_policy_export(trainer.model.merge_and_unload(), tokenizer, out_dir / "model")
+        assert isinstance(trainer.model, PeftModel)  # peft_config given: the trainer wraps the model in the adapter
+        trained = trainer.model.merge_and_unload()
+    target = save_policy_export(trained, tokenizer, out_dir / "model")
     summary = {
+        "weights": "full" if full_weights else f"lora r={config.lora_rank}",
         "rows": len(rows),
         "trained_tokens": sum(sum(r["assistant_masks"]) for r in rows),
         "steps": result.global_step,
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
+        "first_token_accuracy": accuracies[0] if accuracies else None,
+        "last_token_accuracy": accuracies[-1] if accuracies else None,
         "train_seconds": round(result.metrics.get("train_runtime", 0.0), 2),
     }
     return target, summary
 
 
 def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
-    """Train LoRA adapters with TRL's SFTTrainer, merge them, save out_dir/model."""
+    """Train LoRA adapters with TRL's SFTTrainer and merge them (or every weight: `full_weights`), save
+    out_dir/model."""
     rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length)
-    target, summary = train_lora_sft(config, Path(inputs["base_model"]), rows, out_dir)
+    target, summary = train_lora_sft(config, Path(inputs["base_model"]), rows, out_dir, full_weights=config.full_weights)
     (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return StageOutput(outputs={"sft_model": target}, metrics=summary)

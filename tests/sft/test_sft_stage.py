@@ -54,3 +54,20 @@ def test_lora_sft_trains_and_merges_into_a_plain_model(inputs, tmp_path):
                if not (p - q).abs().max().item() == 0]
     assert any("q_proj" in n for n in changed), "LoRA updates must land in the merged weights"
     assert json.loads((tmp_path / "sft_summary.json").read_text())["rows"] >= 1
+
+
+def test_full_weight_sft_trains_every_weight_and_lowers_the_loss(inputs, tmp_path):
+    """full_weights: no adapter; the embeddings and the output head change too (LoRA leaves them random on a
+    from-scratch base), the warm-up holds the first step's rate below the peak, and the loss falls."""
+    from transformers import AutoModelForCausalLM
+
+    config = SFTStageConfig(max_steps=12, per_device_batch_size=1, learning_rate=3e-3, full_weights=True,
+                            warmup_steps=2)
+    out = train_sft(config, inputs, tmp_path)
+    assert out.metrics["weights"] == "full" and out.metrics["steps"] == 12
+    assert out.metrics["last_loss"] < out.metrics["first_loss"]
+    trained = dict(AutoModelForCausalLM.from_pretrained(out.outputs["sft_model"]).named_parameters())
+    base = dict(AutoModelForCausalLM.from_pretrained(inputs["base_model"]).named_parameters())
+    assert trained.keys() == base.keys()
+    unchanged = [n for n in base if (trained[n] - base[n]).abs().max().item() == 0]
+    assert not [n for n in unchanged if "embed_tokens" in n or "lm_head" in n or "proj" in n], unchanged
