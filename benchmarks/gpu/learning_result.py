@@ -117,7 +117,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                      batch_episodes=32, seed=0),
             # every weight (2026-11-30, part a at commit 2a9cfad: LoRA r=64 on this random base reached 92%
             # teacher-forced accuracy, yet its eval trials ran no tool call); bf16 mixed precision on the GPU
-            "sft": SFTStageConfig(max_steps=800, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
+            "sft": SFTStageConfig(max_steps=600, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
                                   max_length=8192, full_weights=True, seed=0),
             # every training task (1,056; the first N by task id would all be one family)
             "data": RLDataPrepConfig(max_tasks=0),
