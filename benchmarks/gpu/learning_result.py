@@ -122,7 +122,9 @@ def scale_configs(scale: str) -> dict[str, Any]:
             # every training task (1,056; the first N by task id would all be one family)
             "data": RLDataPrepConfig(max_tasks=0),
             "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
-                               num_workers=1, rollout_source="policy", sampler="auto", bf16=True, zero_stage=2,
+                               # hf: 2026-11-30 probe (commit b94349a), the static sampler's first step took 131 s: turns
+                               # change the batch and cache length, and each new bucket compiles (~25 s)
+                               num_workers=1, rollout_source="policy", sampler="hf", bf16=True, zero_stage=2,
                                learning_rate=5e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
                                episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
                                max_rejected_groups=8, force_after_groups=4, backend="bwrap", seed=0),

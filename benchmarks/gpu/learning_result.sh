@@ -12,6 +12,8 @@
 #           each, in parallel over the GPUs round-robin                                   (any number of GPUs)
 #   PART=c  prep, then eval70_v1 of the SFT policy and of each arm, in parallel likewise (needs the machine warm
 #           from b: an arm's export is never rebuilt implicitly; an evaluation cut off resumes in another c)
+#   PART=all prep, then eval70 of the SFT policy and GRPO + eval70 of each arm, all in parallel: the whole result
+#           in one command (a fresh machine; fewer GRPO steps: LR_ARGS="--grpo-steps N")
 #   PART=d  CPU machine: the paper build from what a-c brought back (LR_COLLECTED: folders or .tar.gz files)
 #
 # State between commands: the stage cache under LR_HOME (/tmp/skillgate-lr on the device machine). A machine
@@ -95,21 +97,27 @@ fi
       wait $p0; echo "grpo probe exit $?"; wait $p1; echo "eval probe exit $?"
       grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/probe_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -20
       mkdir -p "$OUT/lr" && mv "$OUT"/probe_*.log "$OUT/lr/" ;;
-    b|c)
+    b|c|all)
       echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
       CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag "${part}_prep"; echo "prep exit $?"
       # b: the three arms' GRPO; c: eval70 of the SFT policy and of each arm. One process each, spread over the
       # GPUs round-robin (a 25M policy leaves an H200 mostly idle: two processes share one well)
-      if [ "$part" = b ]; then jobs=(mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only); cmd=arm
-      else jobs=(sft mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only); cmd=eval; fi
+      # all: the SFT policy's eval70 and each arm's GRPO followed by its eval70, in one command (a fresh machine)
+      arms=(mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only)
+      case "$part" in
+        b) jobs=("${arms[@]}"); cmds=(arm arm arm) ;;
+        c) jobs=(sft "${arms[@]}"); cmds=(eval eval eval eval) ;;
+        all) jobs=(sft "${arms[@]}"); cmds=(eval "arm --eval" "arm --eval" "arm --eval") ;;
+      esac
       pids=()
       for i in "${!jobs[@]}"; do
         g=$(( i % (gpus > 0 ? gpus : 1) ))
-        echo "== $(date -u +%T) GPU $g: $cmd ${jobs[$i]} ($(left) s left)"
-        CUDA_VISIBLE_DEVICES=$g lr 25 "$cmd" --profile "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
+        echo "== $(date -u +%T) GPU $g: ${cmds[$i]} ${jobs[$i]} ($(left) s left)"
+        # shellcheck disable=SC2086  # cmds[i] is a subcommand and its flag
+        CUDA_VISIBLE_DEVICES=$g lr 25 ${cmds[$i]} --profile "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
         pids+=($!)
       done
-      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "${jobs[$i]} exit $?"; done
+      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "${cmds[$i]} ${jobs[$i]} exit $?"; done
       grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/job_"${part}"_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -30
       mkdir -p "$OUT/lr" && mv "$OUT"/job_"${part}"_*.log "$OUT/lr/" 2>/dev/null ;;
     *) echo "unknown PART=$part (a, b, c on the device; d on the CPU machine)"; exit 2 ;;
