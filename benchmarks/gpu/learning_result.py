@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tarfile
 import time
@@ -122,9 +123,11 @@ def scale_configs(scale: str) -> dict[str, Any]:
             # every training task (1,056; the first N by task id would all be one family)
             "data": RLDataPrepConfig(max_tasks=0),
             "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
-                               # hf: 2026-11-30 probe (commit b94349a), the static sampler's first step took 131 s: turns
-                               # change the batch and cache length, and each new bucket compiles (~25 s)
-                               num_workers=1, rollout_source="policy", sampler="hf", bf16=True, zero_stage=2,
+                               # static with one shape (static_shapes): 2026-11-30, the static sampler's first step took
+                               # 131 s (commit b94349a: each turn met a new (batch, length) bucket and compiled it), and
+                               # with hf a step took 78-129 s (commit cb21f39, two arms per GPU)
+                               num_workers=1, rollout_source="policy", sampler="static", static_shapes=True, bf16=True,
+                               zero_stage=2,
                                learning_rate=5e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
                                episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
                                max_rejected_groups=8, force_after_groups=4, backend="bwrap", seed=0),
@@ -285,8 +288,31 @@ def grpo_inputs(paths: dict[str, Path], profile: str) -> dict[str, Path]:
 
 def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
     """GRPO of one arm; its training files copied to out/training/<profile>/."""
-    record = run.stage(f"grpo_{profile}", "grpo", replace(run.cfg["grpo"], profile=profile), grpo_inputs(paths, profile))
-    training = Path(record.out_dir) / "training"
+    try:
+        record = run.stage(f"grpo_{profile}", "grpo", replace(run.cfg["grpo"], profile=profile),
+                           grpo_inputs(paths, profile))
+    except BaseException:
+        _salvage_training(run, profile)  # a run cut off (budget, SIGTERM) still brings back the steps it took
+        raise
+    _keep_training(run, profile, Path(record.out_dir) / "training")
+    return record
+
+
+def _salvage_training(run: Run, profile: str) -> None:
+    """The newest segment of this arm's experiment in the home (a GRPO stage that did not finish): its
+    metrics rows as training/<profile>/ and in the JSON, marked incomplete."""
+    prefix = "grpo-" + profile.replace("_", "-") + "-"
+    segments = [m.parent for m in (run.home / "experiments").glob("*/segments/*/metrics.jsonl")
+                if m.parents[2].name.startswith(prefix)]
+    if not segments:
+        return
+    newest = max(segments, key=lambda d: (d / "metrics.jsonl").stat().st_mtime)
+    _keep_training(run, profile, newest)
+    run.result.setdefault("training_incomplete", {})[profile] = str(newest)
+    run.save()
+
+
+def _keep_training(run: Run, profile: str, training: Path) -> None:
     target = run.out / "training" / profile
     target.mkdir(parents=True, exist_ok=True)
     for name in ("metrics.jsonl", "credit_episodes.jsonl", "curves.png"):
@@ -295,10 +321,9 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
     rows = [json.loads(x) for x in (training / "metrics.jsonl").read_text().splitlines() if x.strip()]
     keys = ("reward", "success_rate", "oracle_read_rate", "misleading_read_rate", "clean_oracle_rate",
             "selector_active_fraction", "loss", "kl", "time_step_s", "time_generate_s", "time_env_s", "time_train_s",
-            "rollout_tokens_per_s", "trained")
+            "rollout_tokens_per_s", "trained", "groups", "episodes_played", "rejected", "forced_groups")
     run.result.setdefault("training", {})[profile] = [{k: r.get(k) for k in ("step", *keys)} for r in rows]
     run.save()
-    return record
 
 
 def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
@@ -484,6 +509,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         a.bench = str(built)
     if a.command != "paper" and not a.no_block:
         block_absent()
+    # `timeout` ends a part with SIGTERM: raise, so the finally blocks save what was done (the eval runner
+    # records an interrupted evaluation as incomplete; an arm cut off keeps its training rows)
+    signal.signal(signal.SIGTERM, _terminated)
     run = Run(a, a.command)
     try:
         if a.command == "paper":
@@ -511,6 +539,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("SUMMARY learning_result", json.dumps({"command": a.command, "json": str(run.path),
                                                   "wall_s": run.result.get("wall_s")}), flush=True)
     return run.result
+
+
+def _terminated(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _stable_tarinfo(info: tarfile.TarInfo) -> tarfile.TarInfo:

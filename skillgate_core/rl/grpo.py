@@ -195,6 +195,20 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     return normaliser, losses
 
 
+def _fix_sampler_shapes(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -> Any:
+    """cfg.static_shapes: the replica's kept StaticSampler pads every call to this worker's largest round
+    (its groups x G episodes, 2G for a paired slate) and a cache of max_context_tokens (an episode's
+    context never exceeds it), so the rollouts compile one decode graph. Returns the sampler (None when
+    the replica samples with hf)."""
+    from skillgate_core.policy.fast_sampler import resolve_sampler, static_sampler_for
+
+    if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
+        return None
+    per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
+    return static_sampler_for(replica, tokenizer, min_batch=max(1, cfg.prompts_per_step // world) * per_group,
+                              min_cache_length=cfg.max_context_tokens)
+
+
 def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     """Train (collective: every rank runs it); returns this rank's summary (rank 0's is the run's)."""
     from transformers import AutoTokenizer
@@ -210,6 +224,8 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     engine = build_engine(job.model_dir, engine_config)
     reference = build_reference(job.model_dir, engine_config, beta=cfg.beta)
     replica = load_replica(job.model_dir, engine_config) if cfg.rollout_source == "policy" else None
+    if replica is not None and cfg.static_shapes:
+        _fix_sampler_shapes(replica, tokenizer, cfg, world)
 
     state = _State(step=job.start_step, cursors=[0] * world)
     if job.resume_checkpoint:

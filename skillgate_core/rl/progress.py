@@ -59,6 +59,15 @@ def _summary(row: Mapping[str, Any]) -> str:
         value = row.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             parts.append(f"{label} {fmt.format(value)}")
+    # where the step's time went and how many episodes it played (refilled rejected groups included):
+    # what a log alone must show when a run is cut off before its metrics file comes back
+    split = [(label, row.get(key)) for key, label in (("time_generate_s", "generate"), ("time_env_s", "env"),
+                                                      ("time_train_s", "train"))]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in split):
+        parts.append("(" + ", ".join(f"{label} {v:.1f}" for label, v in split) + ")")
+    played = row.get("episodes_played")
+    if isinstance(played, int) and not isinstance(played, bool):
+        parts.append(f"played {played}")
     return "  ".join(parts)
 
 

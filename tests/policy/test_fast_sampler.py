@@ -67,6 +67,31 @@ def test_compiled_step_traces_whole_and_buckets_shapes(policy):
     assert_teacher_forced(model, ps[:2], again, 1.0)
 
 
+def test_shape_floors_give_every_call_one_compiled_shape(policy):
+    """min_batch / min_cache_length: calls of 3 and 1 rows with different prompt and token budgets all run
+    at (4, 512), the shape the floors set (one graph), and stay exact (teacher forcing); a call larger than
+    the floors still gets its own bucket; static_sampler_for replaces a kept sampler with other floors."""
+    model, tok = policy
+    ps = prompts(tok)
+    torch._dynamo.reset()
+    sampler = StaticSampler(model, tok, compile=True, min_batch=3, min_cache_length=300,
+                            compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    shapes = set()
+    for batch, new in ((ps, 20), (ps[:1], 7), (ps[1:], 33)):
+        comps = sampler.sample(batch, SamplingConfig(max_new_tokens=new, seed=2))
+        shapes.add((sampler.stats["batch_bucket"], sampler.stats["cache_length"]))
+        assert_teacher_forced(model, batch, comps, 1.0)
+    assert shapes == {(4, 512)}
+    sampler.sample(ps + ps[:2], SamplingConfig(max_new_tokens=4, seed=2))
+    assert sampler.stats["batch_bucket"] == 8
+    kept = fast_sampler.static_sampler_for(model, tok, min_batch=32, min_cache_length=1024)
+    assert (kept.min_batch, kept.min_cache_length) == (32, 1024)
+    assert fast_sampler.static_sampler_for(model, tok) is kept
+    assert fast_sampler.static_sampler_for(model, tok, min_batch=8) is not kept
+    with pytest.raises(ValueError, match="min_batch"):
+        StaticSampler(model, tok, min_batch=0)
+
+
 def test_stop_tokens_end_each_row_and_the_loop(policy):
     model, tok = policy
     ps = prompts(tok)
