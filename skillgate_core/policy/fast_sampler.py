@@ -132,10 +132,11 @@ def static_sampler_for(model: Any, tokenizer: Any, *, min_batch: int | None = No
     min_batch / min_cache_length (StaticSampler), a kept sampler with other floors is replaced;
     without them the kept one is returned as it is."""
     sampler = _SAMPLERS.get(model)
-    wanted = {k: v for k, v in (("min_batch", min_batch), ("min_cache_length", min_cache_length)) if v is not None}
     if (sampler is None or sampler.tokenizer is not tokenizer
-            or any(getattr(sampler, k) != v for k, v in wanted.items())):
-        sampler = StaticSampler(model, tokenizer, **wanted)
+            or (min_batch is not None and sampler.min_batch != min_batch)
+            or (min_cache_length is not None and sampler.min_cache_length != min_cache_length)):
+        sampler = StaticSampler(model, tokenizer, min_batch=1 if min_batch is None else min_batch,
+                                min_cache_length=0 if min_cache_length is None else min_cache_length)
         _SAMPLERS[model] = sampler
     return sampler
 
