@@ -39,6 +39,7 @@ from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.parquet_rows import write_rows
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.skills import read_slate, slate_skills_dir
+from skillgate_core.skills.aliases import alias_slate
 from skillgate_core.slate_manifest import MANIFEST_FILE
 from skillgate_core.stage_output import StageOutput
 
@@ -84,6 +85,11 @@ class CollectConfig:
     """Longest teacher turn (teacher = "openai")."""
     teacher_concurrency: PositiveInt = 8
     """Teacher requests in flight at once (teacher = "openai")."""
+    alias_rate: Probability = 0.0
+    """Share of episodes played under fresh skill names (skills.aliases: every slate skill renamed, its
+    files and description rewritten to match), so a policy imitating them must copy a name out of the
+    slate instead of recalling the training skills' names. Each episode's draw and names depend only on
+    (seed, task, repeat); the row's `extra` holds {"skill_aliases": {old: new}}."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -168,13 +174,25 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
     target = out_dir / "trajectories"
     target.mkdir(parents=True)
     records: list[dict] = []
+    aliases: dict[tuple[str, int], dict[str, str]] = {}
+    library_names: list[str] | None = None
     with tempfile.TemporaryDirectory(prefix="skillgate-collect-") as scratch:
         specs = []
         for row in rows:
             task = load_task_package(bench / row["path"])
             slate = read_slate(bench / row["path"] / MANIFEST_FILE)
             skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
-            specs += [EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(config.repeats)]
+            for r in range(config.repeats):
+                rng = random.Random(f"collect-alias::{config.seed}::{row['task_id']}::{r}")
+                if config.alias_rate and rng.random() < config.alias_rate:
+                    if library_names is None:
+                        library_names = sorted(p.name for p in (bench / "skills").iterdir())
+                    aliased, folder = alias_slate(slate, skills, Path(scratch) / row["task_id"] / f"alias-{r}", rng,
+                                                  taken=library_names)
+                    aliases[(row["task_id"], r)] = {o: n for o, n in zip(slate.names, aliased.names, strict=True)}
+                    specs.append(EpisodeSpec(task, aliased, folder, bench=row["family"], repeat=r))
+                else:
+                    specs.append(EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r))
         with tqdm(total=len(specs), desc="collect", unit="episode") as bar:
             for start in range(0, len(specs), config.batch_episodes):
                 batch = specs[start : start + config.batch_episodes]
@@ -182,6 +200,9 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
                     spans = span_report(traj, tokenizer)
                     row = traj.to_row()
                     row.update(reads=spans["reads"], spans=json.dumps(spans), split=config.split)
+                    renamed = aliases.get((row["task_id"], row["repeat"]))
+                    if renamed is not None:
+                        row["extra"] = json.dumps({**json.loads(row["extra"]), "skill_aliases": renamed}, sort_keys=True)
                     records.append(row)
                 bar.update(len(batch))
     kept = [r for r in records if config.keep == "all" or r["score"] >= 1.0]
@@ -195,6 +216,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         "statuses": dict(statuses),
         "first_read": dict(first_reads),
         "span_mismatches": sum(json.loads(r["spans"])["span_mismatch"] for r in records),
+        "aliased_episodes": len(aliases),
         "teacher": config.teacher if config.teacher == "reference" else f"openai:{config.teacher_model}",
     }
     if isinstance(policy, OpenAIPolicy):
