@@ -154,6 +154,57 @@ def scale_configs(scale: str) -> dict[str, Any]:
     raise SystemExit(f"unknown scale {scale!r}: h200 or tiny")
 
 
+# --- sizing the arms from the probe ----------------------------------------------------------------
+
+PROBE_TIMING = "probe_timing.json"
+"""In the home: what part a's GRPO probe measured (the next command on the same machine reads it)."""
+FITTED_STEPS = "grpo_steps.json"
+"""In the home: the GRPO steps `--fit-budget-s` chose; every later command of the home uses them, so
+the evaluations find the arms' runs (the steps are part of the stage key)."""
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def probe_timing(stage_seconds: float, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """{step_s: the slowest step after the first (the first compiles), first_step_s, startup_s: the stage's
+    seconds outside its steps (engine, replica, export)}."""
+    times = [float(r["time_step_s"]) for r in rows if r.get("time_step_s") is not None]
+    if not times:
+        raise ValueError("the GRPO probe recorded no step time")
+    later = times[1:] or times
+    return {"step_s": max(later), "first_step_s": times[0], "startup_s": max(0.0, stage_seconds - sum(times))}
+
+
+def fit_steps(timing: dict[str, float], budget_s: float, share: int, most: int) -> int:
+    """The GRPO steps that fit `budget_s` when `share` arm processes share a GPU (each step then takes
+    `share` times the probe's): 1 to `most`."""
+    step = timing["step_s"] * share
+    first = max(timing["first_step_s"] * share, step)
+    return max(1, min(most, 1 + int((budget_s - timing["startup_s"] - first) // step)))
+
+
+def fitted_grpo_steps(home: Path, a: argparse.Namespace, most: int) -> int:
+    """0 (the config's steps) unless --fit-budget-s or an earlier fit in this home says otherwise."""
+    fitted = home / FITTED_STEPS
+    if fitted.is_file():
+        return int(json.loads(fitted.read_text())["steps"])
+    if not a.fit_budget_s:
+        return 0
+    timing_path = home / PROBE_TIMING
+    if not timing_path.is_file():
+        raise SystemExit(f"--fit-budget-s: {timing_path} is missing (run part a's probe on this machine first, "
+                         "or give --grpo-steps)")
+    timing = json.loads(timing_path.read_text())
+    steps = fit_steps(timing, a.fit_budget_s, a.gpu_share, most)
+    home.mkdir(parents=True, exist_ok=True)
+    _write_json(fitted, {"steps": steps, "budget_s": a.fit_budget_s, "gpu_share": a.gpu_share, "timing": timing})
+    return steps
+
+
 # --- state ------------------------------------------------------------------------------------
 
 class Run:
@@ -168,8 +219,9 @@ class Run:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", f"/tmp/skillgate-torch-extensions-{os.getuid()}")
         self.cfg = scale_configs(a.scale)
-        if a.grpo_steps:
-            self.cfg["grpo"] = replace(self.cfg["grpo"], steps=a.grpo_steps, checkpoint_every=a.grpo_steps)
+        steps = a.grpo_steps or fitted_grpo_steps(self.home, a, self.cfg["grpo"].steps)
+        if steps:
+            self.cfg["grpo"] = replace(self.cfg["grpo"], steps=steps, checkpoint_every=steps)
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
@@ -371,6 +423,7 @@ def probe(run: Run, paths: dict[str, Path]) -> None:
             rows = [json.loads(x) for x in (Path(rec.out_dir) / "training" / "metrics.jsonl").read_text().splitlines()
                     if x.strip()]
             run.result["probe_grpo"] = {"steps": steps, "stage_seconds": rec.seconds, "rows": rows}
+            _write_json(run.home / PROBE_TIMING, probe_timing(rec.seconds, rows))
         except Exception as exc:  # noqa: BLE001  (recorded; the eval probe still runs)
             run.result["probe_grpo"] = {"error": f"{type(exc).__name__}: {exc}"[:3000]}
         run.save()
@@ -470,6 +523,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--collected", action="append", default=[], help="paper: folders holding eval/ and training/")
     p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
     p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
+    p.add_argument("--fit-budget-s", type=float, default=0,
+                   help="arm: choose the GRPO steps (at most the scale's) that fit this many seconds, from part a's "
+                        "probe timing in the home; later commands of the home reuse the choice")
+    p.add_argument("--gpu-share", type=int, default=1, help="with --fit-budget-s: arm processes sharing one GPU")
     p.add_argument("--eval-repeats", type=int, default=0, help="eval70 demo override of the repeats (0 = 4)")
     p.add_argument("--eval-batch", type=int, default=0, help="override the scale's eval lockstep batch (episodes)")
     p.add_argument("--budget-s", type=float, default=0, help="probe: skip what would start after this many seconds")

@@ -104,8 +104,16 @@ fi
       # GPUs round-robin (a 25M policy leaves an H200 mostly idle: two processes share one well)
       # all: the SFT policy's eval70 and each arm's GRPO followed by its eval70, in one command (a fresh machine)
       arms=(mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only)
+      # b after a probe on this machine: the steps that fit what is left (two arms share a GPU when there are
+      # fewer GPUs than arms), chosen once and kept in the home for c (an explicit --grpo-steps wins)
+      fit=""
+      if [ "$part" = b ] && [ -f "$LR_HOME/probe_timing.json" ]; then
+        n=$(( gpus > 0 ? gpus : 1 )); share=$(( (3 + n - 1) / n ))
+        fit="--fit-budget-s $(( $(left) - 45 )) --gpu-share $share"
+        echo "== fitting the GRPO steps to $(( $(left) - 45 )) s, $share arm(s) a GPU: $(cat "$LR_HOME/probe_timing.json" | tr -d '\n ')"
+      fi
       case "$part" in
-        b) jobs=("${arms[@]}"); cmds=(arm arm arm) ;;
+        b) jobs=("${arms[@]}"); cmds=("arm $fit" "arm $fit" "arm $fit") ;;
         c) jobs=(sft "${arms[@]}"); cmds=(eval eval eval eval) ;;
         all) jobs=(sft "${arms[@]}"); cmds=(eval "arm --eval" "arm --eval" "arm --eval") ;;
       esac

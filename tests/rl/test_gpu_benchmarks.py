@@ -148,3 +148,27 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
                                   capture_output=True, text=True, check=True).stdout)
     # the tiny protocol is 2 tasks x 4 repeats: the probe (32 trials at most) plays all of it, and part c reuses it
     assert a["probe_eval"]["trials"] == 8 and len(a["probe_eval"]["rows"]) == 8
+
+
+def test_the_arms_steps_are_fitted_from_the_probe_and_kept_for_the_evaluations(tmp_path, monkeypatch):
+    lr = _learning_result()
+    monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "home"))  # Run sets it: restored after the test
+    rows = [{"time_step_s": 40.0}, {"time_step_s": 20.0}, {"time_step_s": 22.0}]
+    timing = lr.probe_timing(100.0, rows)
+    assert timing == {"step_s": 22.0, "first_step_s": 40.0, "startup_s": 18.0}
+    # two arms a GPU: steps of 44 s, the first 80 s, 18 s of start: 500 s holds 1 + (500 - 98) // 44 = 10
+    assert lr.fit_steps(timing, 500, share=2, most=20) == 10
+    assert lr.fit_steps(timing, 500, share=1, most=20) == 20 and lr.fit_steps(timing, 10, share=1, most=20) == 1
+    home = tmp_path / "home"
+    home.mkdir()
+    a = lr.parse(["arm", "--out", str(tmp_path / "o"), "--home", str(home), "--fit-budget-s", "500", "--gpu-share", "2"])
+    with pytest.raises(SystemExit, match="probe"):
+        lr.fitted_grpo_steps(home, a, 20)
+    (home / lr.PROBE_TIMING).write_text(json.dumps(timing))
+    assert lr.fitted_grpo_steps(home, a, 20) == 10
+    later = lr.parse(["eval", "--out", str(tmp_path / "o"), "--home", str(home)])
+    assert lr.fitted_grpo_steps(home, later, 20) == 10  # the evaluations find the arms the fit trained
+    run = lr.Run(later, "eval")
+    assert run.cfg["grpo"].steps == run.cfg["grpo"].checkpoint_every == 10
+    explicit = lr.parse(["eval", "--out", str(tmp_path / "o"), "--home", str(home), "--grpo-steps", "3"])
+    assert lr.Run(explicit, "eval").cfg["grpo"].steps == 3
