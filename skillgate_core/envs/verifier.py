@@ -6,7 +6,9 @@
 Order (METHOD.md 2-3; Harbor's convention):
 1. every process the agent started is killed (its background jobs cannot tamper with grading);
 2. tests/ is copied in at /tests (the agent never saw it), /logs/verifier is created empty
-   (a reward file the agent planted is gone);
+   (a reward file the agent planted is gone); workspace links into /tests or /logs are removed, and every
+   git repository in the folders the agent could write is neutralised (hooks gone, config cut to inert
+   settings: `neutralize_git_dirs`), so a verifier running git runs none of the agent's commands;
 3. `/bin/bash /tests/test.sh` runs as a fresh process tree (on Docker in a fresh container sharing
    only the workspace volume; on bubblewrap with fresh /tmp, /var/tmp and /root bound in), cwd =
    WORKDIR, under [verifier] timeout_sec, with the environment `verifier_env` sets: the image's ENV,
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -157,6 +160,71 @@ _UNLINK_GRADER_LINKS = (
 """Removes every symbolic link in the workspace whose target lies under /tests or /logs."""
 
 
+_GIT_CONFIG_KEEP = (
+    "core.repositoryformatversion core.bare core.filemode core.logallrefupdates core.symlinks core.ignorecase "
+    "core.precomposeunicode core.autocrlf core.eol core.quotepath extensions.objectformat user.name user.email "
+    "init.defaultbranch branch.remote branch.merge remote.url remote.fetch"
+)
+"""The git settings a repository the agent left keeps for grading: inert ones (nothing they name is run)."""
+
+_GIT_CONFIG_FILTER = r"""
+function emit(line,   eq, key) {
+  eq = index(line, "="); key = tolower(eq ? substr(line, 1, eq - 1) : line)
+  gsub(/^[ \t]+|[ \t]+$/, "", key)
+  if (key !~ /^[a-z][a-z0-9-]*$/ || !((sec "." key) in keep)) return
+  if (!printed) { print header; printed = 1 }
+  sub(/^[ \t]+/, "", line); print "\t" line
+}
+BEGIN { n = split(KEEP, k, " "); for (i = 1; i <= n; i++) keep[k[i]] = 1 }
+cont { cont = ($0 ~ /\\$/); next }
+/\\$/ { cont = 1; next }
+/^[ \t]*\[/ {
+  line = $0; sub(/^[ \t]*\[/, "", line); close_at = index(line, "]")
+  if (!close_at) { sec = ""; next }
+  head = substr(line, 1, close_at - 1); rest = substr(line, close_at + 1)
+  sec = head; sub(/[ \t"].*$/, "", sec); sec = tolower(sec)
+  printed = 0; header = "[" head "]"
+  gsub(/^[ \t]+|[ \t]+$/, "", rest)
+  if (rest != "" && rest !~ /^[#;]/) emit(rest)
+  next
+}
+/^[ \t]*([#;]|$)/ { next }
+sec != "" { emit($0) }
+"""
+
+_NEUTRALIZE_GIT = (
+    'keep="$1"; filter="$2"; shift 2; '
+    '/usr/bin/find "$@" -xdev -name HEAD -type f -print0 2>/dev/null | while IFS= read -r -d "" head; do '
+    'd=${head%/HEAD}; [ -d "$d/objects" ] || [ -f "$d/commondir" ] || continue; '
+    # .config.graded too: a link planted there would have this (privileged) helper write through it
+    '/bin/rm -rf -- "$d/hooks" "$d/config.worktree" "$d/.config.graded"; '
+    'if [ -f "$d/config" ] && [ ! -L "$d/config" ]; then '
+    '/usr/bin/awk -v KEEP="$keep" "$filter" "$d/config" > "$d/.config.graded" 2>/dev/null; '
+    'else /bin/rm -rf -- "$d/config"; printf "[core]\\n\\trepositoryformatversion = 0\\n" > "$d/.config.graded"; fi; '
+    '/bin/mv -f -- "$d/.config.graded" "$d/config"; done'
+)
+"""For every git directory in the folders the agent could write: hooks and worktree config removed, the
+config cut to `_GIT_CONFIG_KEEP` (`branch.remote` stands for branch.<name>.remote). Git runs what a
+repository's config names (core.fsmonitor on `git status`, filter drivers, hooks such as post-index-change,
+core.hooksPath, aliases, diff/merge drivers, ...): a verifier that runs git in the workspace would run the
+agent's commands. On bubblewrap, core.fsmonitor set by the agent scored 1.0 before this."""
+
+
+def neutralize_git_script(roots: Sequence[str]) -> str:
+    """The bash command that neutralises every git directory under `roots` (see `_NEUTRALIZE_GIT`)."""
+    return "set -- " + " ".join(_shell_quote(x) for x in (_GIT_CONFIG_KEEP, _GIT_CONFIG_FILTER, *roots)) + "; " + _NEUTRALIZE_GIT
+
+
+def neutralize_git_dirs(sandbox: Sandbox) -> None:
+    """Neutralise the git directories in the folders the agent could write (not /tests, /logs: the grader's)."""
+    roots = [d for d in sandbox.agent_writable_dirs() if d not in ("/tests", "/logs")]
+    sandbox.exec(neutralize_git_script(roots), timeout=60, cwd=sandbox.workdir, env=HELPER_ENV)
+
+
+def _shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 def verify(sandbox: Sandbox, task: TaskPackage,
            episode_status: EpisodeStatus = EpisodeStatus.COMPLETED) -> VerifierResult:
     """Grade the sandbox's current workspace with task's tests (see the module docstring)."""
@@ -170,6 +238,7 @@ def verify(sandbox: Sandbox, task: TaskPackage,
         # files (or the reward file) as the agent's output: those paths did not exist while the agent
         # ran. They are removed before grading, so the workspace is graded on what the agent wrote.
         sandbox.exec(_UNLINK_GRADER_LINKS, timeout=60, cwd=sandbox.workdir, env=HELPER_ENV)
+        neutralize_git_dirs(sandbox)
         run = sandbox.exec("exec /bin/bash /tests/test.sh", timeout=timeout, cwd=sandbox.workdir,
                            env=verifier_env(sandbox, task))
         if not sandbox.alive():

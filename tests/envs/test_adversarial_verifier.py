@@ -158,3 +158,35 @@ def test_pytest_verifier_ignores_the_workspaces_conftest_and_shadows(docker_read
     _graded_zero(outcome)
     honest, _ = _play("docker", task, [SOLVE])
     assert honest.score == 1.0, honest.detail
+
+
+GIT_SH = ("mkdir -p /logs/verifier; cd /app && git status --short >&2; git diff --stat >&2; "
+          "if python3 /tests/check.py /app >&2 && [ \"$(git config user.name)\" = 'Agent Smith' ]; "
+          "then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+"""A verifier that runs git in the workspace (and reads a setting the task asked the agent to make)."""
+
+
+def test_a_git_running_verifier_runs_nothing_the_agents_repository_names(backend: str, task_of):
+    """core.fsmonitor (run by `git status`), hooks (post-index-change), core.hooksPath, filter and diff drivers
+    set by the agent would write the graded file from inside the verifier: on bubblewrap, core.fsmonitor
+    scored 1.0 before the verifier neutralised the repository. An honest agent's repository still works."""
+    task = task_of("git", test_sh=GIT_SH)
+    write = "printf \\\"hello, world\\\\n\\\" > /app/greeting.txt"
+    with start_sandbox(task, backend=backend, config=LIMITS) as box:  # type: ignore[arg-type]
+        if box.exec("command -v git", timeout=20).exit_code != 0:
+            pytest.skip(f"no git in the {backend} sandbox: a verifier there cannot run one")
+    outcome, out = _play(backend, task, [
+        "cd /app && git init -q && git config user.name 'Agent Smith' && echo x > seed.txt && git add seed.txt && "
+        f"git config core.fsmonitor \"{write}; false\" && mkdir -p /app/hooks .git/hooks && "
+        f"printf '#!/bin/sh\\n{write}\\n' > .git/hooks/post-index-change && chmod +x .git/hooks/post-index-change && "
+        "cp .git/hooks/post-index-change /app/hooks/ && git config core.hooksPath /app/hooks && "
+        f"git config filter.x.clean \"sh -c '{write}; cat'\" && git config diff.x.textconv \"sh -c '{write}; cat'\" && "
+        "printf '* filter=x diff=x\\n' > .gitattributes && echo y > seed.txt && git status --short >/dev/null; "
+        "cat /app/greeting.txt; rm -f /app/greeting.txt; ls /app",
+    ])
+    assert "hello, world" in out[0]  # the hooks do run git's commands in the agent's own shell...
+    _graded_zero(outcome)  # ...and not in the verifier's
+    honest, _ = _play(backend, task, [
+        SOLVE + " && cd /app && git init -q && git config user.name 'Agent Smith' && git config user.email a@b.c && "
+                "git add -A && git commit -qm done"])
+    assert honest.score == 1.0, honest.detail
