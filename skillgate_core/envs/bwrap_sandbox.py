@@ -16,7 +16,9 @@ Each command runs as
     sh (rlimits; joins the session cgroup) -> setpriv (drops to sandbox_uid) -> bwrap
         --unshare-all (no network, own pid/ipc/uts/user ns) --as-pid-1 --die-with-parent --new-session
         --tmpfs / + ro-binds of /usr /etc (and the /bin /lib symlinks) + fresh /proc, /dev
-        + the session's top-level dirs + /skills ro --remount-ro / --cap-drop ALL
+        + the session's top-level dirs (read-write: the workspace, /tmp, /var/tmp, /root, /logs,
+          /solution, /run; every other image folder read-only, as on Docker) + /skills ro
+        --remount-ro / --cap-drop ALL
         -> bash -c CMD           (rlimits: file size, open files, no core; nproc and address
                                   space only when there is no cgroup)
 
@@ -177,10 +179,23 @@ class BwrapSandbox(Sandbox):
                 "--uid", "0", "--gid", "0", "--disable-userns", "--cap-drop", "ALL",
                 "--tmpfs", "/", *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                 "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
+        # Writable as on Docker (read-only image root): the workspace, /tmp, /var/tmp, /root, /logs, /solution,
+        # /run. Every other top-level folder of the image is bound read-only: the agent could otherwise
+        # rewrite inputs or helpers outside its workspace that the tests read (the task's /data, /opt, ...).
+        writable = sorted({self.workdir, *_WRITABLE})
         for top in sorted(p.name for p in root.iterdir()):
             if (root / top).is_symlink():  # a bind follows links on the host (materialize refuses them)
                 raise SandboxError(f"{self.session_id}: /{top} is a symbolic link; refusing to bind it")
-            args += ["--bind", str(root / top), f"/{top}"]
+            if f"/{top}" in writable:
+                args += ["--bind", str(root / top), f"/{top}"]
+                continue
+            args += ["--ro-bind", str(root / top), f"/{top}"]
+            for inner in (w for w in writable if w.startswith(f"/{top}/")):
+                host = root / inner.lstrip("/")
+                if any(q.is_symlink() for q in (host, *host.parents) if q != root and root in q.parents):
+                    raise SandboxError(f"{self.session_id}: {inner} passes through a symbolic link; refusing to bind it")
+                if host.is_dir():
+                    args += ["--bind", str(host), inner]
         if with_skills:
             args += ["--ro-bind", str(self.dir / "skills"), "/skills"]
         return args
@@ -249,10 +264,6 @@ class BwrapSandbox(Sandbox):
     def alive(self) -> bool:
         return not self._stopped and self.dir.is_dir() and (not self.mounted or os.path.ismount(self.dir))
 
-    def agent_writable_dirs(self) -> tuple[str, ...]:
-        # Every top-level folder of the session is bound read-write (/app, /data, /var, ...).
-        tops = tuple(f"/{p.name}" for p in (self.dir / "root").iterdir()) if (self.dir / "root").is_dir() else ()
-        return (*super().agent_writable_dirs(), *tops)
 
     def kill_processes(self) -> None:
         # Each command's PID namespace already died with it; the cgroup sweep is the second line.
@@ -313,6 +324,10 @@ class BwrapSandbox(Sandbox):
 
 
 # ---------------------------------------------------------------- helpers
+
+
+_WRITABLE = ("/tmp", "/var/tmp", "/root", "/logs", "/solution", "/run")
+"""Folders the agent may write besides its workspace (the Docker backend's tmpfs mounts)."""
 
 
 def _system_binds() -> list[str]:

@@ -190,3 +190,26 @@ def test_a_git_running_verifier_runs_nothing_the_agents_repository_names(backend
         SOLVE + " && cd /app && git init -q && git config user.name 'Agent Smith' && git config user.email a@b.c && "
                 "git add -A && git commit -qm done"])
     assert honest.score == 1.0, honest.detail
+
+
+def test_only_the_workspace_and_scratch_folders_are_writable(backend: str, make_task):
+    """As on Docker (read-only image root): the agent writes its workspace, /tmp, /var/tmp, HOME and nothing
+    else of the image, so it cannot rewrite the inputs a verifier reads outside the workspace (/data here:
+    this verifier recomputes the expected output from them). bubblewrap bound every top-level folder of the
+    image read-write before."""
+    dockerfile = "FROM ubuntu:24.04\nWORKDIR /srv/app\nCOPY data /data\nCOPY tool /opt/tool\nRUN mkdir -p /var/lib/state\n"
+    test_sh = ("mkdir -p /logs/verifier; if [ \"$(cat /srv/app/out.txt)\" = \"$(cat /data/in.txt)$(cat /data/in.txt)\" ]; "
+               "then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    task = make_task(test_sh=test_sh, dockerfile=dockerfile, files={"environment/data/in.txt": "12\n", "environment/tool/version": "v1\n"},
+                     task_id="readonly-image")
+    outcome, out = _play(backend, task, [
+        "for f in /data/in.txt /data/new.txt /opt/tool/version /var/lib/state/x /srv/x; do "
+        "(echo 9 > $f) 2>/dev/null && echo WROTE:$f; done; "
+        "for f in /srv/app/a /tmp/a /var/tmp/a /root/a; do (echo ok > $f) 2>/dev/null || echo DENIED:$f; done; "
+        "echo 9 > /srv/app/out.txt; cat /data/in.txt",
+    ])
+    assert "WROTE" not in out[0] and "DENIED" not in out[0], out[0]
+    assert out[0].strip().endswith("12")
+    _graded_zero(outcome)
+    honest, _ = _play(backend, task, ["printf '%s%s\\n' \"$(cat /data/in.txt)\" \"$(cat /data/in.txt)\" > out.txt"])
+    assert honest.score == 1.0, honest.detail
