@@ -141,11 +141,15 @@ def scale_configs(scale: str) -> dict[str, Any]:
     if scale == "tiny":
         return {
             "model": TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64),
-            "collect": CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.1, batch_episodes=8, seed=0),
-            "sft": SFTStageConfig(max_steps=2, per_device_batch_size=1, max_length=8192, seed=0),
+            # the h200 scale's switches (aliases, full-weight SFT, static sampler with one shape), tiny sizes
+            "collect": CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.1, batch_episodes=8, alias_rate=1.0,
+                                     seed=0),
+            "sft": SFTStageConfig(max_steps=2, per_device_batch_size=1, max_length=8192, full_weights=True,
+                                  warmup_steps=1, seed=0),
             "data": RLDataPrepConfig(max_tasks=4),
             "grpo": GRPOConfig(steps=1, prompts_per_step=1, group_size=2, launcher="process", num_workers=1,
-                               rollout_source="policy", sampler="hf", max_new_tokens=8, max_turns=2,
+                               rollout_source="policy", sampler="static", static_shapes=True, max_new_tokens=8,
+                               max_turns=2,
                                learning_rate=1e-3, sandbox_workers=2, max_rejected_groups=2, force_after_groups=1,
                                force_after_samples=2, backend="bwrap", seed=0),
             "eval": Eval70Config(protocol="", batch_episodes=4, sandbox_workers=2, device="cpu"),  # protocol: the tiny spec
