@@ -22,6 +22,7 @@ from skillgate_core.agent.collect import trajectory_span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, Trajectory, run_episodes
 from skillgate_core.credit import EpisodeEvidence, GroupVerdict, RolloutStepFilter, SpanReport
 from skillgate_core.envs.task_package import TaskPackage
+from skillgate_core.envs.verifier import EpisodeStatus
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.prompt_stream import PromptStream
@@ -63,15 +64,25 @@ class Episode:
     """False for the no-skill episodes of no_skill / hybrid_slate."""
 
     @property
+    def aborted(self) -> bool:
+        """An infrastructure failure (METHOD.md 2): the group is rejected, never scored."""
+        return self.trajectory.status == EpisodeStatus.ABORTED
+
+    @property
     def score(self) -> float | None:
-        """raw_score for the task advantage (METHOD.md 5); None when the episode has no reward."""
+        """raw_score for the task advantage (METHOD.md 5); None for an aborted episode. A verifier that ran
+        and wrote no numeric reward grades 0 (METHOD.md 3: "missing or non-numeric score -> 0 with a flag";
+        the flag is the trajectory's missing_reward): were the group dropped instead, an agent that keeps
+        the tests from writing a reward would escape its 0."""
         t = self.trajectory
-        return None if t.missing_reward or t.raw_score is None else float(t.raw_score)
+        if self.aborted:
+            return None
+        return 0.0 if t.missing_reward or t.raw_score is None else float(t.raw_score)
 
     def evidence(self) -> EpisodeEvidence:
         return EpisodeEvidence(
             score=self.score,
-            aborted=self.trajectory.status == "ABORTED",
+            aborted=self.aborted,
             parse_dispatch_mismatch=self.spans.parse_dispatch_mismatch,
             span_mismatch=self.spans.span_mismatch,
             alignment_mismatch=self.spans.alignment_mismatch,
