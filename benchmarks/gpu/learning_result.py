@@ -113,13 +113,18 @@ def scale_configs(scale: str) -> dict[str, Any]:
             "model": TinyModelConfig(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
                                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=16384),
             # 384 training tasks (a seeded sample over every family) x 2 episodes, the reference teacher reading a
-            # misleading skill first 10% of the time; every episode under fresh skill names (2026-11-30, commit
-            # cb21f39: without them the SFT policy recalled training skills' names, 0/280 on eval70_v1's held-out ones)
+            # misleading skill first 10% of the time; half the episodes under fresh skill names. 2026-11-30: with none
+            # (commit cb21f39) the SFT policy recalled training skills' names, 0/280 on eval70_v1's held-out ones;
+            # with all (commit 8106c3f, 600 SFT steps) it learned the pseudo-word shape but not to copy the slate's
+            # prefix (70/70 eval trials read an unadvertised name) and GRPO met only zero-variance groups on the
+            # training tasks, so nothing trained. Half keeps the training tasks' names learnable (GRPO has groups
+            # with variance) while the aliased half still rewards copying from the slate
             "collect": CollectConfig(max_tasks=384, repeats=2, misleading_rate=0.1, no_read_rate=0.0,
-                                     batch_episodes=32, alias_rate=1.0, seed=0),
+                                     batch_episodes=32, alias_rate=0.5, seed=0),
             # every weight (2026-11-30, part a at commit 2a9cfad: LoRA r=64 on this random base reached 92%
-            # teacher-forced accuracy, yet its eval trials ran no tool call); bf16 mixed precision on the GPU
-            "sft": SFTStageConfig(max_steps=600, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
+            # teacher-forced accuracy, yet its eval trials ran no tool call); bf16 mixed precision on the GPU.
+            # 900 steps (at 600 the loss flattened at ~0.21 from step ~400; 900 still fits one prep command)
+            "sft": SFTStageConfig(max_steps=900, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
                                   max_length=8192, full_weights=True, seed=0),
             # every training task (1,056; the first N by task id would all be one family)
             "data": RLDataPrepConfig(max_tasks=0),
