@@ -123,9 +123,11 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                      batch_episodes=32, alias_rate=0.5, seed=0),
             # every weight (2026-11-30, part a at commit 2a9cfad: LoRA r=64 on this random base reached 92%
             # teacher-forced accuracy, yet its eval trials ran no tool call); bf16 mixed precision on the GPU.
-            # 900 steps (at 600 the loss flattened at ~0.21 from step ~400; 900 still fits one prep command)
+            # 900 steps (at 600 the loss flattened at ~0.21 from step ~400; 900 still fits one prep command).
+            # 4 renamed copies of each trajectory (sft.realias): 2026-12-01, commit 6d9a5b6, without them this
+            # SFT policy read a name that existed nowhere in 234 of 280 eval70_v1 trials, the oracle in none
             "sft": SFTStageConfig(max_steps=900, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
-                                  max_length=8192, full_weights=True, seed=0),
+                                  max_length=8192, full_weights=True, renamed_copies=4, seed=0),
             # every training task (1,056; the first N by task id would all be one family)
             "data": RLDataPrepConfig(max_tasks=0),
             "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
@@ -146,11 +148,11 @@ def scale_configs(scale: str) -> dict[str, Any]:
     if scale == "tiny":
         return {
             "model": TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64),
-            # the h200 scale's switches (aliases, full-weight SFT, static sampler with one shape), tiny sizes
+            # the h200 scale's switches (aliases, renamed copies, full-weight SFT, static sampler with one shape)
             "collect": CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.1, batch_episodes=8, alias_rate=1.0,
                                      seed=0),
             "sft": SFTStageConfig(max_steps=2, per_device_batch_size=1, max_length=8192, full_weights=True,
-                                  warmup_steps=1, seed=0),
+                                  warmup_steps=1, renamed_copies=1, seed=0),
             "data": RLDataPrepConfig(max_tasks=4),
             "grpo": GRPOConfig(steps=1, prompts_per_step=1, group_size=2, launcher="process", num_workers=1,
                                rollout_source="policy", sampler="static", static_shapes=True, max_new_tokens=8,

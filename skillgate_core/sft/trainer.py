@@ -90,18 +90,31 @@ class SFTStageConfig(LoRATrainingConfig):
     0.92 yet 0/32 eval trials ran a tool call)."""
     warmup_steps: NonNegativeInt = 0
     """Linear learning-rate warm-up over this many steps, then constant (0: constant throughout)."""
+    renamed_copies: NonNegativeInt = 0
+    """Also train on this many copies of each trajectory under fresh skill names, renamed in its token
+    ids (sft.realias; a new name set per copy, seeded by `seed`): memorising names then stops paying,
+    copying them from the slate does. 0: the trajectories as collected."""
 
 
-def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[dict[str, list[int]]]:
-    """Pre-tokenized rows {input_ids, assistant_masks} from trajectories.parquet."""
+def sft_rows(trajectories: Path, only_resolved: bool, max_length: int, renamed_copies: int = 0,
+             tokenizer: Any = None, seed: int = 0) -> list[dict[str, list[int]]]:
+    """Pre-tokenized rows {input_ids, assistant_masks} from trajectories.parquet; with `renamed_copies`,
+    each trajectory followed by that many copies under fresh skill names (needs the policy's tokenizer)."""
+    import random
+
     from skillgate_core.parquet_rows import read_columns, read_rows
+    from skillgate_core.sft.realias import renamed_copies as rename
 
     path = Path(trajectories) / "trajectories.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; expected the output of the collect stage")
-    missing = {"prompt_ids", "response_ids", "loss_mask", "score"} - set(read_columns(path))
+    needed = {"prompt_ids", "response_ids", "loss_mask", "score"} | ({"slate_names"} if renamed_copies else set())
+    missing = needed - set(read_columns(path))
     if missing:
         raise ValueError(f"{path}: missing columns {sorted(missing)}")
+    if renamed_copies and tokenizer is None:
+        raise ValueError("sft_rows: renamed_copies needs the policy's tokenizer")
+    rng = random.Random(f"sft-renamed-copies::{seed}")
     table = read_rows(path)
     kept = [r for r in table if r["score"] is not None and r["score"] >= 1.0] if only_resolved else table
     rows = []
@@ -113,6 +126,9 @@ def sft_rows(trajectories: Path, only_resolved: bool, max_length: int) -> list[d
             raise ValueError(f"{path}: task {r.get('task_id')}: prompt of {len(prompt)} tokens leaves nothing to "
                              f"train on within max_length={max_length}; raise sft.max_length")
         rows.append({"input_ids": list(prompt) + list(response), "assistant_masks": [0] * len(prompt) + list(mask)})
+        for p2, r2, m2 in rename(prompt, response, mask, r.get("slate_names") or [], tokenizer, renamed_copies, rng):
+            if len(p2) < max_length:  # a fresh name can be a token longer; such a copy is left out
+                rows.append({"input_ids": p2 + r2, "assistant_masks": [0] * len(p2) + m2})
     if not rows:
         raise ValueError(f"{path}: no trajectory to train on (only_resolved={only_resolved}, {len(table)} rows)")
     return rows
@@ -221,7 +237,13 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
 def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """Train LoRA adapters with TRL's SFTTrainer and merge them (or every weight: `full_weights`), save
     out_dir/model."""
-    rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length)
+    tokenizer = None
+    if config.renamed_copies:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(Path(inputs["base_model"]))
+    rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length,
+                    renamed_copies=config.renamed_copies, tokenizer=tokenizer, seed=config.seed)
     target, summary = train_lora_sft(config, Path(inputs["base_model"]), rows, out_dir, full_weights=config.full_weights)
     (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return StageOutput(outputs={"sft_model": target}, metrics=summary)

@@ -71,3 +71,29 @@ def test_full_weight_sft_trains_every_weight_and_lowers_the_loss(inputs, tmp_pat
     assert trained.keys() == base.keys()
     unchanged = [n for n in base if (trained[n] - base[n]).abs().max().item() == 0]
     assert not [n for n in unchanged if "embed_tokens" in n or "lm_head" in n or "proj" in n], unchanged
+
+
+def test_renamed_copies_follow_each_trajectory_under_fresh_names(inputs, tmp_path):
+    import polars as pl
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(inputs["base_model"])
+    df = pl.read_parquet(inputs["trajectories"] / "trajectories.parquet").filter(pl.col("score") >= 1)
+    plain = sft_rows(inputs["trajectories"], only_resolved=True, max_length=100_000)
+    rows = sft_rows(inputs["trajectories"], only_resolved=True, max_length=100_000, renamed_copies=2,
+                    tokenizer=tokenizer, seed=4)
+    assert len(rows) == 3 * len(plain) == 3 * df.height
+    for k, traj in enumerate(df.iter_rows(named=True)):
+        original, copies = rows[3 * k], rows[3 * k + 1: 3 * k + 3]
+        assert original == plain[k]
+        for copy in copies:
+            text = tokenizer.decode(copy["input_ids"])
+            assert not [n for n in traj["slate_names"] if n in text]  # every slate name renamed
+            trained = tokenizer.decode([t for t, m in zip(copy["input_ids"], copy["assistant_masks"], strict=True) if m])
+            assert "<tool_call>" in trained and "/skills/" in trained  # the teacher's read, still trained
+        assert copies[0]["input_ids"] != copies[1]["input_ids"]
+    with pytest.raises(ValueError, match="needs the policy's tokenizer"):
+        sft_rows(inputs["trajectories"], only_resolved=True, max_length=100_000, renamed_copies=1)
+    out = train_sft(SFTStageConfig(max_steps=1, per_device_batch_size=1, renamed_copies=1, full_weights=True),
+                    inputs, tmp_path)
+    assert out.metrics["rows"] == 2 * df.height
