@@ -270,7 +270,8 @@ def _bin_label(edges: Sequence[int], i: int) -> str:
 
 def credit_starvation_bins(episodes: Sequence[Mapping[str, Any]], edges: Sequence[int]) -> list[dict[str, Any]]:
     """Per (profile, response-length bin): episodes and token sums, the share of loss tokens that are read-call
-    and identity (skill-name) tokens, and the share of oracle read actions with a negative selector advantage."""
+    and identity (skill-name) tokens, and the share of oracle read actions with a negative advantage (the
+    selector advantage of a two-stream profile; a plain profile's read call carries the episode's)."""
     sums: dict[tuple[str, int], Counter[str]] = {}
     for e in episodes:
         length = int(e["response_tokens"])
@@ -306,7 +307,9 @@ def credit_starvation_table(episodes: Sequence[Mapping[str, Any]], edges: Sequen
         caption=("Trained episodes binned by response length (generated tokens). Read-call and identity shares = "
                  "read-call tokens and skill-name tokens over all loss tokens of the bin: how little of an "
                  "outcome-level advantage reaches the selection. Oracle negative-advantage = oracle read actions "
-                 "whose selector advantage was negative, over all oracle read actions."),
+                 "whose advantage was negative (the selector advantage; for an outcome-only profile the episode's, "
+                 "which its read call carries), over all oracle read actions. Identity tokens count where that "
+                 "advantage is nonzero."),
         columns=("profile", "response tokens", "episodes", "loss tokens", "read-call share %", "identity share %",
                  "oracle reads", "oracle neg. advantage %"),
         rows=rows, data=bins)

@@ -75,9 +75,11 @@ class ChunkFacts:
     selector_mass: float = 0.0
     """Sum of w_sel (B per chunk with an active selector, else 0)."""
     identity_tokens: int = 0
-    """Tokens carrying selector credit (identity tokens of actions with A_sel != 0)."""
+    """Skill-name tokens of read actions whose credit is nonzero: A_sel for the two-stream profiles; for
+    the plain ones the episode's advantage, which every token of theirs, the read call's too, carries."""
     read_call_tokens: int = 0
-    """Tokens of attributed read calls (taken out of the task stream)."""
+    """Tokens of the trained episodes' read calls (two-stream: taken out of the task stream; plain:
+    trained like every other token)."""
     groups: int = 0
     """Groups converted."""
     selector_active_groups: int = 0
@@ -85,7 +87,8 @@ class ChunkFacts:
     credit_failed_groups: int = 0
     """Groups dropped because their chunk's token weights broke a rule."""
     oracle_negative_actions: int = 0
-    """Oracle read actions with a negative selector advantage (credit-starvation figure)."""
+    """Oracle read actions whose credit (as for identity_tokens) is negative: the credit-starvation
+    figure's rate; under an outcome reward, an oracle read in a failed episode."""
     oracle_actions: int = 0
     """Oracle read actions."""
     errors: list[str] = field(default_factory=list)
@@ -142,7 +145,10 @@ def _chunk_samples(
         out.append(CreditedSample(t.task_id, t.prompt_ids, t.response_ids, masks[k], a_task[k], a_sel[k], w_task, w_sel))
         record = {"response_tokens": len(t.response_ids), "loss_tokens": int(masks[k].sum()), "read_call_tokens": 0,
                   "identity_tokens": 0, "oracle_actions": 0, "oracle_negative_actions": 0}
-        for action, value in zip(actions[k], sel[k], strict=True):
+        # what reaches each read action: its selector advantage (two-stream), else the episode's advantage
+        credit = sel[k] if two_stream else [rows[k][1]] * len(episode.spans.actions)
+        read_actions = actions[k] if two_stream else episode.spans.actions
+        for action, value in zip(read_actions, credit, strict=True):
             record["read_call_tokens"] += len(action.call_token_indices)
             if value != 0.0:
                 record["identity_tokens"] += len(action.identity_token_indices)

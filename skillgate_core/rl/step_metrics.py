@@ -9,7 +9,8 @@ Prefect artifact:
   clean-oracle rate (exactly one read, the oracle: the training utility), selector-active fraction
   (accepted groups with a nonzero selector advantage);
 - credit: task and selector token mass, the share of loss tokens that are selection (identity)
-  tokens and read-call tokens, oracle reads with a negative selector advantage;
+  tokens and read-call tokens, oracle reads with a negative advantage (selector advantage in the
+  two-stream profiles, the episode's in the plain ones, whose read calls carry it);
 - loss: policy (task, selector), KL, clip fraction (means over micro-batches with tokens);
 - filter: rejections by reason, forced acceptances, workers that gave up, episodes played (accepted
   or not) vs `episodes` (trained);

@@ -85,6 +85,16 @@ def test_plain_profile_trains_every_masked_token_with_the_episode_advantage(task
         assert np.array_equal(s.w_task, s.mask) and not s.w_sel.any() and not s.a_sel.any()
         assert len(set(s.a_task.tolist())) == 1
     assert facts.selector_mass == 0.0
+    # the credit-starvation facts: the read calls are trained with the episode's advantage
+    episodes = [e for g in groups for e in g.episodes]
+    advantage = {id(e): s.a_task[0] for e, s in zip(episodes, samples, strict=True)}
+    actions = [(e, a) for e in episodes for a in e.spans.actions]
+    assert actions and facts.read_call_tokens == sum(len(a.call_token_indices) for _, a in actions) > 0
+    assert facts.identity_tokens == sum(len(a.identity_token_indices) for e, a in actions if advantage[id(e)] != 0)
+    assert facts.oracle_actions == sum(a.category == "oracle" for _, a in actions) > 0
+    assert facts.oracle_negative_actions == sum(a.category == "oracle" and advantage[id(e)] < 0 for e, a in actions)
+    assert [r["read_call_tokens"] for r in facts.episodes] == [
+        sum(len(a.call_token_indices) for a in e.spans.actions) for e in episodes]
 
 
 def test_hybrid_pairs_hold_both_groups(tasks, tokenizer):
