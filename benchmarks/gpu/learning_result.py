@@ -326,8 +326,9 @@ def write_bench(config: Any, target: Path) -> Path:
 
 # --- the chain ----------------------------------------------------------------------------------
 
-def prep(run: Run) -> dict[str, Path]:
-    """init-model -> collect -> sft -> rl-data-prep per arm; every output path by role."""
+def prep(run: Run, arms: tuple[str, ...] = ARMS) -> dict[str, Path]:
+    """init-model -> collect -> sft -> rl-data-prep per arm of `arms` (none: the SFT policy only); every
+    output path by role."""
     bench = bench_dir(run)
     base = run.stage("init_model", "init-model", run.cfg["model"], {})
     traj = run.stage("collect", "collect", run.cfg["collect"],
@@ -335,11 +336,13 @@ def prep(run: Run) -> dict[str, Path]:
     sft = run.stage("sft", "sft", run.cfg["sft"], {"base_model": Path(base.outputs["base_model"]),
                                                    "trajectories": Path(traj.outputs["trajectories"])})
     paths = {"bench": bench, "sft_model": Path(sft.outputs["sft_model"])}
-    for profile in ARMS:
+    if not arms:
+        return paths
+    for profile in arms:
         data = run.stage(f"rl_data_{profile}", "rl-data-prep", replace(run.cfg["data"], profile=profile),
                          {"bench": bench, "sft_model": paths["sft_model"]})
         paths[f"rl_data_{profile}"] = Path(data.outputs["rl_data"])
-    prompts = {p: run.result["stages"][f"rl_data_{p}"]["output_digests"]["rl_data"] for p in ARMS}
+    prompts = {p: run.result["stages"][f"rl_data_{p}"]["output_digests"]["rl_data"] for p in arms}
     run.result["same_prompts_note"] = ("the arms' tables differ only in their profile column: same tasks, slates and "
                                        "prompt ids (rl-data-prep sorts the first max_tasks train tasks)")
     run.result["rl_data_digests"] = prompts
@@ -586,7 +589,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.command == "paper":
             paper(run, [Path(c).resolve() for c in a.collected] or [run.out])
         else:
-            paths = prep(run)
+            # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --profile sft`) runs right
+            # after SFT, before rl-data-prep spends the budget
+            policy_only = ((a.command == "probe" and not a.probe_grpo_steps)
+                           or (a.command == "eval" and set(a.profile) == {SFT_METHOD}))
+            paths = prep(run, () if policy_only else ARMS)
             if a.command == "arm":
                 for profile in a.profile or list(ARMS):
                     arm(run, paths, profile)

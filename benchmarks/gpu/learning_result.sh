@@ -3,10 +3,10 @@
 # (docs/gpu.md, "4. The learning result"). The stages run through benchmarks/gpu/learning_result.py
 # (pipeline.run_stage on the stage functions; no Prefect, no warehouse).
 #
-#   PART=a  prep on GPU 0: init-model -> collect (reference teacher, selection noise) -> sft -> rl-data-prep x 3,
-#           then the probes, in parallel: a short GRPO run of the SkillGate arm (GPU 0) and eval70_v1 trials of the
-#           SFT policy (GPU 1): timings that size b and c, each only if the budget leaves room (nvidia-h200-x2; on
-#           nvidia-h200 the two probes run one after the other)
+#   PART=a  on GPU 0: init-model -> collect (reference teacher, selection noise) -> sft, then the first eval70_v1
+#           trials of the SFT policy (does it act, does it copy a slate name: the measurement that decides b and c),
+#           then rl-data-prep x 3 and a short GRPO run of the SkillGate arm (its step time sizes b), each only if
+#           the budget leaves room
 #   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO of the three arms (mixed_task_reward,
 #           SkillGate = selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only), one process
 #           each, in parallel over the GPUs round-robin                                   (any number of GPUs)
@@ -83,19 +83,17 @@ fi
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
   case "$part" in
     a)
-      echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
-      CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag a_prep; echo "prep exit $?"
-      g1=$(( gpus > 1 ? 1 : 0 ))
-      echo "== $(date -u +%T) probes: GRPO on GPU 0, eval70_v1 of the SFT policy on GPU $g1 ($(left) s left)"
+      # 2026-12-01: prep then probes ran out of budget in rl-data-prep, before the eval probe; now the eval
+      # probe follows SFT (the probe command preps only the policy when it runs no GRPO)
+      echo "== $(date -u +%T) SFT policy, then its eval70_v1 probe, on GPU 0 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-grpo-steps 0 --tag a_eval --budget-s $(( $(left) - 40 )) \
+        > "$OUT/probe_eval.log" 2>&1
+      echo "eval probe exit $?"
+      echo "== $(date -u +%T) rl-data-prep x 3, then the GRPO probe, on GPU 0 ($(left) s left)"
       CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-eval-trials 0 --tag a_grpo --budget-s $(( $(left) - 40 )) \
-        > "$OUT/probe_grpo.log" 2>&1 &
-      p0=$!
-      [ "$g1" = 1 ] || wait $p0  # one GPU: one after the other
-      CUDA_VISIBLE_DEVICES=$g1 lr 25 probe --probe-grpo-steps 0 --tag a_eval --budget-s $(( $(left) - 40 )) \
-        > "$OUT/probe_eval.log" 2>&1 &
-      p1=$!
-      wait $p0; echo "grpo probe exit $?"; wait $p1; echo "eval probe exit $?"
-      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/probe_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -20
+        > "$OUT/probe_grpo.log" 2>&1
+      echo "grpo probe exit $?"
+      grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/probe_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -24
       mkdir -p "$OUT/lr" && mv "$OUT"/probe_*.log "$OUT/lr/" ;;
     b|c|all)
       echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"

@@ -148,6 +148,14 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
                                   capture_output=True, text=True, check=True).stdout)
     # the tiny protocol is 2 tasks x 4 repeats: the probe (32 trials at most) plays all of it, and part c reuses it
     assert a["probe_eval"]["trials"] == 8 and len(a["probe_eval"]["rows"]) == 8
+    # the eval probe runs right after SFT (nothing of rl-data-prep yet), the GRPO probe after rl-data-prep
+    assert "sft" in a["stages"] and not [k for k in a["stages"] if k.startswith("rl_data_")]
+    g = json.loads(subprocess.run(["tar", "-xzOf", str(tmp_path / "out" / "lr_a.tar.gz"), "lr/probe_a_grpo.json"],
+                                  capture_output=True, text=True, check=True).stdout)
+    assert {k for k in g["stages"] if k.startswith("rl_data_")} == {
+        "rl_data_mixed_task_reward", "rl_data_selector_clean_oracle_action_credit",
+        "rl_data_selector_clean_oracle_masked_task_only"}
+    assert g["probe_grpo"]["steps"] == 2
 
 
 def test_the_arms_steps_are_fitted_from_the_probe_and_kept_for_the_evaluations(tmp_path, monkeypatch):
