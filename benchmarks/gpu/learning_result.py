@@ -128,8 +128,11 @@ def scale_configs(scale: str) -> dict[str, Any]:
             # SFT policy read a name that existed nowhere in 234 of 280 eval70_v1 trials, the oracle in none
             "sft": SFTStageConfig(max_steps=900, learning_rate=1e-3, warmup_steps=50, per_device_batch_size=8,
                                   max_length=8192, full_weights=True, renamed_copies=4, seed=0),
-            # every training task (1,056; the first N by task id would all be one family)
-            "data": RLDataPrepConfig(max_tasks=0),
+            # every training task (1,056; the first N by task id would all be one family); half of them under fresh
+            # skill names (rl-data-prep renamed_rate): there GRPO can only reward picking by description, the move
+            # eval70_v1's unseen skills need; the other half keeps the names SFT saw, so groups still vary when
+            # the policy does not copy (2026-12-01, 6d9a5b6: 4-6 of ~130 groups varied per arm)
+            "data": RLDataPrepConfig(max_tasks=0, renamed_rate=0.5),
             "grpo": GRPOConfig(steps=20, prompts_per_step=4, group_size=8, chunk_groups=4, launcher="process",
                                # static with one shape (static_shapes): 2026-11-30, the static sampler's first step took
                                # 131 s (commit b94349a: each turn met a new (batch, length) bucket and compiled it), and
@@ -153,7 +156,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                      seed=0),
             "sft": SFTStageConfig(max_steps=2, per_device_batch_size=1, max_length=8192, full_weights=True,
                                   warmup_steps=1, renamed_copies=1, seed=0),
-            "data": RLDataPrepConfig(max_tasks=4),
+            "data": RLDataPrepConfig(max_tasks=4, renamed_rate=0.5),
             "grpo": GRPOConfig(steps=1, prompts_per_step=1, group_size=2, launcher="process", num_workers=1,
                                rollout_source="policy", sampler="static", static_shapes=True, max_new_tokens=8,
                                max_turns=2,

@@ -24,9 +24,17 @@ Columns (rl_train.parquet):
     prompt_ids list[i32] | null, prompt_len i32 | null,
     no_skill_prompt_ids list[i32] | null, no_skill_prompt_len i32 | null,
     prompt_profile str, prompt_profile_digest str, tool_schema_digest str, tokenizer_digest str,
-    max_prompt_tokens i32
+    max_prompt_tokens i32, skill_aliases str | null
 Same inputs and config -> a byte-identical file (rows sorted, fixed schema, skillgate_core.parquet_rows'
 pyarrow writer: the same bytes with or without polars installed).
+
+Renamed slates (`renamed_rate`): a share of the tasks is played under fresh skill names (skills.aliases:
+each distinct first part of the slate's names becomes a pseudo-word no library skill uses, one name set
+per task, seeded by the task id). `slate`, `gold_name` and the snapshot digest stay the bench's (what
+rl_tasks checks against skills.json); `skill_aliases` holds {old: new} as JSON and `prompt_ids` are
+rendered with the renamed slate; rl_tasks mounts the skill folders renamed the same way. A policy then
+cannot recall a training skill by name and has to pick it from the descriptions, as on eval70_v1,
+whose skills it has never seen. Verification never depends on skill names.
 
 Refused with an error naming the task: a missing or malformed skills.json (not exactly one oracle,
 not 1 + 5/5/5, a slate for another task or oracle, or ordered with the eval shuffle tag), a slate
@@ -38,6 +46,7 @@ longer than `max_prompt_tokens` (default: the model's max_position_embeddings mi
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from collections import Counter
 from collections.abc import Mapping
@@ -47,12 +56,13 @@ from typing import Any
 
 from skillgate_core.agent.prompts import build_messages, get_prompt_profile, render_prompt_ids
 from skillgate_core.agent.tool_schemas import tool_schema_digest
-from skillgate_core.config_ranges import NonNegativeInt, check_ranges
+from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
 from skillgate_core.digests import atomic_write_json, tree_manifest
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.skills import SlateError, read_slate, snapshot_digest
+from skillgate_core.skills.aliases import alias_names, renamed_slate
 from skillgate_core.slate_manifest import MANIFEST_FILE, Slate
 from skillgate_core.stage_output import StageOutput
 
@@ -82,6 +92,10 @@ class RLDataPrepConfig:
     """Longest prompt allowed, in tokens; 0 = the model's max_position_embeddings - response_budget_tokens."""
     response_budget_tokens: NonNegativeInt = 2048
     """Tokens kept free for the episode's responses when max_prompt_tokens is derived from the model."""
+    renamed_rate: Probability = 0.0
+    """Share of the tasks whose slate is played under fresh skill names (module docstring; 0: none)."""
+    rename_seed: NonNegativeInt = 0
+    """Seed of which tasks are renamed and of their names (with the task id)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -106,7 +120,7 @@ def rl_data_schema() -> Any:
         ("prompt_ids", ids), ("prompt_len", pa.int32()),
         ("no_skill_prompt_ids", ids), ("no_skill_prompt_len", pa.int32()),
         ("prompt_profile", pa.string()), ("prompt_profile_digest", pa.string()), ("tool_schema_digest", pa.string()),
-        ("tokenizer_digest", pa.string()), ("max_prompt_tokens", pa.int32()),
+        ("tokenizer_digest", pa.string()), ("max_prompt_tokens", pa.int32()), ("skill_aliases", pa.string()),
     ])
 
 
@@ -207,6 +221,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
     if config.max_tasks:
         rows = rows[: config.max_tasks]
     skills = _SkillDigests(bench / "skills")
+    library = sorted(p.name for p in (bench / "skills").iterdir()) if config.renamed_rate else []
 
     def render(task_id: str, instruction: str, slate: Slate | None, variant: str) -> list[int]:
         ids = render_prompt_ids(tokenizer, build_messages(prompt_profile, instruction, slate))
@@ -224,7 +239,13 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
             task = load_task_package(bench / row["path"])
         except TaskPackageError as exc:
             raise RLDataError(f"task {task_id}: {exc}") from exc
-        prompt = render(task_id, task.instruction, slate, "slate") if "slate" in variants else None
+        aliases = None
+        shown = slate
+        rng = random.Random(f"rl-renamed::{config.rename_seed}::{task_id}")
+        if config.renamed_rate and rng.random() < config.renamed_rate:
+            aliases = alias_names(slate.names, rng, taken=library)
+            shown = renamed_slate(slate, aliases)
+        prompt = render(task_id, task.instruction, shown, "slate") if "slate" in variants else None
         bare = render(task_id, task.instruction, None, "no_skill") if "no_skill" in variants else None
         records.append({
             "task_id": task_id, "task_path": row["path"], "family": row["family"], "domain": row["domain"],
@@ -235,11 +256,13 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
             "prompt_ids": prompt, "prompt_len": None if prompt is None else len(prompt),
             "no_skill_prompt_ids": bare, "no_skill_prompt_len": None if bare is None else len(bare),
             **fixed,
+            "skill_aliases": json.dumps(aliases, sort_keys=True) if aliases else None,
         })
     target = write_rows(records, out_dir / OUTPUT_FILE, schema=rl_data_schema())
 
     summary = {
         "tasks": len(records),
+        "renamed_tasks": sum(r["skill_aliases"] is not None for r in records),
         "profile": profile.name,
         "variants": variants,
         "families": dict(sorted(Counter(r["family"] for r in records).items())),

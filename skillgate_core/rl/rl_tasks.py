@@ -4,11 +4,15 @@
 
 Each row's frozen slate order is checked against the task package's skills.json, and the prompt ids
 are taken as rendered: a table built from another bench (or an edited package) is refused with the
-task named, rather than silently training on prompts that no longer match the task.
+task named, rather than silently training on prompts that no longer match the task. A row with
+`skill_aliases` (rl-data-prep's renamed slates) gets the renamed slate and its skill folders renamed
+the same way (skills.aliases), the names it was rendered with.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from skillgate_core.envs.task_package import load_task_package
@@ -16,6 +20,7 @@ from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.data_prep import OUTPUT_FILE
 from skillgate_core.rl.rollouts import RLTask
 from skillgate_core.skills import read_slate, slate_skills_dir
+from skillgate_core.skills.aliases import renamed_slate, write_renamed_skills
 
 __all__ = ["RLTasksError", "load_rl_tasks"]
 
@@ -48,6 +53,11 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
             raise RLTasksError(f"{where}: the slate order in {package / 'skills.json'} differs from the frozen one")
         if row["gold_name"] != slate.oracle:
             raise RLTasksError(f"{where}: gold skill {row['gold_name']!r} but the slate's oracle is {slate.oracle!r}")
+        skills_dir = slate_skills_dir(bench / "skills", slate.names, scratch / row["task_id"])
+        if row.get("skill_aliases"):
+            mapping = _aliases(row["skill_aliases"], slate.names, where)
+            slate = renamed_slate(slate, mapping)
+            skills_dir = write_renamed_skills(mapping, skills_dir, scratch / f"{row['task_id']}.renamed")
         prompt = tuple(row["prompt_ids"]) if row.get("prompt_ids") is not None else ()
         no_skill = row.get("no_skill_prompt_ids")
         tasks.append(RLTask(
@@ -55,10 +65,27 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
             family=row["family"],
             task=load_task_package(package),
             slate=slate,
-            skills_dir=slate_skills_dir(bench / "skills", slate.names, scratch / row["task_id"]),
+            skills_dir=skills_dir,
             prompt_ids=prompt,
             no_skill_prompt_ids=tuple(no_skill) if no_skill is not None else None,
         ))
     if not tasks:
         raise RLTasksError(f"{table}: no training rows")
     return tasks
+
+
+_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+def _aliases(text: str, names: tuple[str, ...], where: str) -> dict[str, str]:
+    """{old: new} from the row's JSON: exactly the slate's names, each to a distinct plain skill name."""
+    try:
+        mapping = json.loads(text)
+    except ValueError as exc:
+        raise RLTasksError(f"{where}: skill_aliases is not JSON: {exc}") from exc
+    if (not isinstance(mapping, dict) or sorted(mapping) != sorted(names)
+            or not all(isinstance(v, str) and _NAME.fullmatch(v) for v in mapping.values())
+            or len(set(mapping.values())) != len(mapping)):
+        raise RLTasksError(f"{where}: skill_aliases must map exactly the slate's names {sorted(names)} to distinct "
+                           f"names of lowercase letters, digits and '-'")
+    return mapping

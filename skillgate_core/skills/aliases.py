@@ -27,7 +27,7 @@ from pathlib import Path
 
 from skillgate_core.slate_manifest import Slate, SlateError
 
-__all__ = ["alias_names", "alias_slate"]
+__all__ = ["alias_names", "alias_slate", "renamed_slate", "write_renamed_skills"]
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -67,9 +67,36 @@ def alias_slate(slate: Slate, skills_dir: Path, into: Path, rng: random.Random,
     `skills_dir` holds exactly the slate's skills (skills.slate_skills_dir, which refused links);
     anything there that is not a regular file or folder is refused here too (SlateError)."""
     mapping = alias_names(slate.names, rng, taken)
-    ordered = sorted(mapping.items(), key=lambda kv: -len(kv[0]))
-    text_map = [(old, new) for old, new in ordered]
-    byte_map = [(old.encode(), new.encode()) for old, new in ordered]
+    return renamed_slate(slate, mapping), write_renamed_skills(mapping, skills_dir, into)
+
+
+def _longest_first(mapping: dict[str, str]) -> list[tuple[str, str]]:
+    return sorted(mapping.items(), key=lambda kv: -len(kv[0]))
+
+
+def renamed_slate(slate: Slate, mapping: dict[str, str]) -> Slate:
+    """The slate with every name renamed by `mapping` {old: new} (one per slate name), in the names and
+    in every description; categories and order unchanged."""
+    if sorted(mapping) != sorted(slate.names):
+        raise SlateError(f"task {slate.task_id}: the renaming covers {sorted(mapping)}, the slate holds "
+                         f"{sorted(slate.names)}")
+    text_map = _longest_first(mapping)
+
+    def text(value: str) -> str:
+        for old, new in text_map:
+            value = value.replace(old, new)
+        return value
+
+    entries = tuple(replace(e, name=mapping[e.name], description=text(e.description), location="")
+                    for e in slate.entries)
+    return replace(slate, entries=entries)
+
+
+def write_renamed_skills(mapping: dict[str, str], skills_dir: Path, into: Path) -> Path:
+    """A new folder `into` holding each skill `old` of `skills_dir` as `new`, every occurrence of an old
+    name in its files rewritten (longest first), file modes kept. Refuses (SlateError) anything that is
+    not a regular file or folder."""
+    byte_map = [(old.encode(), new.encode()) for old, new in _longest_first(mapping)]
     into.mkdir(parents=True, exist_ok=False)
     for old, new in mapping.items():
         source, target = Path(skills_dir) / old, into / new
@@ -85,12 +112,4 @@ def alias_slate(slate: Slate, skills_dir: Path, into: Path, rng: random.Random,
                 dest.write_bytes(_rewrite(path.read_bytes(), byte_map))
                 shutil.copymode(path, dest)  # the scripts stay executable
         target.mkdir(parents=True, exist_ok=True)
-
-    def text(value: str) -> str:
-        for old, new in text_map:
-            value = value.replace(old, new)
-        return value
-
-    entries = tuple(replace(e, name=mapping[e.name], description=text(e.description), location="")
-                    for e in slate.entries)
-    return replace(slate, entries=entries), into
+    return into

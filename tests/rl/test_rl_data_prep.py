@@ -33,7 +33,7 @@ POLARS_SCHEMA = {
     "prompt_ids": pl.List(pl.Int32), "prompt_len": pl.Int32,
     "no_skill_prompt_ids": pl.List(pl.Int32), "no_skill_prompt_len": pl.Int32,
     "prompt_profile": pl.String, "prompt_profile_digest": pl.String, "tool_schema_digest": pl.String,
-    "tokenizer_digest": pl.String, "max_prompt_tokens": pl.Int32,
+    "tokenizer_digest": pl.String, "max_prompt_tokens": pl.Int32, "skill_aliases": pl.String,
 }
 """What a polars reader sees: the dtypes of the polars writer the table had before it was written with pyarrow."""
 
@@ -190,3 +190,72 @@ def test_missing_inputs_are_clear(bench, policy, tmp_path):
         prep(held_out, policy, tmp_path / "c")
     with pytest.raises(ValueError, match="unknown RL profile 'fast'"):
         RLDataPrepConfig(profile="fast")
+
+
+def test_renamed_slates_are_rendered_mounted_and_played_under_fresh_names(bench, policy, tmp_path):
+    from transformers import AutoTokenizer
+
+    from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+    from skillgate_core.credit import RolloutStepFilter
+    from skillgate_core.rl.grpo_config import GRPOConfig
+    from skillgate_core.rl.profiles import get_profile
+    from skillgate_core.rl.prompt_stream import PromptStream
+    from skillgate_core.rl.rl_tasks import load_rl_tasks
+    from skillgate_core.rl.rollouts import rollout_step
+    from skillgate_core.skills import load_skill
+
+    path = prep(bench, policy, tmp_path / "rl", renamed_rate=0.5, rename_seed=1)
+    plain = {r["task_id"]: r for r in pl.read_parquet(prep(bench, policy, tmp_path / "plain")).iter_rows(named=True)}
+    df = pl.read_parquet(path)
+    assert 0 < df["skill_aliases"].is_not_null().sum() < df.height == 16
+    assert (sha(path) == sha(prep(bench, policy, tmp_path / "again", renamed_rate=0.5, rename_seed=1))
+            != sha(prep(bench, policy, tmp_path / "seed2", renamed_rate=0.5, rename_seed=2)))
+    tok = AutoTokenizer.from_pretrained(policy)
+    library = {p.name.split("-")[0] for p in (bench / "skills").iterdir()}
+    tasks = load_rl_tasks(path, bench, tmp_path / "scratch", policy_dir=policy)
+    renamed = []
+    for row, task in zip(df.iter_rows(named=True), tasks, strict=True):
+        frozen = [s["name"] for s in row["slate"]]
+        # what rl_tasks checks stays the bench's: the frozen slate, the gold skill, the snapshot digest
+        assert row["gold_name"] == plain[row["task_id"]]["gold_name"] and frozen == [
+            s["name"] for s in plain[row["task_id"]]["slate"]]
+        if row["skill_aliases"] is None:
+            assert list(task.slate.names) == frozen and row["prompt_ids"] == plain[row["task_id"]]["prompt_ids"]
+            continue
+        renamed.append(task)
+        mapping = json.loads(row["skill_aliases"])
+        assert list(task.slate.names) == [mapping[n] for n in frozen] and task.slate.oracle == mapping[row["gold_name"]]
+        assert [e.category for e in task.slate.entries] == [s["category"] for s in row["slate"]]
+        assert not {n.split("-")[0] for n in mapping.values()} & library
+        text = tok.decode(row["prompt_ids"])
+        assert all(n in text for n in task.slate.names) and not [o for o in frozen if o in text]
+        assert sorted(p.name for p in task.skills_dir.iterdir()) == sorted(task.slate.names)
+        assert all(load_skill(task.skills_dir / n).name == n for n in task.slate.names)
+    # the reference teacher plays the renamed tasks: it reads by the new names, the reads are categorised, and
+    # reading the oracle still resolves (verification never looks at skill names)
+    config = GRPOConfig(group_size=4, prompts_per_step=2, num_workers=1, max_turns=4, backend="bwrap",
+                        max_rejected_groups=6)
+    profile = get_profile("selector_clean_oracle_action_credit")
+    teacher = TeacherPolicy(tok, TeacherConfig(misleading_rate=0.5, no_read_rate=0.0, seed=0))
+    groups, stats = rollout_step(renamed, PromptStream(len(renamed), seed=0), teacher, tok, profile, config,
+                                 RolloutStepFilter(group_size=4, check_spans=True, forces=False), target_groups=2)
+    assert groups and stats.episodes >= 8
+    for group in groups:
+        for e in group.episodes:
+            assert e.trajectory.slate_names == group.task.slate.names
+            assert e.spans.span_mismatch == 0 and e.spans.reads()
+            assert (e.score == 1.0) == (e.spans.reads()[-1] == "oracle")
+
+
+def test_a_tampered_renaming_is_refused(bench, policy, tmp_path):
+    from skillgate_core.parquet_rows import read_rows, write_rows
+    from skillgate_core.rl.rl_tasks import RLTasksError, load_rl_tasks
+
+    path = prep(bench, policy, tmp_path / "rl", renamed_rate=1.0)
+    rows = read_rows(path)
+    mapping = json.loads(rows[0]["skill_aliases"])
+    mapping[next(iter(mapping))] = "../escape"
+    rows[0]["skill_aliases"] = json.dumps(mapping)
+    write_rows(rows, tmp_path / "bad.parquet", schema=rl_data_schema())
+    with pytest.raises(RLTasksError, match="skill_aliases must map exactly"):
+        load_rl_tasks(tmp_path / "bad.parquet", bench, tmp_path / "scratch")
