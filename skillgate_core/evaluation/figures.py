@@ -164,8 +164,8 @@ def credit_starvation_figure(bins: Sequence[Mapping[str, Any]], path: Path, dpi:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="upper right")
     axes[0].set_ylabel("share of loss tokens (%)")
-    axes[0].set_title("Selection tokens in the loss")
-    axes[1].set_ylabel("oracle reads with negative selector advantage (%)")
+    axes[0].set_title("Read calls and credited skill names among loss tokens")
+    axes[1].set_ylabel("oracle reads with a negative advantage (%)")
     axes[1].set_ylim(0, 100)
     axes[1].set_title("Oracle reads pushed down")
     return _save(fig, path, "Credit starvation by response length", dpi)
@@ -189,8 +189,10 @@ def training_selection_figure(runs: Sequence[tuple[str, str, Sequence[Mapping[st
     axes[0].set_ylabel("share of slate episodes (%)")
     axes[0].set_ylim(0, 100)
     axes[0].set_title("Oracle reads during training")
-    axes[1].set_ylabel("identity tokens (% of loss tokens)")
-    axes[1].set_title("Selection tokens in the loss")
+    # a nonzero advantage: the selector's (scaled by lambda in the loss: 0 for masked_task_only) in the
+    # two-stream profiles, the episode's in the plain ones
+    axes[1].set_ylabel("skill-name tokens with a nonzero advantage (% of loss tokens)")
+    axes[1].set_title("Skill-name tokens carrying credit")
     for ax in axes:
         ax.set_xlabel("optimizer step (count)")
         ax.grid(alpha=0.3)

@@ -132,7 +132,7 @@ def test_png_text_chunks_carry_axis_labels_with_units(built):
                                         ("benchmark (family)", "pass@4 (% of tasks)")],
         "training/credit_starvation.png": [("response length bin (generated tokens)", "share of loss tokens (%)"),
                                            ("response length bin (generated tokens)",
-                                            "oracle reads with negative selector advantage (%)")],
+                                            "oracle reads with a negative advantage (%)")],
     }
     for png in sorted((built / "figures").rglob("*.png")):
         with Image.open(png) as image:
