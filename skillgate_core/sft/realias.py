@@ -86,24 +86,16 @@ def name_occurrences(ids: Sequence[int], names: Sequence[str], tokenizer: Any) -
     return found
 
 
-def _splice(ids: Sequence[int], mask: Sequence[int] | None, found: list[Occurrence],
-            new_ids: dict[tuple[int, bool], list[int]]) -> tuple[list[int], list[int] | None]:
+def _splice(values: Sequence[int], found: list[Occurrence], replacements: list[list[int]]) -> list[int]:
+    """`values` with each occurrence's span replaced by its replacement, in order."""
     out: list[int] = []
-    out_mask: list[int] | None = [] if mask is not None else None
     last = 0
-    for start, end, index, spaced in found:
-        out.extend(ids[last:start])
-        replacement = new_ids[(index, spaced)]
+    for (start, end, _, _), replacement in zip(found, replacements, strict=True):
+        out.extend(values[last:start])
         out.extend(replacement)
-        if mask is not None and out_mask is not None:
-            out_mask.extend(mask[last:start])
-            # a name inside one message: one mask value; if a boundary ever split it, train on none of it
-            out_mask.extend([min(mask[start:end])] * len(replacement))
         last = end
-    out.extend(ids[last:])
-    if mask is not None and out_mask is not None:
-        out_mask.extend(mask[last:])
-    return out, out_mask
+    out.extend(values[last:])
+    return out
 
 
 def renamed_copies(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask: Sequence[int],
@@ -120,11 +112,14 @@ def renamed_copies(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_
     in_response = name_occurrences(response_ids, names, tokenizer)
     out = []
     for _ in range(copies):
-        mapping = alias_names(names, rng, taken=names)
+        mapping = alias_names(names, rng)
         new_ids = {(i, spaced): list(tokenizer.encode((" " if spaced else "") + mapping[name], add_special_tokens=False))
                    for i, name in enumerate(names) for spaced in (False, True)}
-        prompt, _ = _splice(prompt_ids, None, in_prompt, new_ids)
-        response, mask = _splice(response_ids, loss_mask, in_response, new_ids)
-        assert mask is not None
-        out.append((prompt, response, mask))
+        renamed_prompt = [new_ids[(index, spaced)] for _, _, index, spaced in in_prompt]
+        renamed_response = [new_ids[(index, spaced)] for _, _, index, spaced in in_response]
+        # a name inside one message has one mask value; if a boundary ever split it, train on none of it
+        masks = [[min(loss_mask[start:end])] * len(new) for (start, end, _, _), new in zip(in_response, renamed_response,
+                                                                                           strict=True)]
+        out.append((_splice(prompt_ids, in_prompt, renamed_prompt), _splice(response_ids, in_response, renamed_response),
+                    _splice(loss_mask, in_response, masks)))
     return out
