@@ -35,6 +35,7 @@ __all__ = [
     "SlateEntry",
     "SlateError",
     "Split",
+    "is_skill_name",
     "load_slate_manifest",
     "skill_location",
 ]
@@ -54,6 +55,11 @@ SLATE_SPLITS: tuple[str, ...] = get_args(Split)
 _MANIFEST_KEYS = ("task_id", "bench", "split", "seed", "entries")
 _ENTRY_KEYS = ("name", "category", "description", "location")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def is_skill_name(name: object) -> bool:
+    """A skill name: at most 64 characters of a-z, 0-9 and single inner hyphens (a folder name, never a path)."""
+    return isinstance(name, str) and len(name) <= 64 and bool(_NAME.match(name))
 
 
 class SlateError(ValueError):
@@ -174,7 +180,7 @@ class Slate:
             if bad:
                 raise SlateError(f"{where}: {bad[0]}: expected a string, got {item[bad[0]]!r}")
             name = item["name"]
-            if len(name) > 64 or not _NAME.match(name):
+            if not is_skill_name(name):
                 raise SlateError(f"{where}: name: {name!r} is not a skill name "
                                  "(<= 64 chars of a-z, 0-9 and single inner hyphens)")
             if name in seen:

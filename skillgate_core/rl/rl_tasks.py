@@ -12,7 +12,6 @@ the same way (skills.aliases), the names it was rendered with.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from skillgate_core.envs.task_package import load_task_package
@@ -21,6 +20,7 @@ from skillgate_core.rl.data_prep import OUTPUT_FILE
 from skillgate_core.rl.rollouts import RLTask
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import renamed_slate, write_renamed_skills
+from skillgate_core.slate_manifest import is_skill_name
 
 __all__ = ["RLTasksError", "load_rl_tasks"]
 
@@ -74,9 +74,6 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
     return tasks
 
 
-_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
-
-
 def _aliases(text: str, names: tuple[str, ...], where: str) -> dict[str, str]:
     """{old: new} from the row's JSON: exactly the slate's names, each to a distinct plain skill name."""
     try:
@@ -84,8 +81,8 @@ def _aliases(text: str, names: tuple[str, ...], where: str) -> dict[str, str]:
     except ValueError as exc:
         raise RLTasksError(f"{where}: skill_aliases is not JSON: {exc}") from exc
     if (not isinstance(mapping, dict) or sorted(mapping) != sorted(names)
-            or not all(isinstance(v, str) and _NAME.fullmatch(v) for v in mapping.values())
+            or not all(is_skill_name(v) for v in mapping.values())
             or len(set(mapping.values())) != len(mapping)):
         raise RLTasksError(f"{where}: skill_aliases must map exactly the slate's names {sorted(names)} to distinct "
-                           f"names of lowercase letters, digits and '-'")
+                           f"skill names (<= 64 chars of a-z, 0-9 and single inner hyphens)")
     return mapping
