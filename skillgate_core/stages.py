@@ -80,11 +80,11 @@ def _load(ref: str) -> Any:
 STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         name="init-model",
-        summary="build the tiny Qwen2-architecture policy and train its BPE tokenizer offline",
+        summary="the starting policy: a tiny model built from a config, or SmolLM2-135M-Instruct from its package",
         inputs=(),
         outputs=("base_model",),
-        config="skillgate_core.policy.tiny_model:TinyModelConfig",
-        entrypoint="skillgate_core.policy.tiny_model:build_tiny_model",
+        config="skillgate_core.policy.init_model:InitModelConfig",
+        entrypoint="skillgate_core.policy.init_model:init_model",
     ),
     StageSpec(
         name="bench-build",

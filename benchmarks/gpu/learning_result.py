@@ -91,7 +91,7 @@ def bench_config(scale: str) -> Any:
     """The bench-build config of one scale (benchgen imports polars: the CPU machine only)."""
     from skillgate_core.benchgen import BenchBuildConfig
 
-    if scale == "h200":  # the bundled suite as `skillgate bench build` writes it (1,056 train, 70 eval70_v1, 147 slate)
+    if scale in ("h200", "smollm2"):  # the bundled suite as `skillgate bench build` writes it (1,056 train, 70 eval70_v1, 147 slate)
         return BenchBuildConfig()
     return BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=0)
 
@@ -102,7 +102,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
     from skillgate_core.agent.collect import CollectConfig
     from skillgate_core.evaluation.paper_config import PaperConfig
     from skillgate_core.evaluation.stage import Eval70Config
-    from skillgate_core.policy.tiny_model import TinyModelConfig
+    from skillgate_core.policy.init_model import InitModelConfig
     from skillgate_core.rl.data_prep import RLDataPrepConfig
     from skillgate_core.rl.grpo_config import GRPOConfig
     from skillgate_core.sft.trainer import SFTStageConfig
@@ -110,7 +110,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
     if scale == "h200":
         return {
             # ~25M parameters: 8 layers of 512, GQA 8/4, the init-model tokenizer (2,048 BPE, ChatML)
-            "model": TinyModelConfig(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+            "model": InitModelConfig(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
                                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=16384),
             # 384 training tasks (a seeded sample over every family) x 2 episodes, the reference teacher reading a
             # misleading skill first 10% of the time; half the episodes under fresh skill names. 2026-11-30: with none
@@ -148,9 +148,25 @@ def scale_configs(scale: str) -> dict[str, Any]:
             "eval": Eval70Config(protocol="eval70_v1", batch_episodes=140, sandbox_workers=16, device="auto"),
             "paper": PaperConfig(),
         }
-    if scale == "tiny":
+    if scale == "smollm2":
+        # SmolLM2-135M-Instruct (init-model from its pinned package): the pretrained policy of [pretrained] and
+        # [learning]. Same bench, teacher and RL data as h200; an SFT sized for a pretrained base (a few passes
+        # at a small learning rate, not 900 steps from scratch); everything within its 8,192 positions, so the
+        # evaluation is eval70_v1's labelled 8k-context variant
+        h200 = scale_configs("h200")
         return {
-            "model": TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32, intermediate_size=64),
+            **h200,
+            "model": InitModelConfig(source="smollm2-135m-instruct"),
+            "sft": SFTStageConfig(max_steps=300, learning_rate=5e-5, warmup_steps=20, per_device_batch_size=8,
+                                  max_length=8192, full_weights=True, renamed_copies=1, seed=0),
+            "grpo": replace(h200["grpo"], learning_rate=1e-5, max_context_tokens=8192),
+            "eval": Eval70Config(protocol="eval70_v1_ctx8k", batch_episodes=70, sandbox_workers=16, device="auto"),
+        }
+    if scale in ("tiny", "tiny-llama"):
+        shape = {"architecture": "llama", "hidden_size": 36, "num_attention_heads": 9,
+                 "num_key_value_heads": 3} if scale == "tiny-llama" else {"hidden_size": 32}
+        return {
+            "model": InitModelConfig(vocab_size=600, corpus_lines=300, intermediate_size=64, **shape),
             # the h200 scale's switches (aliases, renamed copies, full-weight SFT, static sampler with one shape)
             "collect": CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.1, batch_episodes=8, alias_rate=1.0,
                                      seed=0),
@@ -165,7 +181,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
             "eval": Eval70Config(protocol="", batch_episodes=4, sandbox_workers=2, device="cpu"),  # protocol: the tiny spec
             "paper": PaperConfig(bootstrap_resamples=10_000),
         }
-    raise SystemExit(f"unknown scale {scale!r}: h200 or tiny")
+    raise SystemExit(f"unknown scale {scale!r}: h200, smollm2, tiny or tiny-llama")
 
 
 # --- sizing the arms from the probe ----------------------------------------------------------------
@@ -242,7 +258,7 @@ class Run:
             self.cfg["eval"] = replace(self.cfg["eval"], demo_repeats=a.eval_repeats)
         if a.eval_batch:
             self.cfg["eval"] = replace(self.cfg["eval"], batch_episodes=a.eval_batch)
-        if a.scale == "tiny":
+        if a.scale.startswith("tiny"):
             # the file name carries its content's digest: the stage cache keys on the path, not the content
             spec = self.home / f"eval70_tiny-{hashlib.sha256(TINY_EVAL_SPEC.encode()).hexdigest()[:10]}.toml"
             spec.parent.mkdir(parents=True, exist_ok=True)
@@ -478,6 +494,30 @@ def probe(run: Run, paths: dict[str, Path]) -> None:
         run.result["notes"].append(f"eval probe skipped ({run.left():.0f} s left)")
 
 
+def select(run: Run, base: Path, paths: dict[str, Path]) -> None:
+    """The selection probe (evaluation/probe.py) of the base policy (zero-shot) and of the SFT policy on the
+    eval protocol's tasks: out/probe/<method>/{probe_rows.parquet, probe_summary.json}, seconds in the JSON."""
+    from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
+    from skillgate_core.evaluation.specs import build_protocol, load_spec
+
+    resolved = build_protocol(load_spec(run.cfg["eval"].protocol), paths["bench"])
+    for method, model_dir in (("base", base), (SFT_METHOD, paths["sft_model"])):
+        started = time.perf_counter()
+        result = probe_selection(resolved, model_dir, ProbeConfig(turn=run.a.probe_turn), progress=False)
+        write_probe(result, run.out / "probe" / method, method=method)
+        s = result.summary
+        run.result.setdefault("selection_probe", {})[method] = {
+            "seconds": round(time.perf_counter() - started, 1), "turn": s["turn"], "tasks": s["tasks"],
+            **{k: s[k] for k in ("oracle_rank1", "oracle_rank1_rate", "oracle_rank1_ci", "oracle_mass",
+                                 "misleading_mass", "relevant_mass", "irrelevant_mass", "protocol_id")},
+            "by_benchmark": {b: {k: v[k] for k in ("tasks", "oracle_rank1", "oracle_rank1_rate", "oracle_mass",
+                                                     "misleading_mass")} for b, v in s["by_benchmark"].items()}}
+        print(f"[{time.strftime('%H:%M:%S')}] selection probe {method}: oracle@1 {s['oracle_rank1']}/{s['tasks']} "
+              f"{s['oracle_rank1_ci']}, oracle mass {s['oracle_mass']:.3f}, misleading {s['misleading_mass']:.3f}",
+              flush=True)
+        run.save()
+
+
 def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
     """The first `n` trajectory logs of an evaluation (what the policy wrote, turn by turn), cut to the
     turns' text and the verdict: the evidence for why a policy resolves nothing."""
@@ -527,9 +567,9 @@ def paper(run: Run, collected: list[Path]) -> Any:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=["write-bench", "prep", "arm", "eval", "probe", "paper", "all"])
+    p.add_argument("command", choices=["write-bench", "prep", "arm", "eval", "probe", "select", "paper", "all"])
     p.add_argument("target", nargs="?", default="", help="write-bench: the .tar.xz to write")
-    p.add_argument("--scale", default="h200", choices=["h200", "tiny"])
+    p.add_argument("--scale", default="h200", choices=["h200", "smollm2", "tiny", "tiny-llama"])
     p.add_argument("--home", default=os.environ.get("LR_HOME", "/tmp/skillgate-lr"),
                    help="state home (stage cache, experiments); the state between commands")
     p.add_argument("--bench", default="", help="the bench: write-bench's .tar.xz or a folder ('' = build it here)")
@@ -552,6 +592,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--probe-eval-trials", type=int, default=70)
     p.add_argument("--probe-eval-min-s", type=float, default=60, help="probe: start the eval only with this much left")
     p.add_argument("--probe-samples", type=int, default=4, help="probe: trajectory logs of the eval kept in the out")
+    p.add_argument("--probe-turn", default="call", choices=["call", "reasoning"],
+                   help="select: the scored first turn of the selection probe")
     p.add_argument("--no-block", action="store_true", help="do not block polars & co. (they are absent on the GPU anyway)")
     a = p.parse_args(argv)
     if not a.out:
@@ -594,7 +636,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         else:
             # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --profile sft`) runs right
             # after SFT, before rl-data-prep spends the budget
-            policy_only = ((a.command == "probe" and not a.probe_grpo_steps)
+            policy_only = (a.command == "select" or (a.command == "probe" and not a.probe_grpo_steps)
                            or (a.command == "eval" and set(a.profile) == {SFT_METHOD}))
             paths = prep(run, () if policy_only else ARMS)
             if a.command == "arm":
@@ -607,6 +649,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     evaluate(run, paths, method)
             elif a.command == "probe":
                 probe(run, paths)
+            elif a.command == "select":
+                base = Path(run.result["stages"]["init_model"]["outputs"]["base_model"])
+                select(run, base, paths)
             elif a.command == "all":  # the whole chain in one process (the CPU smoke)
                 for profile in ARMS:
                     arm(run, paths, profile)

@@ -166,4 +166,46 @@ def register(app: typer.Typer) -> None:
         if resolved.note():
             console.print(f"[yellow]note:[/] {escape(resolved.note())}", highlight=False)
 
+    @eval_app.command("probe")
+    def probe(
+        policy: Path = typer.Option(..., "--policy", help="model folder (or export folder) to probe"),
+        protocol: str = typer.Option("eval70_v1", "--protocol", help="protocol spec: eval70_v1, slate147 or a .toml path"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        out: Path = typer.Option(None, "--out", help="folder for probe_rows.parquet + probe_summary.json"),
+        turn: str = typer.Option("call", "--turn", help="scored first turn: call (the read call) or reasoning"),
+        max_tasks: int = typer.Option(0, "--max-tasks", min=0, help="probe only the first N tasks (0 = all)"),
+        device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+        method: str = typer.Option("", "--method", help="label of the summary (default: the folder name)"),
+    ) -> None:
+        """The selection probe: for each task, the policy's teacher-forced choice among the 16 slate skills
+        as its first read (no episode); oracle rank-1 rate with a bootstrap interval, masses per category."""
+        from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
+        from skillgate_core.evaluation.specs import build_protocol, load_spec
+
+        if device not in ("auto", "cpu", "cuda"):
+            raise typer.BadParameter(f"expected auto, cpu or cuda, got {device!r}", param_hint="--device")
+        if turn not in ("call", "reasoning"):
+            raise typer.BadParameter(f"expected call or reasoning, got {turn!r}", param_hint="--turn")
+        model_dir = policy.expanduser().resolve()
+        if not (model_dir / "config.json").is_file():
+            raise typer.BadParameter(f"{model_dir}: not a model folder (no config.json)", param_hint="--policy")
+        resolved = build_protocol(load_spec(protocol), _bench(bench))
+        config = ProbeConfig(turn=turn, max_tasks=max_tasks, device=device)  # type: ignore[arg-type]  # checked above
+        result = probe_selection(resolved, model_dir, config)
+        s = result.summary
+        table = Table(title=f"selection probe: {escape(model_dir.name)} on {resolved.protocol.protocol_id()}")
+        for column in ("benchmark", "tasks", "oracle@1", "oracle mass", "misleading", "relevant", "irrelevant"):
+            table.add_column(column, justify="left" if column == "benchmark" else "right")
+        for name, block in [*s["by_benchmark"].items(), ("all", s)]:
+            table.add_row(name, str(block["tasks"]), f"{block['oracle_rank1']}/{block['tasks']} "
+                          f"({block['oracle_rank1_rate']:.3f})", *(f"{block[f'{c}_mass']:.3f}" for c in
+                                                                  ("oracle", "misleading", "relevant", "irrelevant")))
+        console.print(table)
+        low, high = s["oracle_rank1_ci"]
+        console.print(f"oracle rank-1 rate {s['oracle_rank1_rate']:.3f}, {100 * s['confidence']:.0f}% interval "
+                      f"[{low:.3f}, {high:.3f}] over {s['tasks']} tasks (chance {s['chance']:.4f})", highlight=False)
+        if out is not None:
+            written = write_probe(result, out, method=method or model_dir.name)
+            console.print(f"written: {written.parent}", highlight=False, soft_wrap=True)
+
     app.add_typer(eval_app, name="eval")

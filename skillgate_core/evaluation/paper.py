@@ -35,6 +35,7 @@ from skillgate_core.evaluation import figures
 from skillgate_core.evaluation.bootstrap import PairedBootstrap, paired_bootstrap
 from skillgate_core.evaluation.metrics import summarize_trials
 from skillgate_core.evaluation.paper_config import PaperConfig
+from skillgate_core.evaluation.probe import read_probe_summaries
 from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
 from skillgate_core.evaluation.tables import (
     Table,
@@ -167,8 +168,9 @@ def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tu
     return out
 
 
-def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfig) -> _Section:
-    main = main_results_table(methods, config.k)  # the first table: refuses two fingerprints, naming both
+def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfig,
+                      probes: Mapping[tuple[str, str], Mapping[str, Any]]) -> _Section:
+    main = main_results_table(methods, config.k, probes or None)  # the first table: refuses two fingerprints, naming both
     fingerprint = check_comparable(methods, main.key)
     ids = sorted({p for m in methods for p in m.protocol_ids})
     intro = [f"Protocol `{', '.join(ids)}`, fingerprint `{fingerprint}`.", "",
@@ -264,7 +266,9 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
     rows_dir, out = Path(rows_dir), Path(out)
     rows = read_eval_rows(rows_dir)
     training = read_training([rows_dir if rows_dir.is_dir() else rows_dir.parent, *training_dirs])
-    sections = [_protocol_section(name, methods, config) for name, methods in group_by_protocol(rows).items()]
+    probes = read_probe_summaries(rows_dir)
+    sections = [_protocol_section(name, methods, config, probes)
+                for name, methods in group_by_protocol(rows).items()]
     training_section = _training_section(training, config)
     if training_section:
         sections.append(training_section)

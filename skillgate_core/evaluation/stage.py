@@ -1,7 +1,12 @@
 """Stage `eval70`: a policy export x a frozen protocol (eval70_v1 by default) -> eval_rows.
 
     run_eval70(Eval70Config(), {"policy_export": export_dir, "bench": bench}, out_dir)
-    -> out_dir/eval_rows/{eval_trials.parquet, summary.json, protocol.json}
+    -> out_dir/eval_rows/{eval_trials.parquet, summary.json, protocol.json,
+                          probe_rows.parquet, probe_summary.json}
+
+The selection probe (evaluation/probe.py) of the same policy on the same protocol is written beside
+the rows (a local model only: an endpoint gives no teacher-forced log-probs); the paper's main table
+reads it from there.
 
 The evaluation itself is owned by the experiment that owns the export (evaluation/runner.py):
 experiments/EXP/eval/EVAL_ID holds the rows, the per-trial logs and the same parquet. A stage run
@@ -21,6 +26,7 @@ from typing import Literal
 from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import atomic_write_json
 from skillgate_core.evaluation.owner import resolve_policy
+from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
 from skillgate_core.evaluation.runner import (
     PARQUET_FILE,
     SUMMARY_FILE,
@@ -62,6 +68,10 @@ class Eval70Config:
     max_trials: NonNegativeInt = 0
     """Stop after this many trials of this run (the stage then fails with the evaluation incomplete; the
     next run resumes it). 0 = all."""
+    probe: bool = True
+    """Also run the selection probe (one teacher-forced pass per task) and write it beside the rows."""
+    probe_turn: Literal["call", "reasoning"] = "call"
+    """The probe's scored first turn (ProbeConfig.turn)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -96,8 +106,19 @@ def run_eval70(config: Eval70Config, inputs: Mapping[str, Path], out_dir: Path) 
     if protocol_file.is_file():
         shutil.copy2(protocol_file, target / "protocol.json")
     s = result.summary
+    probe: dict[str, object] = {}
+    ref = resolve_policy(str(inputs["policy_export"]), root=state_layout().experiments)
+    if config.probe and ref.model_dir is not None:
+        resolved = build_protocol(load_spec(config.protocol), inputs["bench"], demo_repeats=config.demo_repeats)
+        probed = probe_selection(resolved, ref.model_dir, ProbeConfig(turn=config.probe_turn, device=config.device,
+                                                                       cpu_threads=config.cpu_threads))
+        write_probe(probed, target, method=s["method"])
+        probe = {"probe_oracle_rank1_rate": probed.summary["oracle_rank1_rate"],
+                 "probe_oracle_rank1_ci": probed.summary["oracle_rank1_ci"],
+                 "probe_oracle_mass": probed.summary["oracle_mass"],
+                 "probe_misleading_mass": probed.summary["misleading_mass"]}
     metrics = {k: s[k] for k in ("protocol_id", "fingerprint", "experiment_id", "export_id", "eval_id", "method",
                                  "trials", "tasks", "errors", "trial_success", "read_rate", "clean_oracle_rate")}
     metrics.update({k: v for k, v in s.items() if k.startswith("pass@")}, eval_dir=str(result.eval_dir),
-                   trials_run=result.trials_run, demo=s["demo"], note=s["note"])
+                   trials_run=result.trials_run, demo=s["demo"], note=s["note"], **probe)
     return StageOutput(outputs={"eval_rows": target}, metrics=metrics)

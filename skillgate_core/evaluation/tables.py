@@ -93,14 +93,25 @@ def _passk_cell(trials: Sequence[Trial], k: int, value: float | None) -> str:
     return _pct(value)
 
 
-def main_results_table(methods: Sequence[MethodTrials], k: int) -> Table:
-    """Methods x benchmarks: trial success and pass@k with counts, errors on their own."""
+def _probe_cell(probe: Mapping[str, Any] | None) -> str:
+    if probe is None:
+        return "-"
+    low, high = probe["oracle_rank1_ci"]
+    return f"{100 * probe['oracle_rank1_rate']:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def main_results_table(methods: Sequence[MethodTrials], k: int,
+                       probes: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> Table:
+    """Methods x benchmarks: trial success and pass@k with counts, errors on their own; with `probes`
+    ((fingerprint, method) -> selection-probe summary) a last column: the probe's oracle rank-1 rate."""
     check_comparable(methods, "main_results")
     benchmarks = sorted({t.benchmark for m in methods for t in m.trials})
     columns = ["method"]
     for b in (*benchmarks, "all"):
         columns += [f"{b} success %", f"{b} pass@{k} %"]
     columns.append("errors")
+    if probes is not None:
+        columns.append("probe oracle@1 % [95% CI]")
     rows, data = [], []
     for m in methods:
         summary = summarize_trials(m.trials, ks=(1, k))
@@ -118,14 +129,24 @@ def main_results_table(methods: Sequence[MethodTrials], k: int) -> Table:
                                                   "outcomes", "tasks_with_at_least")}
             per[b][f"pass@{k}"] = block.get(f"pass@{k}")
         cells.append(str(summary["errors"]))
+        entry: dict[str, Any] = {"method": m.method, "by_benchmark": per}
+        if probes is not None:
+            probe = probes.get((m.fingerprint, m.method))
+            cells.append(_probe_cell(probe))
+            entry["probe"] = None if probe is None else {
+                key: probe[key] for key in ("tasks", "oracle_rank1_rate", "oracle_rank1_ci", "oracle_mass",
+                                            "misleading_mass", "relevant_mass", "irrelevant_mass", "turn")}
         rows.append(tuple(cells))
-        data.append({"method": m.method, "by_benchmark": per})
+        data.append(entry)
     return Table(
         key="main_results",
         title="Main results",
         caption=(f"Trial success (resolved/trials) and task pass@{k} (unbiased; with the number of tasks solved "
                  f"at least once when every task has {k} trials), per benchmark and overall. Errored trials "
-                 "(infrastructure failures) count as unresolved in every denominator and are also counted."),
+                 "(infrastructure failures) count as unresolved in every denominator and are also counted."
+                 + ("" if probes is None else " Probe: the share of tasks whose oracle is the policy's most likely "
+                    "first read among the 16 slate skills, teacher-forced (chance 6.25%), with a task bootstrap "
+                    "interval; '-' where no probe was run (an endpoint policy).")),
         columns=tuple(columns), rows=tuple(rows), data=data)
 
 

@@ -1,5 +1,8 @@
 """The embedded default policy: a small Qwen2-architecture model built from a config, no download.
 
+`architecture="llama"` builds the same tiny model in the shape of SmolLM2 (no attention bias, query
+heads grouped over fewer KV heads), so fast tests run the pretrained policy's code path on CPU.
+
 It is saved as an ordinary Hugging Face model directory (config.json, model.safetensors, tokenizer
 files with a ChatML chat template), so everything downstream loads it exactly the way it would load
 Qwen3.5-9B: `AutoModelForCausalLM.from_pretrained(path)`. The tokenizer is a byte-level BPE trained
@@ -15,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
 from skillgate_core.policy.corpus import build_corpus
@@ -60,6 +63,8 @@ class TinyModelConfig:
     """Lines of generated text the tokenizer is trained on."""
     seed: NonNegativeInt = 0
     """Seed for the corpus and for the weight initialisation."""
+    architecture: Literal["qwen2", "llama"] = "qwen2"
+    """Qwen2 (attention bias on q/k/v) or Llama (none; SmolLM2's architecture)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)  # first: the divisibility checks below would divide by a zero head count
@@ -97,13 +102,15 @@ def train_tokenizer(config: TinyModelConfig, lines: list[str]):
 
 
 def build_tiny_model(config: TinyModelConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
-    """Stage `init-model`: write a randomly initialised Qwen2 model + tokenizer to out_dir/model."""
+    """Write a randomly initialised tiny model + tokenizer to out_dir/model (init-model's source `tiny`)."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     lines = build_corpus(config.corpus_lines, config.seed)
     tokenizer = train_tokenizer(config, lines)
-    model_config = Qwen2Config(
+    config_class: Any = LlamaConfig if config.architecture == "llama" else Qwen2Config
+    model_class: Any = LlamaForCausalLM if config.architecture == "llama" else Qwen2ForCausalLM
+    model_config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden_size,
         intermediate_size=config.intermediate_size,
@@ -117,7 +124,7 @@ def build_tiny_model(config: TinyModelConfig, inputs: Mapping[str, Path], out_di
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
     )
     torch.manual_seed(config.seed)
-    model = Qwen2ForCausalLM(model_config)
+    model = model_class(model_config)
     model.generation_config.eos_token_id = model_config.eos_token_id
     model.generation_config.pad_token_id = model_config.pad_token_id
     target = out_dir / "model"
@@ -126,5 +133,6 @@ def build_tiny_model(config: TinyModelConfig, inputs: Mapping[str, Path], out_di
     params = sum(p.numel() for p in model.parameters())
     return StageOutput(
         outputs={"base_model": target},
-        metrics={"parameters": params, "vocab_size": len(tokenizer), "corpus_lines": len(lines)},
+        metrics={"parameters": params, "vocab_size": len(tokenizer), "corpus_lines": len(lines),
+                 "architecture": type(model).__name__},
     )

@@ -110,7 +110,8 @@ def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_h
     assert again.status == "completed" and again.trials_run == 0 and _comparable(again.rows) == _comparable(result.rows)
 
 
-def test_an_unowned_model_gets_a_standalone_evaluation_experiment(skillgate_home, tiny_model_dir, bench, tiny_spec):
+def test_an_unowned_model_gets_a_standalone_evaluation_experiment(skillgate_home, tiny_policy_dir, bench, tiny_spec):
+    tiny_model_dir = tiny_policy_dir  # both shapes: Qwen2 and Llama (SmolLM2's)
     root = state_layout().experiments
     ref = resolve_policy(str(tiny_model_dir), root=root)
     assert ref.kind == "model" and ref.experiment_id.startswith("standalone-eval-") and ref.standalone

@@ -44,7 +44,7 @@ def test_recipes_show_and_dry_run(tmp_path):
     recipes = run_cli("recipes", home=tmp_path)
     assert recipes.returncode == 0 and "demo" in recipes.stdout and "init-model" in recipes.stdout
     show = run_cli("show", "demo", "init-model.seed=3", home=tmp_path)
-    assert show.returncode == 0 and "TinyModelConfig" in show.stdout and "digest" in show.stdout
+    assert show.returncode == 0 and "InitModelConfig" in show.stdout and "digest" in show.stdout
     dry = run_cli("run", "demo", home=tmp_path)
     assert dry.returncode == 0 and "dry run" in dry.stdout and "paper-tables" in dry.stdout
     assert "not built yet" not in dry.stdout  # every stage of the demo is built

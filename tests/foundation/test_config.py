@@ -134,7 +134,7 @@ def test_recipe_errors_name_the_file_and_key(tmp_path):
     ok = '[recipe]\nname = "r"\nstages = ["init-model"]\n'
     cases = {
         "[init-model]\nvocab_size = \"big\"\n": "init-model.vocab_size: expected int, got str 'big'",
-        "[init-model]\nwidth = 3\n": "unknown key 'init-model.width' for TinyModelConfig",
+        "[init-model]\nwidth = 3\n": "unknown key 'init-model.width' for InitModelConfig",
         "[sft]\nlr = 1\n": "table [sft] configures a stage that recipe.stages does not list",
         "[trainer]\nlr = 1\n": "unknown table [trainer]",
     }

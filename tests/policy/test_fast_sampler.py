@@ -37,9 +37,11 @@ def assert_teacher_forced(model, ps, comps, temperature):
         torch.testing.assert_close(recomputed, torch.tensor(c.logprobs), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.0, 0.9)])
-def test_same_ids_and_logprobs_as_local_sampler_for_one_seed(policy, temperature, top_p):
-    model, tok = policy
+@pytest.mark.parametrize("shape,temperature,top_p", [("policy", 1.0, 1.0), ("policy", 0.7, 1.0),
+                                                     ("policy", 1.0, 0.9), ("llama_policy", 1.0, 1.0)])
+def test_same_ids_and_logprobs_as_local_sampler_for_one_seed(shape, temperature, top_p, request):
+    """llama_policy: SmolLM2's shape (no qkv bias, 9 query heads over 3 KV heads) through the same code."""
+    model, tok = request.getfixturevalue(shape)
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=24, temperature=temperature, top_p=top_p, seed=3)
     fast = StaticSampler(model, tok).sample(ps, cfg)

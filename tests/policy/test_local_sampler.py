@@ -18,8 +18,9 @@ def prompts(tok):
     return [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=False) for m in msgs]
 
 
-def test_logprobs_match_teacher_forced_recompute(policy):
-    model, tok = policy
+@pytest.mark.parametrize("shape", ["policy", "llama_policy"])
+def test_logprobs_match_teacher_forced_recompute(shape, request):
+    model, tok = request.getfixturevalue(shape)
     ps = prompts(tok)
     assert len(ps[0]) != len(ps[1])  # exercises left padding
     for temperature in (1.0, 0.7):

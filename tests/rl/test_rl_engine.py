@@ -42,8 +42,8 @@ def test_engine_needs_a_process_group(tiny_model_dir):
         build_engine(tiny_model_dir, EngineConfig())
 
 
-def test_zero3_engine_gathers_exact_weights_in_full_size_buckets(tiny_model_dir):
-    [r] = run_in_process(engine_checks_worker, str(tiny_model_dir)).results
+def test_zero3_engine_gathers_exact_weights_in_full_size_buckets(tiny_policy_dir):
+    [r] = run_in_process(engine_checks_worker, str(tiny_policy_dir)).results
     assert r["placeholders_empty"]  # really ZeRO-3: parameters are size-0 placeholders
     assert r["gathered_equals_checkpoint"]  # the gather returns the checkpoint's exact weights
     assert r["only_rank_elsewhere_is_empty"]
@@ -55,7 +55,8 @@ def test_zero3_engine_gathers_exact_weights_in_full_size_buckets(tiny_model_dir)
     assert r["no_reference_at_beta_0"]
 
 
-def test_zero3_step_then_replica_refresh_in_process(tiny_model_dir):
+def test_zero3_step_then_replica_refresh_in_process(tiny_policy_dir):
+    tiny_model_dir = tiny_policy_dir  # both shapes: Qwen2 and Llama (SmolLM2's)
     case = StepCase(model_dir=str(tiny_model_dir))
     [r] = run_in_process(grpo_step_worker, case).results
     assert r["world_size"] == 1 and r["lr"] == pytest.approx(1e-3)

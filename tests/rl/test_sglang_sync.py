@@ -33,21 +33,26 @@ from skillgate_core.rl.sglang_sync import (
 CONTROL = json.loads((Path(__file__).parents[1] / "policy" / "fixtures" / "sglang_control.json").read_text())
 
 
-@pytest.fixture()
-def model_and_tok(tiny_model_dir):
+def shifted_model_and_tok(model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
     with torch.no_grad():  # the push must carry the engine's weights, not the base model's
         for p in model.parameters():
             p.add_(0.25)
-    return model, AutoTokenizer.from_pretrained(tiny_model_dir)
+    return model, AutoTokenizer.from_pretrained(model_dir)
 
 
-def test_disk_push_writes_loadable_weights_before_the_servers_load_them(tiny_model_dir, model_and_tok, tmp_path):
+@pytest.fixture()
+def model_and_tok(tiny_model_dir):
+    return shifted_model_and_tok(tiny_model_dir)
+
+
+def test_disk_push_writes_loadable_weights_before_the_servers_load_them(tiny_policy_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    model, tok = model_and_tok
+    tiny_model_dir = tiny_policy_dir  # both shapes: Qwen2 and Llama (SmolLM2's)
+    model, tok = shifted_model_and_tok(tiny_model_dir)
     expected = model.state_dict()
     seen, loading = [], threading.Lock()
 

@@ -14,10 +14,10 @@ from skillgate_core.rl.packing import PackingConfig, pack_samples, unpack
 from skillgate_core.rl.varlen_attention import TORCH_VARLEN, register, varlen_attention_forward
 
 
-def test_packed_rows_match_each_sample_alone_with_gradients(tiny_model_dir):
+def test_packed_rows_match_each_sample_alone_with_gradients(tiny_policy_dir):
     register()
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation=TORCH_VARLEN)
-    alone = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32, attn_implementation=TORCH_VARLEN)
+    alone = AutoModelForCausalLM.from_pretrained(tiny_policy_dir, dtype=torch.float32, attn_implementation="sdpa")
     assert model.config._attn_implementation == TORCH_VARLEN and packs_varlen(model)
     data = samples(model.config.vocab_size, n=10)
     mbs = pack_samples(data, PackingConfig(max_tokens=160))

@@ -27,19 +27,19 @@ from warehouse.spool import event_log, list_rejected
 HANGING_STAGE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    import skillgate_core.policy.tiny_model as tiny
+    import skillgate_core.policy.init_model as init
 
     def hang(config, inputs, out_dir):
         (out_dir / "partial.bin").write_bytes(b"half a model")
         Path(sys.argv[1]).write_text("ready")
         time.sleep(600)
 
-    tiny.build_tiny_model = hang
+    init.build_tiny_model = hang
     from skillgate_core.paths import state_layout
     from skillgate_core.pipeline import run_stage
     from warehouse import StageRunRecorder
 
-    config = tiny.TinyModelConfig()
+    config = init.InitModelConfig()
     StageRunRecorder.start("init-model", config, trigger="test")
     run_stage("init-model", config, {}, state_layout())
 """)

