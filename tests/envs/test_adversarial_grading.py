@@ -128,19 +128,19 @@ def test_changing_the_modes_of_its_own_folders_is_graded_not_aborted(backend: st
 
 
 class _ScriptedPolicy:
-    """Episode i plays scripts[i]: one exec call per turn (a dict: exec arguments), then "Done."."""
+    """Episode i plays scripts[i]: each turn a list of exec calls (dicts: exec arguments), then "Done."."""
 
     name = "scripted"
 
-    def __init__(self, tokenizer, scripts: Sequence[Sequence[dict]]) -> None:
+    def __init__(self, tokenizer, scripts: Sequence[Sequence[Sequence[dict]]]) -> None:
         self.tokenizer, self.scripts = tokenizer, scripts
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
         out = []
         for view in views:
             script = self.scripts[view.spec.repeat]
-            text = ("<tool_call>" + json.dumps({"name": "exec", "arguments": script[view.turn]}) + "</tool_call>"
-                    if view.turn < len(script) else "Done.")
+            text = ("".join("<tool_call>" + json.dumps({"name": "exec", "arguments": call}) + "</tool_call>"
+                            for call in script[view.turn]) if view.turn < len(script) else "Done.")
             ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
             out.append(Completion(tuple(ids), (), text, "stop"))
         return out
@@ -161,11 +161,12 @@ def test_a_background_job_cannot_write_after_the_final_answer(backend: str, task
     test_sh = ("mkdir -p /logs/verifier; if [ -e /app/late.txt ] || [ -e /app/late2.txt ]; then echo 1; else echo 0; fi "
                "> /logs/verifier/reward.txt\n")
     task = task_of(backend, test_sh=test_sh, task_id="late-writer")
-    writer = {"command": "nohup setsid sh -c 'sleep 2; echo late > /app/late2.txt' >/dev/null 2>&1 & echo started"}
-    first = [writer] if backend == "bwrap" else [
-        {"command": "sleep 2; echo late > /app/late.txt", "background": True}, writer]
+    writers = [{"command": "nohup setsid sh -c 'sleep 3; echo late > /app/late2.txt' >/dev/null 2>&1 & echo started"}]
+    if backend == "docker":  # background jobs exist on Docker only (bubblewrap: an error saying so)
+        writers.append({"command": "sleep 3; echo late > /app/late.txt", "background": True})
     specs = [EpisodeSpec(task, None, repeat=i) for i in range(2)]
-    policy = _ScriptedPolicy(tokenizer, [first, [{"command": "sleep 3"}, {"command": "sleep 2"}]])
+    # Episode 0 answers on turn 1 (about 1 s in); episode 1 keeps the batch going until about 6 s.
+    policy = _ScriptedPolicy(tokenizer, [[writers], [[{"command": "sleep 1"}], [{"command": "sleep 5"}]]])
     config = EpisodeConfig(max_turns=4, backend=backend, workers=2)  # type: ignore[arg-type]
     done = run_episodes(specs, policy, tokenizer, config, sandbox_config=LIMITS)
     assert done[0].status == "completed", done[0].verifier_detail
