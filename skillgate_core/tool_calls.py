@@ -5,7 +5,8 @@ Two written forms are accepted inside `<tool_call>...</tool_call>`:
     JSON      <tool_call>{"name": "read", "arguments": {"path": "/skills/x/SKILL.md"}}</tool_call>
     Qwen XML  <tool_call><function=read><parameter=path>/skills/x/SKILL.md</parameter></function></tool_call>
 
-If any JSON call parses, only the JSON calls of the turn are used (a model that writes JSON and
+JSON nested deeper than `MAX_NESTING` is a malformed call (an error shown to the model), never a
+RecursionError. If any JSON call parses, only the JSON calls of the turn are used (a model that writes JSON and
 stray XML meant the JSON). At most `MAX_CALLS_PER_TURN` calls are used, in order of appearance;
 the rest are reported as dropped. Each call keeps its character span in the response, so span
 detection can map it onto tokens without re-parsing differently.
@@ -22,10 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["MAX_CALLS_PER_TURN", "ParsedTurn", "ToolCall", "canonical_arguments", "parse_tool_calls"]
+__all__ = ["MAX_CALLS_PER_TURN", "MAX_NESTING", "ParsedTurn", "ToolCall", "canonical_arguments", "nesting_depth",
+           "parse_tool_calls"]
 
 MAX_CALLS_PER_TURN = 5
 """Calls beyond this many in one turn are dropped (METHOD.md 2)."""
+MAX_NESTING = 32
+"""Deepest JSON nesting (arrays and objects) a call may use; a deeper one is a malformed call. Python's
+json recurses once per level: a sampled turn nested 100k levels raised RecursionError, which ended the
+whole lockstep batch. No tool's arguments need more than a few levels."""
 
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _FUNCTION = re.compile(r"^\s*<function=([^>\s]+)>(.*)</function>\s*$", re.DOTALL)
@@ -77,7 +83,30 @@ def canonical_arguments(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest [ / { nesting of JSON text, brackets inside strings not counted (linear time, no
+    recursion; text that is not JSON gets a number too, the parser then says what is wrong)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub('""', text)):
+        depth = depth + 1 if bracket in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _loads(text: str) -> Any:
+    """json.loads, refusing (ValueError) text nested past MAX_NESTING before Python recurses into it."""
+    if nesting_depth(text) > MAX_NESTING:
+        raise ValueError(f"nested deeper than {MAX_NESTING} levels")
+    return json.loads(text)
+
+
 def _parse_json(body: str) -> tuple[str, dict[str, Any]] | str:
+    if nesting_depth(body) > MAX_NESTING:
+        return f"JSON nested deeper than {MAX_NESTING} levels"
     try:
         data = json.loads(body)
     except json.JSONDecodeError as exc:
@@ -87,9 +116,9 @@ def _parse_json(body: str) -> tuple[str, dict[str, Any]] | str:
     args = data.get("arguments", {})
     if isinstance(args, str):  # some models double-encode the arguments object
         try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return "arguments is a string that is not a JSON object"
+            args = _loads(args)
+        except ValueError:  # (json.JSONDecodeError is one)
+            return f"arguments is a string that is not a JSON object nested at most {MAX_NESTING} levels"
     if not isinstance(args, dict):
         return f"arguments must be a JSON object, got {type(args).__name__}"
     return data["name"], args
@@ -102,8 +131,8 @@ def _xml_value(text: str) -> Any:
     stripped = value.strip()
     if stripped[:1] in "[{" or stripped in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", stripped):
         try:
-            return json.loads(stripped)
-        except json.JSONDecodeError:
+            return _loads(stripped)
+        except ValueError:  # not JSON, or too deep: the text it is
             pass
     return value
 

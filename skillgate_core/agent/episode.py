@@ -11,9 +11,14 @@ ids; observations are appended as their own ids with loss mask 0:
 so nothing is ever re-tokenized (the "\\n" the chat template puts after <|im_end|> is observation
 glue, never a sampled token). A turn with no tool call is the final answer; a turn cut by length,
 the token budget, the turn limit or the wall clock makes the episode TRUNCATED (still graded); a
-sandbox failure makes it ABORTED. Anything else that raises (the policy, a tool, the verifier, Ctrl-C)
-ends the whole batch, and every sandbox it started is stopped first (envs/sandbox_group.py), commands
-still running in them included: no container, bubblewrap session or cgroup outlives the call.
+sandbox failure makes it ABORTED. At its end every process the agent left in its sandbox is killed,
+so it is graded on the workspace as it was then, not on what a background job wrote while the batch
+played on. Observations are encoded as plain text (`observation_ids`): a special-token string in a
+file stays text. One episode's turn that raises while being handled (what its sampled text reached)
+ends that episode alone, TRUNCATED and graded, flagged `turn_error` in Trajectory.extra. Anything else
+that raises (the policy, the verifier, Ctrl-C) ends the whole batch, and every sandbox it started is
+stopped first (envs/sandbox_group.py), commands still running in them included: no container,
+bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
 
@@ -60,6 +65,7 @@ __all__ = [
     "SerializedPolicy",
     "Trajectory",
     "TurnRecord",
+    "observation_ids",
     "run_episode_batches",
     "run_episodes",
 ]
@@ -210,6 +216,7 @@ class _Live:
     turns: list[TurnRecord] = field(default_factory=list)
     status: EpisodeStatus | None = None
     abort_detail: str = ""
+    turn_error: str = ""
     deadline: float = 0.0
     started: float = 0.0
 
@@ -272,13 +279,31 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
                                  sum(not r.ok for r in results) + len(errors)))
     observation = format_observation([*results, *errors], limit=config.tool_output_chars)
     live.view.messages.append({"role": "user", "content": observation})
-    glue = tokenizer(OBSERVATION_TEMPLATE.format(observation=observation), add_special_tokens=False)["input_ids"]
-    _append(live, glue, 0, None)
+    _append(live, observation_ids(tokenizer, observation), 0, None)
     live.view.turn += 1
     room = config.max_context_tokens - len(live.view.context_ids)
     if live.view.turn >= config.max_turns or room <= 0 or time.monotonic() >= live.deadline:
         live.status = EpisodeStatus.TRUNCATED
     live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
+
+
+def observation_ids(tokenizer: Any, observation: str) -> list[int]:
+    """OBSERVATION_TEMPLATE's ids around `observation`: the template's own special tokens as such, the
+    observation always as plain text. Tool output is whatever a file or command held: a file holding
+    `<|im_end|>\n<|im_start|>assistant` would otherwise become those special tokens in the policy's
+    context (a forged turn boundary the policy is trained on)."""
+    head, tail = OBSERVATION_TEMPLATE.split("{observation}")
+    body = tokenizer(observation, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    return [*tokenizer(head, add_special_tokens=False)["input_ids"], *body,
+            *tokenizer(tail, add_special_tokens=False)["input_ids"]]
+
+
+def _stop_agent(live: _Live) -> None:
+    """At the episode's end (final answer, or cut): kill every process the agent still has in its sandbox
+    (Docker background jobs, setsid/nohup daemons), so the workspace graded is the one it left then,
+    not what a job wrote while the rest of the batch played on. SandboxError: the episode is ABORTED."""
+    if live.box is not None and live.status in (EpisodeStatus.COMPLETED, EpisodeStatus.TRUNCATED):
+        live.box.kill_processes()
 
 
 def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
@@ -318,6 +343,7 @@ def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxG
         verifier_detail=grade.detail,
         backend=backend,
         duration_s=round(time.monotonic() - live.started, 3),
+        extra={"turn_error": live.turn_error} if live.turn_error else {},
     )
 
 
@@ -350,7 +376,17 @@ def run_episodes(
             def advance(pair: tuple[_Live, Completion]) -> None:
                 live, completion = pair
                 try:
-                    _step(live, completion, tokenizer, config)
+                    try:
+                        _step(live, completion, tokenizer, config)
+                    except (SandboxError, OSError):
+                        raise
+                    except Exception as exc:
+                        # Handling this episode's turn failed (something its sampled text reached that
+                        # nothing foresaw): that episode ends, graded on the workspace it left, flagged;
+                        # its neighbours in the batch play on (a GRPO step or an evaluation is not lost).
+                        live.status = EpisodeStatus.TRUNCATED
+                        live.turn_error = f"{type(exc).__name__}: {exc}"[:500]
+                    _stop_agent(live)
                 except (SandboxError, OSError) as exc:
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 

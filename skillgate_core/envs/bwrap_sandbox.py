@@ -8,7 +8,7 @@ Layout of one session (as root; SESSIONS = /var/tmp/skillgate-sandboxes):
                             bound rw at /app, /tmp, ... (/solution stays empty but for the oracle)
       skills/               a copy of the skills folder, bound read-only at /skills
       verify/               created by begin_verification(): its own small tmpfs holding
-        tests/, logs_verifier/   bound at /tests and /logs/verifier for the verifier's commands
+        tests/, logs/verifier/   bound at /tests and /logs (a fresh one) for the verifier's commands
         fresh-tmp/, fresh-var-tmp/, fresh-root/   bound over /tmp, /var/tmp, /root (HOME) for them
 
 Each command runs as
@@ -18,7 +18,8 @@ Each command runs as
         --tmpfs / + ro-binds of /usr /etc (and the /bin /lib symlinks) + fresh /proc, /dev
         + the session's top-level dirs (read-write: the workspace, /tmp, /var/tmp, /root, /logs,
           /solution, /run; every other image folder read-only, as on Docker) + /skills ro
-        --remount-ro / --cap-drop ALL
+        --remount-ro / --cap-drop ALL (our own helpers, `exec_helper`: DAC_OVERRIDE, DAC_READ_SEARCH,
+                                  FOWNER in the sandbox's user namespace, nothing else)
         -> bash -c CMD           (rlimits: file size, open files, no core; nproc and address
                                   space only when there is no cgroup)
 
@@ -176,7 +177,7 @@ class BwrapSandbox(Sandbox):
         # VM/container inits never do (zombies pile up, one per command).
         args = ["--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
                 "--hostname", "sandbox",
-                "--uid", "0", "--gid", "0", "--disable-userns", "--cap-drop", "ALL",
+                "--uid", "0", "--gid", "0", "--disable-userns",
                 "--tmpfs", "/", *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                 "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
         # Writable as on Docker (read-only image root): the workspace, /tmp, /var/tmp, /root, /logs, /solution,
@@ -202,7 +203,7 @@ class BwrapSandbox(Sandbox):
 
     # -- commands -------------------------------------------------------------------------------
 
-    def _command(self, argv: list[str], cwd: str, env: Mapping[str, str], info_fd: int) -> list[str]:
+    def _command(self, argv: list[str], cwd: str, env: Mapping[str, str], info_fd: int, helper: bool) -> list[str]:
         # One small shell sets the rlimits and joins the cgroup before anything forks, then execs
         # (setpriv ->) bwrap: two execs in front of bwrap keep a command near 15 ms.
         file_blocks = self.config.file_size_limit_mb * 2**20 // 512  # dash counts 512-byte blocks
@@ -214,14 +215,17 @@ class BwrapSandbox(Sandbox):
                *(self.cgroup.procs_files() if self.cgroup else []), "--"]
         if self.as_root:
             cmd += _drop_privileges(self.uid)
-        cmd += ["bwrap", *self._base_args, *self._verify_args, "--remount-ro", "/", "--info-fd", str(info_fd),
-                "--chdir", cwd, "--clearenv"]
+        cmd += ["bwrap", *self._base_args, *self._verify_args, *(_HELPER_CAPS if helper else ("--cap-drop", "ALL")),
+                "--remount-ro", "/", "--info-fd", str(info_fd), "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             cmd += ["--setenv", key, value]
         return [*cmd, "--", *argv]
 
+    def _run_helper(self, argv: list[str], *, timeout: float, env: Mapping[str, str]) -> RawResult:
+        return self._run(argv, timeout=timeout, cwd="/", env=env, stdin=None, helper=True)
+
     def _run(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str],
-             stdin: bytes | None) -> RawResult:
+             stdin: bytes | None, helper: bool = False) -> RawResult:
         with self._lock:
             if self._stopped:
                 raise SandboxError(f"{self.session_id}: sandbox was stopped")
@@ -230,7 +234,7 @@ class BwrapSandbox(Sandbox):
             info_r, info_w = os.pipe()
             start = time.perf_counter()
             try:
-                proc = subprocess.Popen(self._command(argv, cwd, env, info_w),
+                proc = subprocess.Popen(self._command(argv, cwd, env, info_w, helper),
                                         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(info_w,),
                                         start_new_session=True)
@@ -249,6 +253,13 @@ class BwrapSandbox(Sandbox):
         if b"child-pid" not in info and not timed_out:
             if self._stopped:
                 raise SandboxError(f"{self.session_id}: sandbox was stopped during the command")
+            why = err.value().decode("utf-8", "replace").strip()[:500]
+            if self.alive():
+                # The session is there, so what stopped bwrap is the state the agent left (its cwd made
+                # unenterable by chmod 000, every pid held...): the agent's doing, an observation and a
+                # graded 0, never an infrastructure failure (as on Docker).
+                return RawResult(126, b"", f"sandbox: the command could not start: {why}".encode(), False, False,
+                                 duration)
             raise SandboxError(f"{self.session_id}: bwrap failed to set up the sandbox "
                                f"(exit {proc.returncode}): {err.value().decode('utf-8', 'replace').strip()[:500]}")
         code = proc.returncode
@@ -275,12 +286,6 @@ class BwrapSandbox(Sandbox):
             if not self.alive():
                 raise SandboxError(f"{self.session_id}: sandbox is not running")
             self.kill_processes()
-            logs = self.dir / "root" / "logs"
-            if logs.is_symlink() or not logs.is_dir():  # (a mount point: the agent cannot swap it)
-                _remove(logs)
-                logs.mkdir()
-            _remove(logs / "verifier")  # whatever the agent left, symlinks included, never followed
-            (logs / "verifier").mkdir()
             verify = self.dir / "verify"
             _unmount_under(verify)
             _remove(verify)
@@ -292,7 +297,10 @@ class BwrapSandbox(Sandbox):
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755,nosuid,nodev",
                                 "skillgate-verify", str(verify)], check=True, capture_output=True)
             shutil.copytree(tests_dir, verify / "tests")
-            (verify / "logs_verifier").mkdir()
+            # A fresh /logs holding an empty verifier/ (as the fresh Docker container has): nothing the
+            # agent left there, nor the modes it set on its /logs (chmod 000 /logs once made reading
+            # the reward fail, an ABORTED instead of a 0), reaches the verifier.
+            (verify / "logs" / "verifier").mkdir(parents=True)
             fresh: list[str] = []
             for path, mode in _FRESH_FOR_VERIFIER:
                 if self.workdir == path or self.workdir.startswith(path + "/"):
@@ -302,13 +310,11 @@ class BwrapSandbox(Sandbox):
                 d.chmod(mode)
                 fresh += ["--bind", str(d), path]
             if self.as_root:
-                for p in (logs, logs / "verifier"):
-                    os.chown(p, self.uid, self.gid)
                 _chown_tree(verify, self.uid, self.gid)
             # Bound over the session's own /tmp, /var/tmp, /root: the verifier never sees what the
             # agent left there (a .pth in ~/.local, rc files, planted temp files).
-            self._verify_args = ["--bind", str(verify / "tests"), "/tests",
-                                 "--bind", str(verify / "logs_verifier"), "/logs/verifier", *fresh]
+            self._verify_args = ["--bind", str(verify / "tests"), "/tests", "--bind", str(verify / "logs"), "/logs",
+                                 *fresh]
             self.verifying = True
 
     def stop(self) -> None:
@@ -328,6 +334,10 @@ class BwrapSandbox(Sandbox):
 
 _WRITABLE = ("/tmp", "/var/tmp", "/root", "/logs", "/solution", "/run")
 """Folders the agent may write besides its workspace (the Docker backend's tmpfs mounts)."""
+_HELPER_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_DAC_OVERRIDE", "--cap-add", "CAP_DAC_READ_SEARCH",
+                "--cap-add", "CAP_FOWNER")
+"""Capabilities of our helper commands (exec_helper), in the sandbox's own user namespace: over files of
+the sandbox's uid (all the agent can make) its modes stop nothing; no other capability, no host file."""
 
 
 def _system_binds() -> list[str]:

@@ -162,6 +162,11 @@ class DockerSandbox(Sandbox):
         wrapped = ["timeout", "-s", "KILL", f"{timeout:.3f}s", *argv]
         return self._exec(wrapped, timeout=timeout, cwd=cwd, env=env, stdin=stdin, user=self.exec_user)
 
+    def _run_helper(self, argv: list[str], *, timeout: float, env: Mapping[str, str]) -> RawResult:
+        # Root in the container: file modes the agent (the image's USER, or root) set stop nothing.
+        return self._exec(["timeout", "-s", "KILL", f"{timeout:.3f}s", *argv], timeout=timeout, cwd="/", env=env,
+                          stdin=None, user="root")
+
     def _run_root(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> RawResult:
         # HELPER_ENV: the image's PATH may name folders the agent writes (a fake `mkdir` in /app/bin
         # would otherwise run here, as root).

@@ -16,7 +16,10 @@ Files are read and written *through the sandbox* (a command inside it), never by
 the agent controls on the host, so a planted symlink cannot reach host files.
 
 `SandboxError` means infrastructure failure (the sandbox died or could not start): the verifier
-reports it as ABORTED, never as a score of 0.
+reports it as ABORTED, never as a score of 0. A command that cannot start in a sandbox that is still
+alive (the agent's fork bomb holds every pid, or it made its workspace unenterable with chmod 000) is
+not one: it ends with exit code 126 and says why on stderr, on both backends, so what the agent did
+to its own sandbox is an observation in the episode and a graded 0 in the verifier.
 """
 
 from __future__ import annotations
@@ -166,6 +169,17 @@ class Sandbox(abc.ABC):
         return ExecResult(raw.exit_code, raw.stdout.decode("utf-8", "replace"), raw.stderr.decode("utf-8", "replace"),
                           raw.timed_out, raw.truncated, raw.duration_s)
 
+    def exec_helper(self, cmd: str, timeout: float) -> ExecResult:
+        """Run one of our own helper scripts (the grader's preparation) with bash -c, cwd /, HELPER_ENV,
+        and privileges over the agent's files that no file mode the agent set can stop: root in the
+        container on Docker; on bubblewrap the sandbox's own user namespace with CAP_DAC_OVERRIDE,
+        CAP_DAC_READ_SEARCH and CAP_FOWNER (every file the agent could make is owned by the sandbox's
+        uid, so the capabilities cover them; nothing outside the sandbox is reachable). Never run
+        anything the agent wrote with it."""
+        raw = self._run_helper(["/bin/bash", "-c", cmd], timeout=timeout, env={**self.env, **HELPER_ENV})
+        return ExecResult(raw.exit_code, raw.stdout.decode("utf-8", "replace"), raw.stderr.decode("utf-8", "replace"),
+                          raw.timed_out, raw.truncated, raw.duration_s)
+
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
         """Bytes of `path` as the sandbox sees it; FileNotFoundError / IsADirectoryError / OSError."""
         limit = max_bytes or self.config.output_limit_bytes
@@ -230,6 +244,10 @@ class Sandbox(abc.ABC):
     def _run(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str],
              stdin: bytes | None) -> RawResult:
         """Run argv inside the sandbox with the limits; raise SandboxError on infrastructure failure."""
+
+    @abc.abstractmethod
+    def _run_helper(self, argv: list[str], *, timeout: float, env: Mapping[str, str]) -> RawResult:
+        """Run argv in cwd / with the privileges `exec_helper` describes; SandboxError as `_run`."""
 
     @abc.abstractmethod
     def alive(self) -> bool:

@@ -57,6 +57,12 @@ class SandboxConfig:
     """Docker: read-only image filesystem; only the workspace, /tmp, HOME and /logs are writable."""
     docker_build_timeout_sec: PositiveFloat = 600.0
     """Cap on a task image build."""
+    grader_max_entries: PositiveInt = 250_000
+    """Files, folders and links the grader's preparation (removing workspace links into /tests and
+    /logs, neutralising git) walks in the folders the agent could write: a workspace with more is graded
+    0 with the reason flagged, so the preparation is bounded in work and never skipped."""
+    grader_max_depth: PositiveInt = 96
+    """Deepest folder level below those folders the preparation accepts (deeper: graded 0, flagged)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

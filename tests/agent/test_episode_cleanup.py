@@ -135,6 +135,10 @@ def test_ctrl_c_mid_batch_releases_every_sandbox(sandbox_backend, tokenizer, san
     _assert_nothing_left(started, sandbox_config, 2)
 
 
+class _Interrupt(BaseException):
+    """What no episode absorbs (as Ctrl-C): an Exception in one episode's turn ends that episode alone."""
+
+
 def test_a_tool_error_releases_every_sandbox_without_waiting_for_the_others(
         sandbox_backend, tokenizer, sandbox_config, started, monkeypatch):
     real = ToolBox.run_all
@@ -142,13 +146,13 @@ def test_a_tool_error_releases_every_sandbox_without_waiting_for_the_others(
     def run_all(self, calls, *, deadline=None):
         if any("boom" in json.dumps(c.arguments) for c in calls):
             time.sleep(0.5)  # let the other episode's command get going
-            raise RuntimeError("tool failed")
+            raise _Interrupt("tool failed")
         return real(self, calls, deadline=deadline)
 
     monkeypatch.setattr(ToolBox, "run_all", run_all)
     policy = ScriptedPolicy(tokenizer, ["sleep 60", "echo boom"])
     began = time.monotonic()
-    with pytest.raises(RuntimeError, match="tool failed"):
+    with pytest.raises(_Interrupt, match="tool failed"):
         run_episodes(_specs(2), policy, tokenizer, EpisodeConfig(backend=sandbox_backend, max_turns=4, workers=2),
                      sandbox_config=sandbox_config)
     assert time.monotonic() - began < 40, "cleanup waited for the other episode's 60 s command"
