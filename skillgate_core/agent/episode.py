@@ -272,12 +272,11 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
         live.status = EpisodeStatus.COMPLETED
         return
     assert live.tools is not None
+    results: list[ToolResult] = live.tools.run_all(parsed.calls, deadline=live.deadline)
     turn_index = len(live.turns)
-    _record_opens(live, None, None)  # opened since the last call ended (a background job): no call
-    results: list[ToolResult] = []
-    for call_index, call in enumerate(parsed.calls):
-        results.append(live.tools.run(call, deadline=live.deadline))
-        _record_opens(live, turn_index, call_index)
+    for call_index, result in enumerate(results):  # each skill open with the call that ran it (docs/reads.md)
+        live.skill_opens += [SkillOpen(name, None, None) for name in result.opened_before]
+        live.skill_opens += [SkillOpen(name, turn_index, call_index) for name in result.opened]
     errors = [ToolResult(name="tool_call", ok=False, error=e) for e in parsed.errors]
     dispatched = tuple(c.key() for c in parsed.calls)
     live.turns.append(TurnRecord(completion.text, start, len(live.response_ids), "stop", dispatched,
@@ -293,17 +292,17 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
 
 
-def _record_opens(live: _Live, turn_index: int | None, call_index: int | None) -> None:
-    """The skills the sandbox's processes opened since the previous drain, attributed to the call that ran."""
+def _record_opens_after_calls(live: _Live) -> None:
+    """Skills opened after the last call (a background job): no call's."""
     if live.box is not None:
-        live.skill_opens += [SkillOpen(name, turn_index, call_index) for name in live.box.drain_skill_opens()]
+        live.skill_opens += [SkillOpen(name, None, None) for name in live.box.drain_skill_opens()]
 
 
 def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
     spec = live.spec
     status = live.status or EpisodeStatus.TRUNCATED
     backend = live.box.backend if live.box is not None else ""
-    _record_opens(live, None, None)  # after the last call, before grading (the verifier's opens are not the agent's)
+    _record_opens_after_calls(live)  # before grading: the verifier's opens are not the agent's
     try:
         if live.box is None:
             grade = aborted(live.abort_detail or "no sandbox")
