@@ -10,7 +10,8 @@
 #                                              then the learning-result driver at scale smollm2: init-model ->
 #                                              collect -> sft -> the selection probe of the base and the SFT policy
 #                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k)
-#   STEP=grpo    (nothing carried)             rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
+#   STEP=grpo    (nothing carried)             the rest of that eval (an evaluation cut off resumes), then
+#                                              rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
 #
 # On the CPU machine, once:
 #   bash ../shared/gpu/make_bundle.sh                    # .devbundle (35 MB)
@@ -78,6 +79,9 @@ mkdir -p "$OUT" "$keep"
         drv 20 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag run_eval
         echo "eval exit $?"
       else
+        echo "== $(date -u +%T) eval of the SFT policy: what STEP=run left unplayed ($(left) s left)"
+        drv 300 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag grpo_eval
+        echo "eval exit $?"
         echo "== $(date -u +%T) rl-data-prep x 3 and ${GRPO_STEPS:-2} GRPO steps of SkillGate ($(left) s left)"
         drv 20 probe --probe-grpo-steps "${GRPO_STEPS:-2}" --probe-eval-trials 0 --probe-grpo-min-s 60 --tag grpo
         echo "grpo exit $?"

@@ -141,15 +141,19 @@ def trajectory_span_report(trajectory: Trajectory, tokenizer) -> SpanReport:
         for t in trajectory.turns
     ]
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
-    return detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate)
+    return detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
+                                  opens=trajectory.skill_opens)
 
 
 def span_report(trajectory: Trajectory, tokenizer) -> dict:
-    """Selection actions and mismatch counters of one trajectory (METHOD.md 4.6), JSON-able."""
+    """Every read in order (`skill_reads`: attributed ones point at their action), the selection actions
+    and the mismatch counters of one trajectory, JSON-able; `reads` are the reads' categories."""
     report = trajectory_span_report(trajectory, tokenizer)
     return {
         "reads": report.reads(),
         "actions": [a.as_record() for a in report.actions],
+        "skill_reads": [{"skill_name": r.skill_name, "category": r.category, "action_index": r.action_index}
+                        for r in report.skill_reads],
         "turns_checked": report.turns_checked,
         "parse_dispatch_mismatch": report.parse_dispatch_mismatch,
         "span_mismatch": report.span_mismatch,

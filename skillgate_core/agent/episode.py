@@ -47,6 +47,7 @@ from typing import Any, Literal, Protocol
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.credit.actions import SkillOpen
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, reap_orphans, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.sandbox_group import SandboxGroup
@@ -185,11 +186,16 @@ class Trajectory:
     backend: str
     duration_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    skill_opens: tuple[SkillOpen, ...] | None = None
+    """Every (skill, call) the environment saw a SKILL.md / README.md opened in, in order (a skill once
+    per call; call None between calls); empty without skills. None: not observed (a record made before
+    the environment watched opens): span detection then falls back to the call texts."""
 
     def to_row(self) -> dict[str, Any]:
         """A flat JSON-able row (lists for sequences, JSON text for nested records)."""
-        row = {k: v for k, v in self.__dict__.items() if k not in ("messages", "turns", "extra")}
+        row = {k: v for k, v in self.__dict__.items() if k not in ("messages", "turns", "extra", "skill_opens")}
         row.update(
+            skill_opens=None if self.skill_opens is None else json.dumps([o.as_record() for o in self.skill_opens]),
             messages=json.dumps(list(self.messages), ensure_ascii=False),
             turns=json.dumps([t.__dict__ for t in self.turns], ensure_ascii=False),
             extra=json.dumps(self.extra, ensure_ascii=False, sort_keys=True),
@@ -214,6 +220,7 @@ class _Live:
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
+    skill_opens: list[SkillOpen] = field(default_factory=list)
     status: EpisodeStatus | None = None
     abort_detail: str = ""
     turn_error: str = ""
@@ -273,6 +280,10 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
         return
     assert live.tools is not None
     results: list[ToolResult] = live.tools.run_all(parsed.calls, deadline=live.deadline)
+    turn_index = len(live.turns)
+    for call_index, result in enumerate(results):  # each skill open with the call that ran it (docs/reads.md)
+        live.skill_opens += [SkillOpen(name, None, None) for name in result.opened_before]
+        live.skill_opens += [SkillOpen(name, turn_index, call_index) for name in result.opened]
     errors = [ToolResult(name="tool_call", ok=False, error=e) for e in parsed.errors]
     dispatched = tuple(c.key() for c in parsed.calls)
     live.turns.append(TurnRecord(completion.text, start, len(live.response_ids), "stop", dispatched,
@@ -306,10 +317,17 @@ def _stop_agent(live: _Live) -> None:
         live.box.kill_processes()
 
 
+def _record_opens_after_calls(live: _Live) -> None:
+    """Skills opened after the last call (a background job): no call's."""
+    if live.box is not None:
+        live.skill_opens += [SkillOpen(name, None, None) for name in live.box.drain_skill_opens()]
+
+
 def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
     spec = live.spec
     status = live.status or EpisodeStatus.TRUNCATED
     backend = live.box.backend if live.box is not None else ""
+    _record_opens_after_calls(live)  # before grading: the verifier's opens are not the agent's
     try:
         if live.box is None:
             grade = aborted(live.abort_detail or "no sandbox")
@@ -344,6 +362,7 @@ def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxG
         backend=backend,
         duration_s=round(time.monotonic() - live.started, 3),
         extra={"turn_error": live.turn_error} if live.turn_error else {},
+        skill_opens=tuple(live.skill_opens),
     )
 
 

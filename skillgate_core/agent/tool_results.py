@@ -59,6 +59,12 @@ class ToolResult:
     """Why the call failed (None when ok)."""
     duration_s: float = 0.0
     """Host wall-clock seconds the call took."""
+    opened_before: tuple[str, ...] = ()
+    """Skills whose SKILL.md / README.md the sandbox's processes opened after the previous call ended and
+    before this one started (a background job): no call's (docs/reads.md). Never shown to the model."""
+    opened: tuple[str, ...] = ()
+    """Skills whose SKILL.md / README.md were opened while this call ran, in order of first opening: this
+    call's reads, whatever its command looked like (docs/reads.md). Never shown to the model."""
 
     def observation(self, limit: int = OUTPUT_CHARS) -> dict[str, Any]:
         """The JSON object the model sees: the payload, plus `error` when the call failed."""

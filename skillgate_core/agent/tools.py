@@ -133,7 +133,9 @@ class ToolBox:
         return [self.run(c, deadline=deadline) for c in calls]
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> ToolResult:
-        """Run tool `name` with `arguments` (what run() does for a parsed ToolCall)."""
+        """Run tool `name` with `arguments` (what run() does for a parsed ToolCall). The result says which
+        skills the sandbox saw opened before the call and while it ran (`opened_before`, `opened`)."""
+        before = tuple(self.sandbox.drain_skill_opens())
         start = time.perf_counter()
         try:
             args = check_arguments(name, arguments if arguments is not None else {})
@@ -142,9 +144,11 @@ class ToolBox:
                 raise ToolError("the episode's time budget is spent; no more commands can run")
             payload = self._handlers[name](args, budget)
         except ToolError as exc:
-            return ToolResult(name, False, {}, self._cut(str(exc)), time.perf_counter() - start)
+            return ToolResult(name, False, {}, self._cut(str(exc)), time.perf_counter() - start, before,
+                              tuple(self.sandbox.drain_skill_opens()))
         cut = {k: self._cut(v) if isinstance(v, str) else v for k, v in payload.items()}
-        return ToolResult(name, True, cut, None, time.perf_counter() - start)
+        return ToolResult(name, True, cut, None, time.perf_counter() - start, before,
+                          tuple(self.sandbox.drain_skill_opens()))
 
     def _cut(self, text: str) -> str:
         return truncate_middle(text, self.output_chars)

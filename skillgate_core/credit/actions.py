@@ -1,8 +1,13 @@
-"""One attributed skill read: the unit that selector credit is assigned to (METHOD.md 4.6).
+"""Skill reads: what the environment saw opened, and the attributed ones selector credit is assigned to.
 
-Span detection (a later module) turns each `/skills/NAME/SKILL.md` match inside a read call into a
-`SelectionAction`; utilities, advantages and token weights consume them. Token indices are offsets
-into the episode's response token sequence, the same coordinates as the episode's loss mask.
+- `SkillOpen`: the environment's record (envs/skill_opens.py) that a skill's SKILL.md / README.md
+  was opened while one tool call ran (or between calls: a background job), whatever the command
+  looked like. A trajectory holds them in order.
+- `SelectionAction`: an opened skill whose name the call that opened it wrote as a `/skills/NAME`
+  path: span detection gives it call and identity tokens; token weights consume them. Token indices
+  are offsets into the episode's response token sequence, the same coordinates as the loss mask.
+- `SkillRead`: one read of the episode in order, attributed (an action) or not (a glob, a relative
+  path after `cd /skills`: it counts in the utilities but has no tokens to credit).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-__all__ = ["CATEGORIES", "Category", "SelectionAction"]
+__all__ = ["CATEGORIES", "Category", "SelectionAction", "SkillOpen", "SkillRead"]
 
 Category = Literal["oracle", "misleading", "relevant", "irrelevant", "unadvertised"]
 """What the read skill is for this task: the gold skill, a slate member of one kind, or off-slate."""
@@ -21,6 +26,52 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 
 # Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
 @dataclass(frozen=True)
+class SkillOpen:
+    """The environment saw a process open this skill's SKILL.md / README.md during one window."""
+
+    skill_name: str
+    """The skill folder the opened file lies in (/skills/NAME/)."""
+    turn_index: int | None
+    """The assistant turn whose call was running; None between calls (a background job)."""
+    call_index: int | None
+    """That call's index within its turn, in dispatch order; None with turn_index None."""
+
+    def as_record(self) -> dict[str, Any]:
+        """Plain JSON-able form, for trajectory records."""
+        return {"skill_name": self.skill_name, "turn_index": self.turn_index, "call_index": self.call_index}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SkillOpen:
+        """Inverse of `as_record`; a clear error naming the field that is wrong."""
+        name = record.get("skill_name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"skill open {dict(record)}: 'skill_name' must be a non-empty string")
+        turn, call = record.get("turn_index"), record.get("call_index")
+        for key, value in (("turn_index", turn), ("call_index", call)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"skill open {dict(record)}: '{key}' must be null or an index >= 0")
+        if (turn is None) != (call is None):
+            raise ValueError(f"skill open {dict(record)}: 'turn_index' and 'call_index' are both null or both set")
+        return cls(name, turn, call)
+
+
+@dataclass(frozen=True)
+class SkillRead:
+    """One skill read of an episode, in the order the environment saw it (the utilities' input)."""
+
+    skill_name: str
+    """The skill opened."""
+    category: Category
+    """oracle / misleading / relevant / irrelevant by slate membership, else unadvertised."""
+    action_index: int | None
+    """Index of its SelectionAction in the episode's actions when attributed; None when unattributed."""
+
+    @property
+    def attributed(self) -> bool:
+        return self.action_index is not None
+
+
+@dataclass(frozen=True)
 class SelectionAction:
     """One skill named by one read call of one assistant turn."""
 
@@ -29,17 +80,17 @@ class SelectionAction:
     call_index: int
     """Index of the tool call within that turn, in dispatch order."""
     path_index: int
-    """Index of this skill path among the matches in the call's raw text (an exec may name two)."""
+    """Index of this action among the call's actions (an exec may read two skills), in order of opening."""
     tool_name: str
     """The tool that performed the read (`read`, or `exec` running a reader command)."""
     skill_name: str
-    """The skill name captured from `/skills/NAME/SKILL.md`."""
+    """The skill opened and named in the call as `/skills/NAME`."""
     category: Category
     """oracle / misleading / relevant / irrelevant by slate membership, else unadvertised."""
     call_token_indices: tuple[int, ...]
     """Response tokens overlapping the whole `<tool_call>...</tool_call>`; masked out of task credit."""
     identity_token_indices: tuple[int, ...]
-    """Response tokens overlapping only the skill-name capture; the only carriers of selector credit."""
+    """Response tokens overlapping only the skill name where the call writes it; the only carriers of selector credit."""
 
     def __post_init__(self) -> None:
         # Fail at construction rather than let a malformed span reach the weights: span detection

@@ -5,7 +5,12 @@ selector stream scores each read *action* with a utility u in {0, 1} and centres
 utility over all actions of the group; there is no std scaling, so an action's advantage is the
 difference between its utility and the group's read quality.
 
-Reads are given per episode as the categories of its read actions in order (see `actions.CATEGORIES`).
+Reads are given per episode as the categories of its reads in order (see `actions.CATEGORIES`):
+every skill the environment saw opened, attributed or not (docs/reads.md). `attributed` (aligned
+with `reads`; None = every read attributed) says which reads are actions with tokens to credit. An
+unattributed read counts like any other read: it is in the baseline, and an episode holding one is
+not clean; it just has no tokens, so its own advantage reaches no token (the caller keeps only the
+attributed reads' values: `SpanReport.action_values`).
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ def task_advantages(scores: Sequence[float]) -> list[float]:
     return [(v - mean) / (std + STD_EPSILON) for v in values]
 
 
+def _flags(reads: Sequence[Sequence[str]], attributed: Sequence[Sequence[bool]] | None) -> list[list[bool]]:
+    """Per read, whether it is attributed; every read when `attributed` is None."""
+    if attributed is None:
+        return [[True] * len(episode) for episode in reads]
+    if len(attributed) != len(reads) or any(len(a) != len(r) for a, r in zip(attributed, reads, strict=False)):
+        raise ValueError(f"attributed must align with reads: {[len(a) for a in attributed]} flags for "
+                         f"{[len(r) for r in reads]} reads")
+    return [[bool(f) for f in episode] for episode in attributed]
+
+
 def validate_reads(reads: Sequence[Sequence[str]]) -> None:
     """Raise unless `reads` is a list (per episode) of lists of known read categories."""
     for i, episode in enumerate(reads):
@@ -64,19 +79,27 @@ def validate_reads(reads: Sequence[Sequence[str]]) -> None:
                 raise ValueError(f"episode {i}: unknown read category {c!r}; expected one of {CATEGORIES}")
 
 
-def clean_oracle_utility(reads: Sequence[Sequence[str]]) -> list[list[float]]:
-    """u = 1 for the single action of an episode whose only read is the oracle; 0 for every other action.
+def clean_oracle_utility(reads: Sequence[Sequence[str]],
+                         attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
+    """u = 1 for the single read of an episode whose only read is an attributed oracle read; 0 for every
+    other read.
 
     A multi-read episode earns nothing even when it contains the oracle ([O,O], [O,M]): reading
-    extra skills is what the clean utility refuses to reward.
+    extra skills is what the clean utility refuses to reward. An unattributed read (a glob, a
+    relative path) is a read too: its episode is not clean.
     """
     validate_reads(reads)
-    return [[1.0] if list(episode) == ["oracle"] else [0.0] * len(episode) for episode in reads]
+    flags = _flags(reads, attributed)
+    return [[1.0] if list(episode) == ["oracle"] and all(f) else [0.0] * len(episode)
+            for episode, f in zip(reads, flags, strict=True)]
 
 
-def first_oracle_utility(reads: Sequence[Sequence[str]]) -> list[list[float]]:
-    """u = 1 for the first oracle action of each episode, 0 for all other actions."""
+def first_oracle_utility(reads: Sequence[Sequence[str]],
+                         attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
+    """u = 1 for the first oracle read of each episode (attributed or not: an oracle already read through
+    a glob is not chosen again by naming it), 0 for all other reads."""
     validate_reads(reads)
+    _flags(reads, attributed)
     utilities: list[list[float]] = []
     for episode in reads:
         first = next((j for j, c in enumerate(episode) if c == "oracle"), None)
@@ -84,14 +107,14 @@ def first_oracle_utility(reads: Sequence[Sequence[str]]) -> list[list[float]]:
     return utilities
 
 
-UTILITIES: dict[str, Callable[[Sequence[Sequence[str]]], list[list[float]]]] = {
+UTILITIES: dict[str, Callable[[Sequence[Sequence[str]], Sequence[Sequence[bool]] | None], list[list[float]]]] = {
     "clean_oracle": clean_oracle_utility,
     "first_oracle": first_oracle_utility,
 }
 
 
 def selector_advantages_from_utilities(utilities: Sequence[Sequence[float]]) -> list[list[float]]:
-    """A_sel(a) = u(a) - b with b = mean u over the group's ACTIONS (0 if none).
+    """A_sel(a) = u(a) - b with b = mean u over the group's reads (0 if none).
 
     Everything is zero unless the group holds both u = 1 and u = 0 actions. With u in {0, 1} that
     is what centring gives anyway; stating it keeps the inert cases (nobody reads, nobody reads
@@ -106,14 +129,16 @@ def selector_advantages_from_utilities(utilities: Sequence[Sequence[float]]) -> 
     return [[float(u) - baseline for u in episode] for episode in utilities]
 
 
-def selector_advantages(reads: Sequence[Sequence[str]], utility: str) -> list[list[float]]:
-    """Per episode, the selector advantage of each of its read actions, in order.
+def selector_advantages(reads: Sequence[Sequence[str]], utility: str,
+                        attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
+    """Per episode, the selector advantage of each of its reads, in order.
 
-    `reads[i]` lists the categories of episode i's read actions; `utility` is "clean_oracle" or
-    "first_oracle". The advantages of a group sum to zero over actions.
+    `reads[i]` lists the categories of episode i's reads; `utility` is "clean_oracle" or
+    "first_oracle"; `attributed` (None: all) marks the reads that are actions. The advantages of a
+    group sum to zero over reads; only the attributed reads' values reach tokens.
     """
     try:
         utility_fn = UTILITIES[utility]
     except KeyError:
         raise ValueError(f"unknown utility {utility!r}; expected one of {sorted(UTILITIES)}") from None
-    return selector_advantages_from_utilities(utility_fn(reads))
+    return selector_advantages_from_utilities(utility_fn(reads, attributed))

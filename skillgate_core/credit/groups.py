@@ -69,7 +69,8 @@ class EpisodeEvidence:
     parse_dispatch_mismatch: int = 0
     """Turns whose parsed calls differ from what the environment dispatched (METHOD.md 4.1)."""
     span_mismatch: int = 0
-    """Skill paths or identity spans that could not be located (METHOD.md 4.3, 4.5)."""
+    """Attributed reads whose skill name could not be located as tokens of their call (docs/reads.md):
+    only what cannot be judged; a glob, a relative path or a skill's own script is never one."""
     alignment_mismatch: int = 0
     """Turns whose decoded ids do not reproduce the response text (METHOD.md 4.5)."""
     credit_ok: bool = True

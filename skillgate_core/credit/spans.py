@@ -1,40 +1,59 @@
-"""Selection-span detection (METHOD.md 4): which sampled tokens chose which skill.
+"""Selection-span detection: which sampled tokens chose which skill (docs/reads.md says what counts
+as a read, and why).
 
-For each assistant turn that ended normally, the shared parser locates the tool calls with their
-character spans; a call that reads (`read`, or `exec` running a reader such as cat/sed/python) and
-names `/skills/NAME/SKILL.md` is one *action* per path. The turn's sampled token ids are decoded
-with character offsets, and
+What counts as a read is what the environment saw: the skills whose SKILL.md / README.md the
+episode's processes opened in the sandbox, each recorded with the tool call that was running
+(`Trajectory.skill_opens`, envs/skill_opens.py), whatever the command looked like. Each such open is
+one read of the episode, in order:
+
+- attributed: the call that opened it names the skill as a `/skills/NAME` path (in any string
+  argument; in an exec command also after shell unquoting, so `cd /app\\ncat /skills/X/SKILL.md` and
+  `cat "/skills/X/SKILL.md"` both name X). It becomes a `SelectionAction` whose identity tokens are
+  the tokens of that name where the call writes it;
+- unattributed: a glob (`cat /skills/*/SKILL.md`), a relative path after `cd /skills`, `grep -r`, a
+  background job between calls. It counts in the utilities (the episode is not clean) but has no
+  tokens to credit.
+
+Running or reading a skill's other files (scripts, data) opens no SKILL.md: it is skill use, neither
+a read nor a mismatch. Listing (`ls`, `find`) opens no file: not a read.
+
+For each turn that ended normally, the shared parser locates the tool calls with their character
+spans; the turn's sampled token ids are decoded with character offsets, and
 
     call tokens     = tokens overlapping the whole <tool_call>...</tool_call>, plus the turn's
                       trailing special tokens (<|im_end|>) when the call is the last thing in the
                       right-stripped turn text: a read that ends the turn owns its terminator
-    identity tokens = tokens overlapping only the NAME capture
+    identity tokens = tokens overlapping only the skill name where the call writes it
 
-Tool names are normalised before the read test (lowercase, the part after the last `.`), so a model
-writing `functions.Read` reads like one writing `read`.
+Everything that cannot be judged fails closed: a turn whose parsed calls differ from what the
+environment dispatched, an attributed name that cannot be located in its call's text, or ids that
+do not decode back to the response text is counted, and any nonzero counter rejects the whole group
+downstream (`credit.groups.validate_group`). Nothing is ever re-tokenized: offsets come from the ids
+the sampler produced.
 
-Everything fails closed: a turn whose parsed calls differ from what the environment dispatched, a
-skill path that cannot be located, or ids that do not decode back to the response text is counted,
-and any nonzero counter rejects the whole group downstream (`credit.groups.validate_group`).
-Nothing is ever re-tokenized: offsets come from the ids the sampler produced.
+Records made before the environment watched opens (`opens=None`) are judged by the calls' text as
+before: a `read`, or an `exec` whose JSON matches a reader command, naming `/skills/NAME/SKILL.md`.
+Tool names are normalised before any test (lowercase, the part after the last `.`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from skillgate_core.credit.actions import Category, SelectionAction
-from skillgate_core.tool_calls import canonical_arguments, parse_tool_calls
+from skillgate_core.credit.actions import Category, SelectionAction, SkillOpen, SkillRead
+from skillgate_core.tool_calls import ToolCall, canonical_arguments, parse_tool_calls
 
 __all__ = [
     "READER_COMMANDS",
     "normalise_tool_name",
     "SKILL_PATH",
+    "named_skills",
     "AssistantTurn",
     "SpanReport",
     "decode_with_offsets",
@@ -44,7 +63,9 @@ __all__ = [
 READER_COMMANDS = re.compile(r"\b(cat|sed|awk|grep|head|tail|less|more|python3?|perl|ruby|node)\b", re.IGNORECASE)
 """An exec call whose JSON arguments match this reads files."""
 SKILL_PATH = re.compile(r"/skills/([A-Za-z0-9_.-]+)/(?:SKILL|README)\.md", re.IGNORECASE)
-"""Each match in a read call's raw text is one action; group 1 is the skill's identity."""
+"""Records without observed opens: each match in a read call's raw text is one action (group 1: the name)."""
+NAMED_SKILL = re.compile(r"/skills/([A-Za-z0-9_.-]+)(?![A-Za-z0-9_.-])")
+"""A skill named by a call: `/skills/NAME` followed by `/` or the end of the name (group 1: the name)."""
 
 FinishReason = Literal["stop", "length", "abort", "timeout"]
 
@@ -79,14 +100,36 @@ class SpanReport:
     """Skill mentions that could not be turned into a valid identity span."""
     alignment_mismatch: int
     """Turns whose ids do not decode back to the response text."""
+    skill_reads: tuple[SkillRead, ...] = ()
+    """Every read in order, attributed (pointing at its action) or not; empty with actions: one
+    attributed read per action (a report built from the call texts alone)."""
+
+    def __post_init__(self) -> None:
+        if not self.skill_reads and self.actions:
+            object.__setattr__(self, "skill_reads", tuple(SkillRead(a.skill_name, a.category, i)
+                                                          for i, a in enumerate(self.actions)))
+        pointed = [r.action_index for r in self.skill_reads if r.action_index is not None]
+        if pointed != list(range(len(self.actions))):
+            raise ValueError(f"skill_reads must point at every action once, in order; got {pointed} "
+                             f"for {len(self.actions)} actions")
 
     @property
     def clean(self) -> bool:
         return not (self.parse_dispatch_mismatch or self.span_mismatch or self.alignment_mismatch)
 
     def reads(self) -> list[str]:
-        """The categories of the actions, in order: the input of `credit.selector_advantages`."""
-        return [a.category for a in self.actions]
+        """The categories of every read, attributed or not, in order: the utilities' input."""
+        return [r.category for r in self.skill_reads]
+
+    def attributed(self) -> list[bool]:
+        """Aligned with `reads()`: whether each read is an action (has tokens to credit)."""
+        return [r.attributed for r in self.skill_reads]
+
+    def action_values(self, per_read: Sequence[float]) -> list[float]:
+        """The values of the attributed reads (one per action, in action order) from one per read."""
+        if len(per_read) != len(self.skill_reads):
+            raise ValueError(f"{len(per_read)} values for {len(self.skill_reads)} reads")
+        return [float(v) for v, r in zip(per_read, self.skill_reads, strict=True) if r.attributed]
 
 
 @cache
@@ -210,18 +253,147 @@ def _category(skill: str, gold: str, slate: Mapping[str, str]) -> Category:
     return next((c for c in _SLATE_CATEGORIES if c == cat), "unadvertised")
 
 
+def _strings(arguments: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, text) of every string argument, nested ones included."""
+    stack: list[tuple[str, Any]] = list(arguments.items())
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, str):
+            yield key, value
+        elif isinstance(value, Mapping):
+            stack += list(value.items())
+        elif isinstance(value, list):
+            stack += [(key, v) for v in value]
+
+
+def named_skills(arguments: Mapping[str, Any]) -> set[str]:
+    """Skills a call names as a `/skills/NAME` path: in any string argument as written, and in an exec
+    command also after shell unquoting (`cat "/skills/X/SKILL.md"`, `/sk''ills/X/`). Arguments are the
+    decoded JSON values, so a newline before the command is a newline, not `\\n`."""
+    names: set[str] = set()
+    for key, text in _strings(arguments):
+        texts = [text]
+        if key == "command":
+            try:
+                texts.append(" ".join(shlex.split(text, posix=True)))
+            except ValueError:  # unbalanced quotes: the text as written is all there is
+                pass
+        for t in texts:
+            names |= {m.group(1) for m in NAMED_SKILL.finditer(t)}
+    return names
+
+
+def _name_spans(raw: str, name: str) -> list[tuple[int, int]]:
+    """Where the call's raw text writes `name`: as a path after skills/ (a JSON `\\/` too), else anywhere
+    as a whole name (a path the shell unquotes, `/sk''ills/NAME`)."""
+    word = re.escape(name)
+    path = re.compile(r"skills(?:/|\\/)(" + word + r")(?![A-Za-z0-9_.-])")
+    found = [m.span(1) for m in path.finditer(raw)]
+    if not found:
+        found = [m.span() for m in re.finditer(r"(?<![A-Za-z0-9_.-])" + word + r"(?![A-Za-z0-9_.-])", raw)]
+    return found
+
+
 def detect_selection_spans(
     turns: Sequence[AssistantTurn],
     tokenizer: Any,
     *,
     gold_name: str,
     slate: Mapping[str, str],
+    opens: Sequence[SkillOpen] | None = None,
 ) -> SpanReport:
-    """Scan an episode's assistant turns (METHOD.md 4.1-4.6).
+    """Scan an episode's assistant turns (module docstring).
 
     `slate` maps each advertised skill name to its category ("oracle", "misleading", "relevant",
-    "irrelevant"); `gold_name` is the task's oracle skill.
+    "irrelevant"); `gold_name` is the task's oracle skill. `opens` is what the environment saw
+    opened (`Trajectory.skill_opens`), turn and call indices into `turns` and their dispatched calls;
+    None judges reads by the call texts alone (records made before opens were observed).
     """
+    if opens is None:
+        return _spans_from_call_text(turns, tokenizer, gold_name=gold_name, slate=slate)
+    specials = sorted(getattr(tokenizer, "all_special_tokens", []) or [], key=len, reverse=True)
+    checked = parse_mismatch = span_mismatch = align_mismatch = 0
+    usable: dict[int, Sequence[ToolCall]] = {}
+    for turn_index, turn in enumerate(turns):
+        if turn.finish != "stop":
+            continue
+        checked += 1
+        calls = parse_tool_calls(turn.response_text).calls
+        if [c.key() for c in calls] != [(n, canonical_arguments(a)) for n, a in turn.dispatched]:
+            parse_mismatch += 1
+            continue
+        usable[turn_index] = calls
+    decoded: dict[int, list[tuple[int, int]] | None] = {}
+    actions: list[SelectionAction] = []
+    reads: list[SkillRead] = []
+    seen: set[tuple[str, int | None, int | None]] = set()
+    per_call: dict[tuple[int, int], int] = {}
+    for o in opens:
+        key = (o.skill_name, o.turn_index, o.call_index)
+        if key in seen and o.turn_index is not None:
+            continue  # one read per skill per call, however often it was opened
+        seen.add(key)
+        category = _category(o.skill_name, gold_name, slate)
+        if o.turn_index is None or o.call_index is None:
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        if not (0 <= o.turn_index < len(turns)) or (
+            o.turn_index in usable and not 0 <= o.call_index < len(usable[o.turn_index])
+        ):
+            span_mismatch += 1  # an open recorded for a call that does not exist cannot be judged
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        calls_of_turn = usable.get(o.turn_index)
+        if calls_of_turn is None:  # a mismatched turn (counted above): the group is rejected anyway
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        call = calls_of_turn[o.call_index]
+        if o.skill_name not in named_skills(call.arguments):
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        turn = turns[o.turn_index]
+        if o.turn_index not in decoded:
+            text, offsets = decode_with_offsets(tokenizer, turn.token_ids)
+            aligned = _aligned(text, turn.response_text, specials)
+            align_mismatch += not aligned
+            decoded[o.turn_index] = offsets if aligned else None
+        located = decoded[o.turn_index]
+        if located is None:
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        call_tokens = _overlapping(located, call.start, call.end)
+        if call.end == len(turn.response_text.rstrip()):
+            call_tokens = sorted(set(call_tokens) | set(_trailing_special_tokens(tokenizer, turn.token_ids)))
+        identity = sorted({i for s, e in _name_spans(call.raw(turn.response_text), o.skill_name)
+                           for i in _overlapping(located, call.start + s, call.start + e)})
+        if not identity or not set(identity) <= set(call_tokens):
+            span_mismatch += 1
+            reads.append(SkillRead(o.skill_name, category, None))
+            continue
+        path_index = per_call.get((o.turn_index, o.call_index), 0)
+        per_call[(o.turn_index, o.call_index)] = path_index + 1
+        reads.append(SkillRead(o.skill_name, category, len(actions)))
+        actions.append(SelectionAction(
+            turn_index=o.turn_index,
+            call_index=o.call_index,
+            path_index=path_index,
+            tool_name=normalise_tool_name(call.name),
+            skill_name=o.skill_name,
+            category=category,
+            call_token_indices=tuple(turn.token_offset + i for i in call_tokens),
+            identity_token_indices=tuple(turn.token_offset + i for i in identity),
+        ))
+    return SpanReport(tuple(actions), checked, parse_mismatch, span_mismatch, align_mismatch, tuple(reads))
+
+
+def _spans_from_call_text(
+    turns: Sequence[AssistantTurn],
+    tokenizer: Any,
+    *,
+    gold_name: str,
+    slate: Mapping[str, str],
+) -> SpanReport:
+    """Records without observed opens: reads judged by the call texts (the rule before opens were observed)."""
     specials = sorted(getattr(tokenizer, "all_special_tokens", []) or [], key=len, reverse=True)
     actions: list[SelectionAction] = []
     checked = parse_mismatch = span_mismatch = align_mismatch = 0

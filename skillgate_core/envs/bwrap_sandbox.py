@@ -6,7 +6,8 @@ Layout of one session (as root; SESSIONS = /var/tmp/skillgate-sandboxes):
     SESSIONS/<id>/          a tmpfs of workspace_limit_mb (ENOSPC when the agent fills it)
       root/app, root/tmp, root/root, root/logs, root/var/tmp, root/solution, ...
                             bound rw at /app, /tmp, ... (/solution stays empty but for the oracle)
-      skills/               a copy of the skills folder, bound read-only at /skills
+      skills/               a copy of the skills folder, bound read-only at /skills (its SKILL.md /
+                            README.md opens are watched from the host: envs/skill_opens.py)
       verify/               created by begin_verification(): its own small tmpfs holding
         tests/, logs/verifier/   bound at /tests and /logs (a fresh one) for the verifier's commands
         fresh-tmp/, fresh-var-tmp/, fresh-root/   bound over /tmp, /var/tmp, /root (HOME) for them
@@ -61,6 +62,7 @@ from skillgate_core.envs.sandbox import (  # names, not logic: one imported name
     owner_pid_namespace,
 )
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.skill_opens import SkillOpenWatch
 from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = ["BwrapSandbox", "cleanup_orphans", "unavailable_reason"]
@@ -160,6 +162,8 @@ class BwrapSandbox(Sandbox):
             shutil.copytree(skills_dir, self.dir / "skills", symlinks=True, ignore=_links_and_special_files)
             for p in [self.dir / "skills", *(self.dir / "skills").rglob("*")]:
                 p.chmod((p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & 0o7555)
+            # Watched on the host copy that only this session binds: its opens are this episode's reads.
+            self.skill_watch = SkillOpenWatch(self.dir / "skills")
         self._base_args = self._bwrap_args(root, skills_dir is not None)
 
     def _write_meta(self) -> None:
@@ -319,6 +323,7 @@ class BwrapSandbox(Sandbox):
 
     def stop(self) -> None:
         self._stopped = True
+        self._close_skill_watch()
         proc = self._proc
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):

@@ -7,7 +7,9 @@ The container (labels org.skillgate.sandbox=1, .session, .owner and .owner_pidns
   dropped (raw sockets, mknod, ...);
 - a read-only image filesystem; writable: the workspace (a tmpfs *volume* at WORKDIR, size-capped,
   filled from the image's WORKDIR snapshot), and tmpfs /tmp, /var/tmp, /root, /logs, /tests, /run;
-- /skills: the skills folder bound read-only;
+- /skills: a per-container copy of the skills folder (SKILLS_COPIES/<session>), bound read-only; the
+  host watches its SKILL.md / README.md opens (envs/skill_opens.py): one episode's reads, never a
+  neighbour's, which a folder shared by a whole group would mix up;
 - PID 1: a shell loop that ignores signals and reaps orphans. The kernel does not deliver SIGKILL
   from inside the container to its PID 1, so the agent cannot stop its own sandbox.
 
@@ -30,6 +32,7 @@ import os
 import re
 import secrets
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -51,10 +54,15 @@ from skillgate_core.envs.sandbox import (
     tar_bytes,
 )
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.skill_opens import SkillOpenWatch
 from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = ["DockerSandbox", "cleanup_orphans", "unavailable_reason"]
 
+SKILLS_COPIES = Path("/var/tmp/skillgate-docker-skills")
+"""Host folder of the per-container skills copies (the local Docker daemon binds them)."""
+SKILLS_COPY_LABEL = "org.skillgate.skills_copy"
+"""The container's skills copy (removed with the container by orphan cleanup)."""
 OWNER_PIDNS_LABEL = "org.skillgate.owner_pidns"
 """The owner's PID namespace (a label of its own: older readers split org.skillgate.owner on ':')."""
 _INIT = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE; while :; do sleep 86400 & wait $!; done'
@@ -98,6 +106,7 @@ class DockerSandbox(Sandbox):
                           f"{secrets.token_hex(4)}"
         self.container_id = ""
         self.volume = f"{self.session_id}-workspace"
+        self.skills_copy: Path | None = None
         self._stopped = False
         self._lock = threading.Lock()
         self.exec_user = task.dockerfile.user if task.dockerfile is not None else ""
@@ -113,13 +122,17 @@ class DockerSandbox(Sandbox):
         labels = {LABEL: "1", "org.skillgate.session": self.session_id, "org.skillgate.task": task.task_id,
                   "org.skillgate.owner": f"{os.uname().nodename}:{os.getpid()}:{_process_start(os.getpid())}",
                   OWNER_PIDNS_LABEL: owner_pid_namespace()}
+        if skills_dir is not None:
+            labels[SKILLS_COPY_LABEL] = str(SKILLS_COPIES / self.session_id)
         try:
             self.api.create_volume(self.volume, driver="local", labels=labels,
                                    driver_opts={"type": "tmpfs", "device": "tmpfs",
                                                 "o": f"size={workspace_mb}m,mode=0755"})
             mounts = [docker.types.Mount(self.workdir, self.volume, type="volume")]
             if skills_dir is not None:
-                mounts.append(docker.types.Mount("/skills", str(skills_dir), type="bind", read_only=True))
+                self.skills_copy = _copy_skills(skills_dir, SKILLS_COPIES / self.session_id)
+                self.skill_watch = SkillOpenWatch(self.skills_copy)
+                mounts.append(docker.types.Mount("/skills", str(self.skills_copy), type="bind", read_only=True))
             small = "rw,exec,nosuid,nodev,size=64m"
             host_config = self.api.create_host_config(
                 network_mode="bridge" if env_cfg.allow_internet and config.allow_network else "none",
@@ -306,6 +319,7 @@ class DockerSandbox(Sandbox):
 
     def stop(self) -> None:
         self._stopped = True
+        self._close_skill_watch()
         # Both containers by name: the agent's may still be there if the swap to the verifier's failed.
         for name in (self.container_id, self.session_id, f"{self.session_id}-verify"):
             if name:
@@ -313,9 +327,27 @@ class DockerSandbox(Sandbox):
                     self.api.remove_container(name, force=True, v=True)
         with contextlib.suppress(Exception):
             self.api.remove_volume(self.volume, force=True)
+        if self.skills_copy is not None:
+            shutil.rmtree(self.skills_copy, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _copy_skills(skills_dir: Path, into: Path) -> Path:
+    """This container's own read-only copy of the skills (start_sandbox refused links in them)."""
+    SKILLS_COPIES.mkdir(parents=True, exist_ok=True, mode=0o711)
+    shutil.copytree(skills_dir, into, symlinks=True)
+    for p in [into, *into.rglob("*")]:  # readable by the image's USER; the bind itself is read-only
+        p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
+    return into
+
+
+def _remove_skills_copy(labels: Mapping[str, str]) -> None:
+    """The skills copy an orphaned container names, only if it is one of ours (SKILLS_COPIES/<its session>)."""
+    named, session = labels.get(SKILLS_COPY_LABEL, ""), labels.get("org.skillgate.session", "")
+    if session and re.fullmatch(r"sg-[a-z0-9-]+", session) and named == str(SKILLS_COPIES / session):
+        shutil.rmtree(named, ignore_errors=True)
 
 
 def _read_frames(sock: socket.socket, stdin: bytes | None, deadline: float,
@@ -417,6 +449,7 @@ def cleanup_orphans() -> int:
         with contextlib.suppress(Exception):
             api.remove_container(c["Id"], force=True, v=True)
             removed += 1
+            _remove_skills_copy(c.get("Labels") or {})
     for v in (api.volumes(filters={"label": f"{LABEL}=1"}) or {}).get("Volumes") or []:
         if _orphaned(v.get("Labels")):
             with contextlib.suppress(Exception):

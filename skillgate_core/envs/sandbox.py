@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.envs.skill_opens import SkillOpenWatch
 from skillgate_core.envs.task_package import TaskPackage
 
 if TYPE_CHECKING:
@@ -158,6 +159,8 @@ class Sandbox(abc.ABC):
         """True after begin_verification(): /tests is present and /logs/verifier is fresh."""
         self.start_seconds = 0.0
         """How long start_sandbox took (image build included)."""
+        self.skill_watch: SkillOpenWatch | None = None
+        """The opens of this sandbox's own copy of the skills (set by the backend when /skills is mounted)."""
 
     # -- the interface the episode loop and verifier use -----------------------------------------
 
@@ -216,6 +219,16 @@ class Sandbox(abc.ABC):
     def exists(self, path: str) -> bool:
         return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/",
                          env={**self.env, **HELPER_ENV}, stdin=None).exit_code == 0
+
+    def drain_skill_opens(self) -> list[str]:
+        """Skills whose SKILL.md / README.md this sandbox's processes opened since the previous drain, each
+        once, in order of first opening (envs/skill_opens.py): the environment's record of skill reads,
+        whatever the command looked like. Empty when no skills are mounted."""
+        return self.skill_watch.drain() if self.skill_watch is not None else []
+
+    def _close_skill_watch(self) -> None:
+        if self.skill_watch is not None:
+            self.skill_watch.close()
 
     def image_env(self) -> dict[str, str]:
         """The environment the image defines (its ENV lines): what the verifier's own is built from."""

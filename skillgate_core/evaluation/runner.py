@@ -205,7 +205,8 @@ def _trajectory_log(trajectory: Trajectory) -> str:
                                                 "duration_s", "gold")}
     log.update(slate=[list(p) for p in zip(trajectory.slate_names, trajectory.slate_categories, strict=True)],
                messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
-               prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids))
+               prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids),
+               skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens])
     return json.dumps(log, indent=1, ensure_ascii=False, default=list) + "\n"
 
 

@@ -1,10 +1,12 @@
 """Evaluation trial rows: one graded episode -> one flat row (eval_trials.parquet, one warehouse row).
 
 The row schema (TRIAL_SCHEMA) is what the metrics, the bootstrap and the paper build read; keep it
-exactly. Reads are found in the text of the calls the environment ran, with METHOD.md 4's rules (a
-`read`, or an `exec` running a reader, naming /skills/NAME/SKILL.md: one read per path, categorised
-against the task's gold skill and slate): the same skills span detection finds, without the token
-alignment that only credit needs, so a policy served over HTTP is measured the same way.
+exactly. Reads are what the environment saw opened (`Trajectory.skill_opens`: every skill whose
+SKILL.md / README.md a process opened, once per call, in order of opening, attributed to a call or
+not; docs/reads.md), categorised against the task's gold skill and slate: the same reads the
+training utilities count, so a policy served over HTTP is measured the same way. A record made
+before opens were observed falls back to the text of the calls the environment ran (a `read`, or an
+`exec` running a reader, naming /skills/NAME/SKILL.md: one read per path).
 
     row = trial_row(trajectory, context)      # dict with exactly TRIAL_COLUMNS
     write_trials(rows, path)                  # eval_trials.parquet with TRIAL_SCHEMA (pyarrow)
@@ -88,12 +90,20 @@ def _is_read(name: str, arguments: Mapping[str, Any]) -> bool:
     return name == "exec" and READER_COMMANDS.search(json.dumps(arguments, ensure_ascii=False)) is not None
 
 
+def _category(name: str, gold: str, slate: Mapping[str, str]) -> str:
+    cat = "oracle" if name == gold else slate.get(name, "unadvertised")
+    return cat if cat in ("oracle", "misleading", "relevant", "irrelevant") else "unadvertised"
+
+
 def reads_of(trajectory: Trajectory) -> tuple[list[str], list[str]]:
-    """(categories, names) of the skill reads of the calls that ran, in order (module docstring)."""
+    """(categories, names) of the episode's skill reads, in order (module docstring)."""
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
     gold = trajectory.gold or ""
+    if trajectory.skill_opens is not None:
+        names = [o.skill_name for o in trajectory.skill_opens]
+        return [_category(n, gold, slate) for n in names], names
     categories: list[str] = []
-    names: list[str] = []
+    names = []
     for turn in trajectory.turns:
         if not turn.calls:  # nothing ran: a final answer, or a turn cut by length/budget
             continue
@@ -102,8 +112,7 @@ def reads_of(trajectory: Trajectory) -> tuple[list[str], list[str]]:
                 continue
             for m in SKILL_PATH.finditer(call.raw(turn.text)):
                 name = m.group(1)
-                cat = "oracle" if name == gold else slate.get(name, "unadvertised")
-                categories.append(cat if cat in ("oracle", "misleading", "relevant", "irrelevant") else "unadvertised")
+                categories.append(_category(name, gold, slate))
                 names.append(name)
     return categories, names
 

@@ -99,7 +99,14 @@ class ChunkFacts:
 
 
 def _reads(episodes: Sequence[Episode]) -> list[list[str]]:
+    """Every read of each episode, attributed or not, in order (the utilities' and behaviour terms' input)."""
     return [e.spans.reads() for e in episodes]
+
+
+def _action_selector(episodes: Sequence[Episode], utility: str) -> list[list[float]]:
+    """A_sel per action: the utility over every read (unattributed ones included), kept on the actions."""
+    per_read = selector_advantages(_reads(episodes), utility, [e.spans.attributed() for e in episodes])
+    return [e.spans.action_values(values) for e, values in zip(episodes, per_read, strict=True)]
 
 
 def _scores(episodes: Sequence[Episode]) -> list[float]:
@@ -122,7 +129,7 @@ def _group_credit(group: Group, profile: Profile) -> list[tuple[Episode, float, 
         advantages = mixed_separated_advantages(_reads(episodes), scores)
     else:
         advantages = task_advantages(scores)
-    selector = selector_advantages(_reads(episodes), profile.utility) if profile.utility else zero_sel
+    selector = _action_selector(episodes, profile.utility) if profile.utility else zero_sel
     return list(zip(episodes, advantages, selector, strict=True))
 
 

@@ -77,7 +77,8 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
                  losses: Sequence[LossOutput], timer: Mapping[str, float]) -> dict[str, Any]:
     """This rank's step as plain sums and counts (small, picklable: it is all-gathered)."""
     episodes = [e for g in groups for e in (*g.episodes, *g.partner)]
-    reads = [e.spans.reads() for e in episodes if e.with_slate]
+    slated = [e for e in episodes if e.with_slate]
+    reads = [e.spans.reads() for e in slated]
     return {
         "episodes": len(episodes),
         "score_sum": sum(float(e.trajectory.raw_score or 0.0) for e in episodes),
@@ -85,7 +86,7 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
         "slate_episodes": len(reads),
         "oracle_reads": sum("oracle" in r for r in reads),
         "misleading_reads": sum("misleading" in r for r in reads),
-        "clean_oracle": sum(r == ["oracle"] for r in reads),
+        "clean_oracle": sum(e.spans.reads() == ["oracle"] and all(e.spans.attributed()) for e in slated),
         "any_read": sum(bool(r) for r in reads),
         "groups": facts.groups,
         "selector_active_groups": facts.selector_active_groups,

@@ -176,3 +176,54 @@ def test_a_read_followed_by_more_text_does_not_take_the_terminator(tok):
     first, second = detect_selection_spans([t2], tok, gold_name="oracle-x", slate=SLATE).actions
     assert len(t2.token_ids) - 1 in second.call_token_indices
     assert len(t2.token_ids) - 1 not in first.call_token_indices
+
+
+# -- reads the environment observed (opens), docs/reads.md -------------------------------------------
+
+
+def _opened(turn_index: int, call_index: int | None, *names: str):
+    from skillgate_core.credit.actions import SkillOpen
+
+    return [SkillOpen(n, turn_index if call_index is not None else None, call_index) for n in names]
+
+
+def test_an_open_named_after_shell_unquoting_is_an_action_on_the_name_tokens(tok):
+    cmd = "cd /app\ncat \"/skills/oracle-x/SKILL.md\" /sk''ills/misl-a/README.md"
+    t = turn(tok, call("exec", command=cmd), [("exec", {"command": cmd})])
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE,
+                                    opens=_opened(0, 0, "oracle-x", "misl-a"))
+    assert report.clean and report.reads() == ["oracle", "misleading"] and report.attributed() == [True, True]
+    o, m = report.actions
+    assert "oracle-x" in decoded(tok, t.token_ids, o.identity_token_indices)
+    assert "misl-a" in decoded(tok, t.token_ids, m.identity_token_indices) and (o.path_index, m.path_index) == (0, 1)
+
+
+def test_opens_the_call_does_not_name_are_unattributed_reads_without_mismatch(tok):
+    cmd = "cat /skills/*/SKILL.md; python3 /skills/rel-b/scripts/fit.py"
+    t = turn(tok, call("exec", command=cmd), [("exec", {"command": cmd})])
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE,
+                                    opens=[*_opened(0, 0, "irr-c", "oracle-x"), *_opened(0, None, "misl-a")])
+    assert report.clean and report.actions == ()
+    assert report.reads() == ["irrelevant", "oracle", "misleading"] and report.attributed() == [False] * 3
+
+
+def test_no_opens_no_reads_even_when_the_text_names_a_skill(tok):
+    cmd = "ls /skills/oracle-x && cat /skills/oracle-x/scripts/run.py"
+    t = turn(tok, call("exec", command=cmd), [("exec", {"command": cmd})])
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE, opens=[])
+    assert report.clean and report.reads() == [] and report.actions == ()
+
+
+def test_an_open_recorded_for_a_call_that_does_not_exist_cannot_be_judged(tok):
+    t = turn(tok, call("exec", command="true"), [("exec", {"command": "true"})])
+    report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE, opens=_opened(0, 3, "oracle-x"))
+    assert report.span_mismatch == 1 and not report.clean
+
+
+def test_an_unattributed_read_makes_the_episode_unclean_and_joins_the_baseline():
+    reads, attributed = [["oracle"], ["oracle"], ["oracle", "oracle"]], [[True], [False], [False, True]]
+    assert selector_advantages(reads, "clean_oracle", attributed) == [[0.75], [-0.25], [-0.25, -0.25]]
+    # Without the flags every read is an action: the METHOD.md 11 vectors are unchanged.
+    assert selector_advantages(reads, "clean_oracle") == [[0.5], [0.5], [-0.5, -0.5]]
+    with pytest.raises(ValueError, match="align"):
+        selector_advantages(reads, "clean_oracle", [[True]])
