@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
-__all__ = ["NAME_RULE", "UnsafeNameError", "check_id", "check_relative_path", "is_safe_name",
+__all__ = ["NAME_RULE", "UnsafeNameError", "check_id", "check_relative_path", "check_task_row", "is_safe_name",
            "write_files_inside"]
 
 # Ids become folder names: portable, no path separators, no leading dot (so never '.' or '..').
@@ -62,6 +62,15 @@ def check_relative_path(rel: object, *, source: str) -> PurePosixPath:
     if len(raw_parts) > _MAX_PATH_PARTS or any(len(p.encode()) > 255 for p in raw_parts):
         raise refuse(f"too deep (> {_MAX_PATH_PARTS} parts) or a part is too long")
     return PurePosixPath(*raw_parts)
+
+
+def check_task_row(row: Mapping[str, object], *, source: str, path_field: str = "path") -> Mapping[str, object]:
+    """A bench index row (tasks.jsonl, an RL table): its task_id a safe name, its package path
+    (`path_field`, when present) relative and inside the bench. Returns the row."""
+    check_id(row.get("task_id"), source=source, field="task_id")
+    if path_field in row:
+        check_relative_path(row[path_field], source=f"{source} field {path_field}")
+    return row
 
 
 def _open_dir(name: str, parent_fd: int, *, create: bool) -> int:

@@ -38,6 +38,7 @@ from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.parquet_rows import write_rows
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
+from skillgate_core.safe_paths import check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
 from skillgate_core.slate_manifest import MANIFEST_FILE
@@ -106,6 +107,8 @@ def load_bench_rows(bench: Path, split: str) -> list[dict]:
     if not index.is_file():
         raise FileNotFoundError(f"{index}: missing; expected a bench built by `skillgate bench build`")
     rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
+    for n, row in enumerate(rows, 1):
+        check_task_row(row, source=f"{index} line {n}")  # task_id and path name folders
     chosen = sorted((r for r in rows if r.get("split") == split), key=lambda r: r["task_id"])
     if not chosen:
         splits = sorted({r.get("split") for r in rows})
