@@ -37,7 +37,7 @@ from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_select
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.parquet_rows import write_rows
-from skillgate_core.policy.openai_chat import OpenAIEndpoint
+from skillgate_core.policy.openai_chat import OpenAIEndpoint, check_api_key_env
 from skillgate_core.safe_paths import check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
@@ -79,7 +79,8 @@ class CollectConfig:
     teacher_model: str = ""
     """Model name sent to the teacher endpoint."""
     teacher_api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the teacher endpoint's key (unset: no key sent)."""
+    """Environment variable holding the teacher endpoint's key (unset: no key sent); only
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY, whose value is set where the worker runs."""
     teacher_temperature: PositiveFloat = 1.0
     """Teacher sampling temperature (teacher = "openai")."""
     teacher_max_new_tokens: PositiveInt = 1024
@@ -94,6 +95,7 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        check_api_key_env(self.teacher_api_key_env, "teacher_api_key_env")
         if self.teacher == "openai" and not (self.teacher_base_url and self.teacher_model):
             raise ValueError("teacher = \"openai\" needs teacher_base_url and teacher_model")
         if self.misleading_rate + self.no_read_rate > 1:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +29,21 @@ from typing import Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 
-__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion"]
+__all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
+
+# Which variable's value is sent as the bearer token is a run parameter (a recipe, a deployment's
+# overrides, a CLI flag), so it may only name a key meant for an endpoint: never HOME, a cloud
+# credential or any other secret of the worker's environment (docs/security.md).
+_API_KEY_ENV = re.compile(r"OPENAI_API_KEY|SKILLGATE_[A-Z0-9]+(?:_[A-Z0-9]+)*_API_KEY")
+API_KEY_ENV_RULE = "OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (<NAME>: A-Z, 0-9, single underscores)"
+
+
+def check_api_key_env(name: object, field: str = "api_key_env") -> str:
+    """`name` if it is on the allow-list of key variables, else ValueError naming `field`."""
+    if not isinstance(name, str) or not _API_KEY_ENV.fullmatch(name):
+        raise ValueError(f"{field}: {name!r} may not be sent to an endpoint; expected {API_KEY_ENV_RULE}, "
+                         "set where the worker runs")
+    return name
 
 
 class EndpointError(RuntimeError):
@@ -45,7 +60,8 @@ class OpenAIEndpoint:
     model: str
     """Model name sent with every request."""
     api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the bearer token (unset or empty: no Authorization header)."""
+    """Environment variable holding the bearer token (unset or empty: no Authorization header); only
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env)."""
     timeout_s: PositiveFloat = 600.0
     """Per-request timeout."""
     retries: NonNegativeInt = 4
@@ -55,6 +71,7 @@ class OpenAIEndpoint:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        check_api_key_env(self.api_key_env)
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
         if not self.model:
