@@ -3,13 +3,15 @@
 Nothing is forced: a value already in the environment (a real server's PREFECT_API_URL, say) wins.
 Embedded default: PREFECT_HOME inside the state dir (so Prefect writes nothing in ~), no telemetry,
 and an ephemeral-server start-up timeout that survives a cold 2-core machine (the default of 20 s
-does not, measured: ~25-60 s for the first start).
+does not, measured: ~25-60 s for the first start). Every entry point also records itself as the
+owner of the temporary server it may start and stops those of killed runs (flows/prefect_servers.py).
 """
 
 from __future__ import annotations
 
 import os
 
+from flows.prefect_servers import mark_owner, reap_orphaned_servers
 from skillgate_core.library_noise import quiet_library_output
 from skillgate_core.paths import apply_cache_env, state_layout
 
@@ -36,4 +38,7 @@ def configure_prefect_env() -> dict[str, str]:
             os.environ[key] = value
             applied[key] = value
     layout.prefect_home.mkdir(parents=True, exist_ok=True)
+    # Before any server of ours starts: it carries our identity, and killed runs' servers go now.
+    mark_owner()
+    reap_orphaned_servers()
     return applied

@@ -21,6 +21,7 @@ and its docstring, so one look at a config says what it accepts. Two places enfo
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -109,7 +110,11 @@ def field_ranges(cls: type) -> dict[str, Range]:
 
 def range_error(value: object, rng: Range, type_name: str) -> str | None:
     """'expected int >= 1, got 0' when `value` is a number outside `rng`, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or rng.contains(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):  # NaN compares False with every bound
+        return f"expected a finite {type_name} {rng.describe()}, got {value!r}"
+    if rng.contains(value):
         return None
     return f"expected {type_name} {rng.describe()}, got {value!r}"
 

@@ -166,10 +166,14 @@ def run_stage(stage: str, config: object, inputs: Mapping[str, str | Path], layo
         try:
             publish_dir(work, final)  # fsynced: a finished folder survives a power loss
         except OSError:
-            # Someone else finished the same run first: theirs is identical by construction.
+            # Someone else finished the same run first. Their folder is what is there now, and a
+            # stage's bytes need not repeat (timestamps, sampling): report the winner's record, never
+            # ours, or the warehouse would hold digests of a folder that does not exist.
             if not (final / RESULT_FILE).is_file():
                 raise
             shutil.rmtree(work, ignore_errors=True)
+            release_workdir(work)
+            return _reused(final)
         release_workdir(work)
         return record
     except BaseException:

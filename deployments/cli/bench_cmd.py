@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         skills: list[Path] = typer.Argument(..., metavar="SKILL_DIR...", help="skill folders (each with SKILL.md)"),
         base_url: str = typer.Option(..., "--base-url", help="OpenAI-compatible API root, e.g. http://host:8000/v1"),
         model: str = typer.Option(..., "--model", help="model name"),
-        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable with the key"),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable with the key: OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY"),
         out: Path = typer.Option(Path("skillgym-out"), "--out", help="output folder"),
         structure: list[str] = typer.Option(None, "--structure", help="restrict to these structures (repeatable)"),
         max_repairs: int = typer.Option(5, "--max-repairs", min=0, help="repair rounds after the first build"),
@@ -139,11 +139,16 @@ def register(app: typer.Typer) -> None:
             generate_from_skill,
         )
         from skillgate_core.envs.sandbox import BACKENDS, is_backend
+        from skillgate_core.policy.openai_chat import check_api_key_env
 
         if not is_backend(backend):
             raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
         config = SkillGymConfig(structures=tuple(structure or STRUCTURES), max_repairs=max_repairs,
                                 price_in_per_mtok=price_in, price_out_per_mtok=price_out, gate_backend=backend)
+        try:
+            check_api_key_env(api_key_env, "--api-key-env")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
         client = ChatClient(base_url=base_url, model=model, api_key=os.environ.get(api_key_env, ""))
         table = Table(title=f"SkillGym generation -> {out}")
         for col in ("skill", "structure", "verdict", "rounds", "tokens in/out", "cost $", "reason"):

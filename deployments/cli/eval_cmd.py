@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (local models)"),
         tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder for an endpoint policy"),
         concurrency: int = typer.Option(16, "--concurrency", min=1, help="endpoint requests in flight"),
-        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key"),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key: OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY"),
         max_trials: int = typer.Option(0, "--max-trials", min=0, help="stop after N trials (incomplete; rerun resumes)"),
         pin: str = typer.Option("", "--pin", help="refuse unless the protocol id is exactly this"),
     ) -> None:
@@ -102,10 +102,16 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
         from skillgate_core.evaluation.specs import build_protocol, load_spec
         from skillgate_core.paths import state_layout
+        from skillgate_core.policy.openai_chat import check_api_key_env
         from warehouse.evaluations import WarehouseEvalObserver
 
         if device not in ("auto", "cpu", "cuda"):
             raise typer.BadParameter(f"expected auto, cpu or cuda, got {device!r}", param_hint="--device")
+        if is_endpoint(policy):
+            try:
+                check_api_key_env(api_key_env, "--api-key-env")
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
         folder = _bench(bench)
         spec = load_spec(protocol)
         resolved = build_protocol(spec, folder, demo_repeats=repeats)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -33,15 +34,25 @@ FORMATS: tuple[str, ...] = ("table", "vertical", "csv", "json")
 """What --format accepts (leaving it out means auto)."""
 
 
+# C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI): agent text holds them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control character but newline and tab shown as \\xNN: agent text
+    (trajectories, query results) cannot clear the screen, move the cursor, fake lines or links."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def cell_text(value: object) -> str:
-    """One value as text: '' for NULL, ISO for times, compact JSON for structures."""
+    """One value as printable text: '' for NULL, ISO for times, compact JSON for structures."""
     if value is None:
         return ""
     if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
     if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, default=str, separators=(",", ":"))
-    return str(value)
+        return json.dumps(value, default=str, separators=(",", ":"))  # ensure_ascii: escapes them itself
+    return printable(str(value))
 
 
 def table_width(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
@@ -78,6 +89,7 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str |
                console: Console | None = None) -> str:
     """Print `rows` in `fmt` (None/auto: table or vertical by width); returns the format used."""
     console = console or Console()
+    columns = [printable(c) for c in columns]  # a column alias is query text too
     chosen = choose_format(fmt, columns, rows, console.width)
     if chosen == "json":
         print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str, indent=2))

@@ -75,7 +75,9 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option(None, "--format", "-f", show_default=False,
                                 help="table, vertical (one block per row: `column: value` lines), csv or json; "
                                      "default: table, or vertical when the table is wider than the terminal"),
-        limit: int = typer.Option(1000, help="print at most this many rows (0: all)"),
+        limit: int = typer.Option(None, show_default=False,
+                                  help="print at most this many rows (0: all); default: 1000 for table and "
+                                       "vertical, all for csv and json"),
     ) -> None:
         """Run one read-only query (SELECT, DESCRIBE, SHOW, EXPLAIN) on the warehouse and print the rows.
 
@@ -90,9 +92,14 @@ def register(app: typer.Typer) -> None:
             res = query(statement, untrusted=True)
         except duckdb.Error as exc:  # ReadOnlySqlError included
             raise _fail(str(exc).splitlines()[0]) from None
+        if limit is None:  # machine formats get every row: a silent cut would look like the whole answer
+            limit = 0 if fmt in ("csv", "json") else 1000
         rows = res.rows if limit <= 0 else res.rows[:limit]
         title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
         print_rows(res.columns, rows, fmt, title, console)
+        if len(rows) < len(res.rows):  # on stderr too: csv and json carry no title
+            err_console.print(f"[yellow]note:[/] printed {len(rows)} of {len(res.rows)} rows; --limit 0 prints all",
+                              highlight=False)
         if res.pending:
             err_console.print(f"[yellow]note:[/] {res.pending} event file(s) not ingested yet (warehouse busy)")
 

@@ -37,7 +37,8 @@ from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_select
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.parquet_rows import write_rows
-from skillgate_core.policy.openai_chat import OpenAIEndpoint
+from skillgate_core.policy.openai_chat import OpenAIEndpoint, check_api_key_env
+from skillgate_core.safe_paths import check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
 from skillgate_core.slate_manifest import MANIFEST_FILE
@@ -78,7 +79,8 @@ class CollectConfig:
     teacher_model: str = ""
     """Model name sent to the teacher endpoint."""
     teacher_api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the teacher endpoint's key (unset: no key sent)."""
+    """Environment variable holding the teacher endpoint's key (unset: no key sent); only
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY, whose value is set where the worker runs."""
     teacher_temperature: PositiveFloat = 1.0
     """Teacher sampling temperature (teacher = "openai")."""
     teacher_max_new_tokens: PositiveInt = 1024
@@ -93,6 +95,7 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        check_api_key_env(self.teacher_api_key_env, "teacher_api_key_env")
         if self.teacher == "openai" and not (self.teacher_base_url and self.teacher_model):
             raise ValueError("teacher = \"openai\" needs teacher_base_url and teacher_model")
         if self.misleading_rate + self.no_read_rate > 1:
@@ -106,6 +109,8 @@ def load_bench_rows(bench: Path, split: str) -> list[dict]:
     if not index.is_file():
         raise FileNotFoundError(f"{index}: missing; expected a bench built by `skillgate bench build`")
     rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
+    for n, row in enumerate(rows, 1):
+        check_task_row(row, source=f"{index} line {n}")  # task_id and path name folders
     chosen = sorted((r for r in rows if r.get("split") == split), key=lambda r: r["task_id"])
     if not chosen:
         splits = sorted({r.get("split") for r in rows})

@@ -262,6 +262,9 @@ def _append(live: _Live, ids: Sequence[int], mask: int, logprobs: Sequence[float
 
 def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeConfig) -> None:
     """Record one sampled turn, run its calls, append the observation (or end the episode)."""
+    if completion.error:  # the policy produced no turn (a served model's endpoint failed)
+        live.status, live.abort_detail = EpisodeStatus.ABORTED, f"policy failed: {completion.error}"
+        return
     start = len(live.response_ids)
     lp = completion.logprobs if len(completion.logprobs) == len(completion.token_ids) else None
     _append(live, completion.token_ids, 1, lp)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.agent.policies import turn_token_ids
 from skillgate_core.agent.seeded_policy import turn_seed
 from skillgate_core.policy.local_sampler import Completion
-from skillgate_core.policy.openai_chat import ChatTurn, OpenAIEndpoint, chat_completion
+from skillgate_core.policy.openai_chat import ChatTurn, EndpointError, OpenAIEndpoint, chat_completion
 
 __all__ = ["OpenAIPolicy"]
 
@@ -52,15 +52,40 @@ class OpenAIPolicy:
         return turn
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
+        """One turn per view. An endpoint failure (EndpointError: unreachable, too large, too slow,
+        malformed) is that view's Completion.error; a reply longer than the view's budget is cut to
+        it (finish length), whatever the server made of max_tokens."""
         if not views:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.endpoint.concurrency, len(views))) as pool:
-            turns = list(pool.map(self._ask, views))
+        # Daemon threads, not a pool: a SIGTERM'd process exits without waiting for a dripping server
+        # (each request still ends at endpoint.deadline_s).
+        gate = threading.Semaphore(self.endpoint.concurrency)
+        futures: list[Future[ChatTurn]] = [Future() for _ in views]
+
+        def ask(view: EpisodeView, future: Future[ChatTurn]) -> None:
+            with gate:
+                try:
+                    future.set_result(self._ask(view))
+                except BaseException as exc:  # handed to the caller, which raises all but EndpointError
+                    future.set_exception(exc)
+
+        for view, future in zip(views, futures, strict=True):
+            threading.Thread(target=ask, args=(view, future), name="openai-policy", daemon=True).start()
         out = []
-        for turn in turns:
+        for view, future in zip(views, futures, strict=True):
+            try:
+                turn = future.result()
+            except EndpointError as exc:
+                out.append(Completion((), (), "", "stop", error=str(exc)))
+                continue
+            budget = max(1, min(view.max_new_tokens, self.max_new_tokens))
             if turn.finish == "stop":
                 ids = turn_token_ids(self.tokenizer, turn.text)
             else:  # cut by max_tokens: no terminator was produced
                 ids = list(self.tokenizer(turn.text, add_special_tokens=False)["input_ids"])
+            if len(ids) > budget:  # the server ignored max_tokens: keep what the budget allows
+                ids = ids[:budget]
+                out.append(Completion(tuple(ids), (), self.tokenizer.decode(ids, skip_special_tokens=True), "length"))
+                continue
             out.append(Completion(tuple(ids), (), turn.text, turn.finish))
         return out

@@ -12,7 +12,6 @@ no skill <= 0.10. Aborted episodes (infrastructure) are counted apart as errors 
 
 from __future__ import annotations
 
-import json
 import random
 import tempfile
 from collections import defaultdict
@@ -23,6 +22,7 @@ from typing import Any
 
 from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
+from skillgate_core.benchgen.stats import read_task_rows
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
 from skillgate_core.envs.sandbox import Backend, reap_orphans
 from skillgate_core.envs.scripted_episode import run_scripted_episode
@@ -82,7 +82,7 @@ class CriticalityReport:
 
 def sample_tasks(bench: Path, per_family: int, seed: int = 0) -> list[dict[str, Any]]:
     """`per_family` task rows per family from tasks.jsonl, a seeded draw over all splits."""
-    rows = [json.loads(line) for line in (bench / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_task_rows(bench)
     picked: list[dict[str, Any]] = []
     for family in FAMILY_NAMES:
         members = sorted((r for r in rows if r["family"] == family), key=lambda r: r["task_id"])

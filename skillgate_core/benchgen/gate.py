@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
+from skillgate_core.benchgen.stats import read_task_rows
 from skillgate_core.benchgen.suite import GATE_FILE
 from skillgate_core.benchgen.suite_config import SPLITS
 from skillgate_core.envs.sandbox import Backend
@@ -68,7 +69,7 @@ def gate_suite(bench: Path, mode: GateMode, per_family: int = 2, backend: Backen
                repeats: int = 2, progress: Progress | None = None) -> dict[str, Any]:
     """Gate the chosen tasks of the suite at `bench`; write and return gate.json's content.
     `progress` (tasks gated, tasks chosen) hears of each gated task."""
-    rows = [json.loads(line) for line in (bench / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_task_rows(bench)
     chosen = select_for_gate(rows, mode, per_family)
     reports = check_tasks([bench / r["path"] for r in chosen], backend=backend, repeats=repeats,
                           jobs=jobs, progress=progress) if chosen else []

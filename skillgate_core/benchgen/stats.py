@@ -13,6 +13,7 @@ from typing import Any
 
 from skillgate_core.benchgen.suite import GATE_FILE, suite_digest
 from skillgate_core.benchgen.suite_config import DOMAIN_NAMES, FAMILY_NAMES, SPLITS
+from skillgate_core.safe_paths import check_task_row
 
 __all__ = ["read_task_rows", "suite_stats"]
 
@@ -22,7 +23,10 @@ def read_task_rows(bench: Path) -> list[dict[str, Any]]:
     path = bench / "tasks.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (expected a suite written by `skillgate bench build`)")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for n, row in enumerate(rows, 1):
+        check_task_row(row, source=f"{path} line {n}")  # task_id and path name folders
+    return rows
 
 
 def _table(rows: list[dict[str, Any]], key: str, order: tuple[str, ...]) -> dict[str, dict[str, int]]:

@@ -112,7 +112,8 @@ class BwrapSandbox(Sandbox):
         self.uid = config.sandbox_uid if self.as_root else os.getuid()
         self.gid = config.sandbox_uid if self.as_root else os.getgid()
         self.memory_mb = min(task.config.environment.memory_mb, config.memory_limit_mb)
-        self.workspace_mb = min(task.config.environment.storage_mb, config.workspace_limit_mb)
+        # tmpfs pages are memory: the workspace never holds more than the sandbox may allocate.
+        self.workspace_mb = min(task.config.environment.storage_mb, config.workspace_limit_mb, self.memory_mb)
         self.cgroup: SandboxCgroup | None = None
         self.mounted = False
         self._lock = threading.Lock()

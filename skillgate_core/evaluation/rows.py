@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.evaluation.metrics import OUTCOMES, Trial
+from skillgate_core.safe_paths import UnsafeNameError, check_id
 
 __all__ = [
     "EVAL_TRIALS_FILE",
@@ -93,6 +94,10 @@ def write_eval_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
 
 def _check_row(row: Mapping[str, Any], where: str) -> None:
+    try:  # the protocol id names the report's section folders (tables/NAME/, figures/NAME/)
+        check_id(row["protocol_id"], source=where, field="protocol_id")
+    except UnsafeNameError as exc:
+        raise EvalRowsError(str(exc)) from None
     if row["outcome"] not in OUTCOMES:
         raise EvalRowsError(f"{where}: outcome {row['outcome']!r} is not one of {', '.join(OUTCOMES)}")
     status = row.get("status")

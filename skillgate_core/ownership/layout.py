@@ -29,6 +29,7 @@ from pathlib import Path
 from skillgate_core.atomic_dirs import TMP_PREFIX
 from skillgate_core.ownership.errors import InvalidName
 from skillgate_core.paths import StateLayout
+from skillgate_core.safe_paths import NAME_RULE, is_safe_name
 
 __all__ = [
     "COMPLETE_MARKER",
@@ -55,18 +56,14 @@ LINEAGE_FILE = "lineage.json"
 METRICS_FILE = "metrics.jsonl"
 COMPLETE_MARKER = "COMPLETE"
 
-# Ids become folder names: keep them portable and free of path separators and leading dots.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _CHECKPOINT = re.compile(r"step_(\d{8,})")
 
 
 def check_name(kind: str, value: str | None) -> str:
     """Return `value` if it is a safe folder name, else raise InvalidName naming `kind`."""
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
-        raise InvalidName(
-            f"{kind} {value!r} is not a valid name: use 1-128 characters from [A-Za-z0-9._-], "
-            "starting with a letter or digit"
-        )
+    if not is_safe_name(value):  # ids become folder names: the one rule of safe_paths
+        raise InvalidName(f"{kind} {value!r} is not a valid name: use {NAME_RULE}")
+    assert isinstance(value, str)  # is_safe_name checked it
     return value
 
 

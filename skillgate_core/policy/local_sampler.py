@@ -72,6 +72,9 @@ class Completion:
     """The ids decoded with special tokens removed: the turn's response text."""
     finish: Literal["stop", "length"]
     """stop = a stop token was sampled; length = max_new_tokens was reached."""
+    error: str = ""
+    """Why no turn was produced (a served policy whose endpoint failed): non-empty ends that episode
+    as aborted, an infrastructure error, without touching the others of the batch."""
 
 
 def load_policy(model_dir: str | Path, dtype: torch.dtype | None = None, device: str = "cpu"):

@@ -13,12 +13,20 @@ from it once, by the caller, with the policy tokenizer, only where ids are neede
 POST {base_url}/chat/completions with {model, messages, temperature, max_tokens} and top_p and seed
 when given. 429, 5xx and connection failures are retried with backoff; anything else raises
 EndpointError naming the URL, the status and the start of the body.
+
+The endpoint is not trusted: a reply is read in chunks up to `max_reply_bytes` (never the whole
+body at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
+body that is not UTF-8, not JSON, nested too deep or shaped wrong is an EndpointError, never a raw
+exception (docs/security.md).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +36,21 @@ from typing import Any, Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 
-__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion"]
+__all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
+
+# Which variable's value is sent as the bearer token is a run parameter (a recipe, a deployment's
+# overrides, a CLI flag), so it may only name a key meant for an endpoint: never HOME, a cloud
+# credential or any other secret of the worker's environment (docs/security.md).
+_API_KEY_ENV = re.compile(r"OPENAI_API_KEY|SKILLGATE_[A-Z0-9]+(?:_[A-Z0-9]+)*_API_KEY")
+API_KEY_ENV_RULE = "OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (<NAME>: A-Z, 0-9, single underscores)"
+
+
+def check_api_key_env(name: object, field: str = "api_key_env") -> str:
+    """`name` if it is on the allow-list of key variables, else ValueError naming `field`."""
+    if not isinstance(name, str) or not _API_KEY_ENV.fullmatch(name):
+        raise ValueError(f"{field}: {name!r} may not be sent to an endpoint; expected {API_KEY_ENV_RULE}, "
+                         "set where the worker runs")
+    return name
 
 
 class EndpointError(RuntimeError):
@@ -45,16 +67,23 @@ class OpenAIEndpoint:
     model: str
     """Model name sent with every request."""
     api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the bearer token (unset or empty: no Authorization header)."""
+    """Environment variable holding the bearer token (unset or empty: no Authorization header); only
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env)."""
     timeout_s: PositiveFloat = 600.0
-    """Per-request timeout."""
+    """Per-request timeout: the longest wait for the server to answer or send more bytes."""
     retries: NonNegativeInt = 4
     """Extra attempts after a 429 / 5xx / connection failure."""
+    deadline_s: PositiveFloat = 900.0
+    """Total time of one call, every attempt and the reading of the reply included: a server that
+    drips bytes cannot hold an episode (or a SIGTERM) longer than this."""
+    max_reply_bytes: PositiveInt = 16 * 2**20
+    """Largest reply body read; a longer one is an error, read no further."""
     concurrency: PositiveInt = 16
     """Requests in flight at once (one per active episode, up to this many)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        check_api_key_env(self.api_key_env)
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
         if not self.model:
@@ -81,7 +110,8 @@ class ChatTurn:
     """Wall time, retries included."""
 
 
-def _parse(url: str, data: Any) -> tuple[str, str, Mapping[str, Any]]:
+def _parse(url: str, data: Any) -> tuple[str, str, int, int]:
+    """(text, finish_reason, prompt_tokens, completion_tokens) of a decoded reply."""
     try:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
@@ -90,7 +120,53 @@ def _parse(url: str, data: Any) -> tuple[str, str, Mapping[str, Any]]:
         raise EndpointError(f"{url}: not a chat completion: {json.dumps(data)[:300]}") from None
     if not isinstance(text, str):
         raise EndpointError(f"{url}: message.content is not text: {json.dumps(data)[:300]}")
-    return text, reason, data.get("usage") or {}
+    usage = data.get("usage") or {}
+    counts = [usage.get(k) or 0 for k in ("prompt_tokens", "completion_tokens")] if isinstance(usage, dict) else [None]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise EndpointError(f"{url}: usage is not a pair of token counts: {json.dumps(usage)[:300]}")
+    return text, reason, int(counts[0] or 0), int(counts[1] or 0)
+
+
+def _remaining(deadline: float, url: str, budget: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise EndpointError(f"{url}: no complete reply within the deadline of {budget:g} s")
+    return left
+
+
+def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> bytes:
+    """The body, read in chunks: at most max_reply_bytes, and never past the deadline."""
+    limit, url = endpoint.max_reply_bytes, endpoint.url
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise EndpointError(f"{url}: reply is larger than {limit} bytes (Content-Length {declared})")
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # to shorten its timeout to the deadline
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = _remaining(deadline, url, endpoint.deadline_s)
+        if isinstance(sock, socket.socket):
+            sock.settimeout(min(endpoint.timeout_s, left))
+        chunk = response.read1(65536)
+        if not chunk:
+            if declared is not None and declared.isdigit() and size < int(declared):
+                raise EndpointError(f"{url}: the reply ended early ({size} of {declared} bytes)")
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise EndpointError(f"{url}: reply is larger than {limit} bytes; read no further")
+        chunks.append(chunk)
+
+
+def _decode(url: str, body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EndpointError(f"{url}: the reply is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than Python parses
+        raise EndpointError(f"{url}: the reply is not JSON ({type(exc).__name__}): {text[:200]!r}") from None
 
 
 def chat_completion(
@@ -117,27 +193,39 @@ def chat_completion(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     start = time.perf_counter()
+    deadline = time.monotonic() + endpoint.deadline_s
+    body_bytes = b""
     for attempt in range(endpoint.retries + 1):
         request = urllib.request.Request(endpoint.url, data=payload, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=endpoint.timeout_s) as response:
-                data = json.loads(response.read().decode("utf-8"))
+            timeout = min(endpoint.timeout_s, _remaining(deadline, endpoint.url, endpoint.deadline_s))
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body_bytes = _read_bounded(response, endpoint, deadline)
             break
         except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:300]
+            try:
+                detail = exc.read(300).decode("utf-8", "replace")
+            except (OSError, http.client.HTTPException):
+                detail = ""
             if (exc.code == 429 or exc.code >= 500) and attempt < endpoint.retries:
-                time.sleep(min(30.0, 0.5 * 2**attempt))
+                _backoff(attempt, deadline)
                 continue
             raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        except http.client.IncompleteRead as exc:
+            raise EndpointError(f"{endpoint.url}: the reply ended early ({len(exc.partial)} bytes, "
+                                f"{exc.expected} more expected)") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            if time.monotonic() >= deadline:
+                raise EndpointError(f"{endpoint.url}: no complete reply within the deadline of "
+                                    f"{endpoint.deadline_s:g} s ({exc})") from None
             if attempt < endpoint.retries:
-                time.sleep(min(30.0, 0.5 * 2**attempt))
+                _backoff(attempt, deadline)
                 continue
             raise EndpointError(f"{endpoint.url}: {exc} (after {attempt + 1} attempts)") from exc
-        except json.JSONDecodeError as exc:
-            raise EndpointError(f"{endpoint.url}: the reply is not JSON: {exc}") from exc
-    text, reason, usage = _parse(endpoint.url, data)
-    return ChatTurn(text=text, finish="length" if reason == "length" else "stop",
-                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                    completion_tokens=int(usage.get("completion_tokens") or 0),
-                    seconds=round(time.perf_counter() - start, 3))
+    text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes))
+    return ChatTurn(text=text, finish="length" if reason == "length" else "stop", prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens, seconds=round(time.perf_counter() - start, 3))
+
+
+def _backoff(attempt: int, deadline: float) -> None:
+    time.sleep(max(0.0, min(30.0, 0.5 * 2**attempt, deadline - time.monotonic())))

@@ -37,7 +37,9 @@ SGLANG_RETURN_ORIGINAL_LOGPROB=1 returns pre-temperature values instead (the sam
 temperature 1.0): leave it unset. Server sampling is not seeded per request, so a resumed run does
 not redraw the same tokens.
 
-Errors name the server URL. Only connection failures (the request never reached the server) are
+A server is not trusted to be well-behaved: an answer is read in chunks up to `max_reply_bytes`, a
+request ends at `deadline_s` however slowly bytes arrive, and a malformed answer (not JSON, nested
+too deep, wrong shapes) is an SGLangError. Errors name the server URL. Only connection failures (the request never reached the server) are
 retried; a timeout or an error answer is raised at once, since the server may have acted on it.
 """
 
@@ -95,6 +97,8 @@ class SGLangClient:
         connect_timeout_s: float = 10.0,
         connect_retries: int = 3,
         retry_wait_s: float = 1.0,
+        deadline_s: float = 1800.0,
+        max_reply_bytes: int = 1 << 30,
     ) -> None:
         self.urls = parse_urls(urls)
         self.tokenizer = tokenizer
@@ -102,6 +106,8 @@ class SGLangClient:
         self.timeout_s = timeout_s
         self.connect_retries = connect_retries
         self.retry_wait_s = retry_wait_s
+        self.deadline_s = deadline_s
+        self.max_reply_bytes = max_reply_bytes
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
 
     def close(self) -> None:
@@ -120,7 +126,7 @@ class SGLangClient:
         attempts = self.connect_retries + 1
         for attempt in range(attempts):
             try:
-                response = self._http.request(method, url + path, json=body)
+                response = self._bounded(url, method, path, body)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt + 1 == attempts:
                     raise SGLangError(f"SGLang server {url} is unreachable ({method} {path}, {attempts} attempts): "
@@ -138,11 +144,29 @@ class SGLangClient:
             return response
         raise AssertionError("unreachable")
 
+    def _bounded(self, url: str, method: Literal["GET", "POST"], path: str, body: object) -> httpx.Response:
+        """One exchange whose answer is read in chunks: at most max_reply_bytes, never past deadline_s."""
+        deadline = time.monotonic() + self.deadline_s
+        with self._http.stream(method, url + path, json=body) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():  # decoded: what the answer costs in memory
+                size += len(chunk)
+                if size > self.max_reply_bytes:
+                    raise SGLangError(f"SGLang server {url}: {method} {path} answer is larger than "
+                                      f"{self.max_reply_bytes} bytes; read no further")
+                if time.monotonic() > deadline:
+                    raise SGLangError(f"SGLang server {url}: {method} {path} gave no complete answer within "
+                                      f"the deadline of {self.deadline_s:g} s")
+                chunks.append(chunk)
+            headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length")}
+            return httpx.Response(response.status_code, headers=headers, content=b"".join(chunks),
+                                  request=response.request)
+
     def _json(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None) -> Any:
         response = self._request(url, method, path, body)
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than Python parses
             raise SGLangError(f"SGLang server {url}: {method} {path} answered non-JSON: {response.text[:200]!r}") from exc
 
     def _each(self, fn: Callable[[str], Any], urls: Sequence[str] | None = None) -> list[Any]:
@@ -250,7 +274,9 @@ class SGLangClient:
             ids = tuple(int(t[1]) for t in triples)
             logprobs = tuple(float(t[0]) for t in triples)
             reason = meta.get("finish_reason") or {}
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            expected = meta.get("completion_tokens")
+            output_ids = item.get("output_ids")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise SGLangError(f"SGLang server {url}: malformed /generate answer (was return_logprob honoured?): "
                               f"{exc!r} in {str(item)[:300]}") from exc
         kind = reason.get("type") if isinstance(reason, dict) else None
@@ -261,11 +287,9 @@ class SGLangClient:
         if finish == "stop" and isinstance(matched, int) and (not ids or ids[-1] != matched):
             raise SGLangError(f"SGLang server {url}: finish_reason matched token {matched} but the last "
                               f"sampled token is {ids[-1] if ids else None}")
-        expected = meta.get("completion_tokens")
         if expected is not None and expected != len(ids):
             raise SGLangError(f"SGLang server {url}: completion_tokens = {expected} but "
                               f"{len(ids)} output_token_logprobs")
-        output_ids = item.get("output_ids")
         # Some SGLang versions trim the matched stop token from output_ids; the log-prob triples keep it.
         if output_ids is not None and list(output_ids) not in (list(ids), list(ids[:-1]) if finish == "stop" else None):
             raise SGLangError(f"SGLang server {url}: output_ids {list(output_ids)[:20]} disagree with the "

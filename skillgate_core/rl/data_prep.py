@@ -61,6 +61,7 @@ from skillgate_core.digests import atomic_write_json, tree_manifest
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.profiles import get_profile
+from skillgate_core.safe_paths import UnsafeNameError, check_task_row
 from skillgate_core.skills import SlateError, read_slate, snapshot_digest
 from skillgate_core.skills.aliases import alias_names, renamed_slate
 from skillgate_core.slate_manifest import MANIFEST_FILE, Slate
@@ -139,6 +140,10 @@ def _bench_rows(bench: Path, split: str) -> list[dict[str, Any]]:
         missing = [k for k in ("task_id", "split", "path", "family", "domain") if not isinstance(r.get(k), str)]
         if missing:
             raise RLDataError(f"{index}: row {n} ({r.get('task_id', '?')}): missing {', '.join(missing)}")
+        try:
+            check_task_row(r, source=f"{index} row {n}")  # task_id and path name folders
+        except UnsafeNameError as exc:
+            raise RLDataError(str(exc)) from None
     chosen = sorted((r for r in rows if r["split"] == split), key=lambda r: r["task_id"])
     if not chosen:
         splits = sorted({str(r.get("split")) for r in rows})

@@ -18,6 +18,7 @@ from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.data_prep import OUTPUT_FILE
 from skillgate_core.rl.rollouts import RLTask
+from skillgate_core.safe_paths import UnsafeNameError, check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import renamed_slate, write_renamed_skills
 from skillgate_core.slate_manifest import is_skill_name
@@ -41,7 +42,11 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
         raise RLTasksError(f"{table}: missing; expected the output of the rl-data-prep stage")
     tasks = []
     expected = tokenizer_digest(policy_dir) if policy_dir is not None else None
-    for row in read_rows(table):
+    for n, row in enumerate(read_rows(table)):
+        try:  # both name paths (scratch/TASK_ID, bench/TASK_PATH): checked before either is used
+            check_task_row(row, source=f"{table} row {n}", path_field="task_path")
+        except UnsafeNameError as exc:
+            raise RLTasksError(str(exc)) from None
         where = f"{table} task {row['task_id']}"
         if expected is not None and row["tokenizer_digest"] != expected:
             raise RLTasksError(f"{where}: rendered with tokenizer {row['tokenizer_digest'][:12]}, but the policy "

@@ -244,3 +244,49 @@ def test_static_checks_and_client_errors(tmp_path: Path, endpoint):
     server = endpoint({})
     with pytest.raises(EndpointError, match="HTTP 400"):
         ChatClient(base_url=server.url, model="m", retries=0).chat([{"role": "system", "content": "ROLE: builder"}])
+
+
+def test_a_builder_cannot_write_outside_its_package_even_when_every_round_fails(tmp_path: Path, skill_dir: Path,
+                                                                                  endpoint):
+    """Paths from the endpoint are checked before anything is written, whatever the round's outcome:
+    an absolute or '../' path is a malformed reply (back to the builder), never a file on the host."""
+    outside = tmp_path / "outside"
+    hostile = {**GOOD, "../../escape.sh": "#!/bin/sh\necho pwned\n", f"{outside}/abs.sh": "#!/bin/sh\necho pwned\n"}
+    server = endpoint({"fit-check": [reply({"fit": True, "reason": "ok"})],
+                       "builder": [reply({"files": hostile}), reply({"files": {**hostile, "a/./../../b.sh": "x"}})]})
+    out = tmp_path / "out"
+    (record,) = generate_from_skill(skill_dir, ChatClient(base_url=server.url, model="scripted"), out,
+                                    SkillGymConfig(structures=("procedural",), **{**CONFIG, "max_repairs": 1}))
+    assert record.verdict == "unresolved" and record.rounds == 2
+    assert "expected a relative path inside" in record.history[0]
+    assert not outside.exists() and not (tmp_path / "escape.sh").exists() and not (out.parent / "escape.sh").exists()
+    assert not list(tmp_path.rglob("escape.sh")) and not list(tmp_path.rglob("abs.sh"))
+
+
+def test_write_files_inside_checks_every_path_first_and_never_follows_a_link(tmp_path: Path):
+    from skillgate_core.safe_paths import UnsafeNameError, write_files_inside
+
+    folder, target = tmp_path / "pkg", tmp_path / "target"
+    target.mkdir()
+    for bad in ("/etc/x", "../x", "a/../../x", "", "a//b", "./a", "a\\..\\b"):
+        with pytest.raises(UnsafeNameError, match="expected a relative path inside"):
+            write_files_inside(folder, {"ok.txt": "fine", bad: "x"}, source="reply")
+        assert not (folder / "ok.txt").exists()  # nothing written before every path is checked
+    folder.mkdir(exist_ok=True)
+    (folder / "tests").symlink_to(target)
+    with pytest.raises(UnsafeNameError, match="a link"):
+        write_files_inside(folder, {"tests/test.sh": "x"}, source="reply")
+    assert list(target.iterdir()) == []
+    written = write_files_inside(tmp_path / "pkg2", {"tests/test.sh": "#!/bin/sh\n", "a/b.txt": "b"}, source="reply",
+                                 executable=lambda rel: rel.endswith(".sh"))
+    assert sorted(p.relative_to(tmp_path / "pkg2").as_posix() for p in written) == ["a/b.txt", "tests/test.sh"]
+    assert (tmp_path / "pkg2" / "tests" / "test.sh").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "pkg2" / "a" / "b.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_colliding_paths_are_a_repair_round_not_a_crash(tmp_path: Path, skill_dir: Path, endpoint):
+    colliding = {**GOOD, "tests/test.sh/inner": "x"}
+    server = endpoint({"fit-check": [reply({"fit": True, "reason": "ok"})], "builder": [reply({"files": colliding})]})
+    (record,) = generate_from_skill(skill_dir, ChatClient(base_url=server.url, model="scripted"), tmp_path / "out",
+                                    SkillGymConfig(structures=("procedural",), **{**CONFIG, "max_repairs": 0}))
+    assert record.verdict == "unresolved" and "collides" in record.history[0]

@@ -222,3 +222,19 @@ def test_cli_gc(bwrap_ready):
 
     result = CliRunner().invoke(app, ["task", "gc"])
     assert result.exit_code == 0 and "bubblewrap session(s)" in result.output
+
+
+def test_the_bwrap_workspace_tmpfs_is_never_larger_than_the_memory_limit(bwrap_ready, make_task):
+    """tmpfs pages are memory: a workspace larger than the sandbox's memory limit would let an agent
+    take more memory by writing files than by allocating it."""
+    from skillgate_core.envs.sandbox import start_sandbox
+    from skillgate_core.envs.sandbox_config import SandboxConfig
+
+    task = make_task(toml="[environment]\nmemory_mb = 256\nstorage_mb = 4096\n", task_id="small-memory")
+    box = start_sandbox(task, backend="bwrap", config=SandboxConfig(workspace_limit_mb=2048, memory_limit_mb=4096))
+    try:
+        result = box.exec("df -Pk /app | tail -1")
+        size_mb = int(result.stdout.split()[1]) // 1024
+    finally:
+        box.stop()
+    assert size_mb <= 256 + 2, result.stdout

@@ -294,3 +294,16 @@ def test_training_files_other_than_training_rows_are_listed_as_ignored(tmp_path)
     (rows / "metrics.jsonl").write_text('{"step": 0, "profile": "p"}\n{"step": 1}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl row 2: missing key\(s\) profile"):
         build_paper(rows, tmp_path / "out")
+
+
+@pytest.mark.parametrize("protocol_id", ["../../escaped__mixed__r4__3fa2c01b9e", "/tmp/abs__mixed__r4__3fa2c01b9e",
+                                         "..", "a/b"])
+def test_a_protocol_id_that_would_name_a_path_outside_the_report_is_refused(tmp_path: Path, protocol_id: str):
+    """Protocol ids come from the rows read: they are checked before they name a section folder."""
+    rows = [{**r, "protocol_id": protocol_id} for r in synthetic_rows()["mixed_task_reward"]]
+    write_eval_rows(rows, tmp_path / "rows" / "m" / EVAL_TRIALS_FILE)
+    out = tmp_path / "deep" / "er" / "paper"
+    with pytest.raises(EvalRowsError, match=r"eval_trials.parquet row 0: protocol_id .* cannot name a folder"):
+        build_paper(tmp_path / "rows", out)
+    assert not out.exists() and not (tmp_path / "deep" / "escaped__mixed__r4").exists()
+    assert not [p for p in tmp_path.rglob("*.md")]

@@ -144,3 +144,22 @@ def test_cli_reports_a_zero_head_count_without_a_traceback(tmp_path):
     proc = run_skillgate("run", "demo", "inputs.nothing=/tmp", home=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "inputs.nothing: no stage of recipe 'demo' takes role 'nothing'" in proc.stderr
+
+
+@pytest.mark.parametrize("cls", _all_configs(), ids=lambda c: c.__name__)
+def test_nan_and_inf_are_refused_by_every_float_range(cls):
+    hints = typing.get_type_hints(cls)
+    for name in field_ranges(cls):
+        if hints[name] is int:
+            continue
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            with pytest.raises(ValueError, match=rf"^{name}: expected a finite float .*, got {bad!r}"):
+                cls(**{name: bad})
+
+
+@pytest.mark.parametrize("literal", ["nan", "inf", "-inf"])
+def test_a_non_finite_override_is_refused_before_execute(literal):
+    with pytest.raises(ConfigError, match=r"^command line: collect.misleading_rate: expected a finite float"):
+        resolve_recipe(find_recipe("demo", RECIPES), [f"collect.misleading_rate={literal}"])
+    with pytest.raises(ConfigError, match=r"^command line: sft.learning_rate: expected a finite float"):
+        resolve_recipe(find_recipe("demo", RECIPES), [f"sft.learning_rate={literal}"])

@@ -61,3 +61,37 @@ def test_a_config_that_is_not_reusable_always_runs_in_a_folder_of_its_own(fake: 
     two = pipeline.run_stage(fake, FakeConfig(resume="exp-1"), {}, layout)
     assert (one.reused, two.reused, len(CALLS)) == (False, False, 3)
     assert len({first.out_dir, one.out_dir, two.out_dir}) == 3
+
+
+RACE: list[str] = []
+
+
+def racing_stage(config: FakeConfig, inputs: dict, out_dir: Path) -> StageOutput:
+    """Nondeterministic output; the first call runs an identical second run to the end inside it,
+    so the second publishes first and the first loses the race at its own publish."""
+    import secrets
+
+    (out_dir / "report").mkdir()
+    (out_dir / "report" / "bytes.bin").write_bytes(secrets.token_bytes(32))
+    if not RACE:
+        RACE.append("winner")
+        RACE.append(pipeline.run_stage("racing", config, {}, state_layout()).out_dir)
+    return StageOutput(outputs={"thing": out_dir / "report"}, metrics={})
+
+
+def test_the_loser_of_two_identical_runs_takes_the_winners_record(monkeypatch: pytest.MonkeyPatch,
+                                                                     skillgate_home: Path):
+    from skillgate_core.digests import path_sha256
+
+    spec = StageSpec(name="racing", summary="", inputs=(), outputs=("thing",), config=f"{__name__}:FakeConfig",
+                     entrypoint=f"{__name__}:racing_stage")
+    monkeypatch.setattr(pipeline, "get_stage", lambda name: spec)
+    RACE.clear()
+    loser = pipeline.run_stage("racing", FakeConfig(), {}, state_layout())
+    final = Path(loser.out_dir)
+    assert RACE[1] == loser.out_dir
+    # what the loser reports is what lies in the folder: verify finds no drift
+    assert loser.output_digests["thing"] == path_sha256(final / "report")
+    winner = pipeline.finished_run("racing", FakeConfig(), {}, state_layout())
+    assert loser == winner and loser.reused  # the winner's record, as a reuse of its folder
+    assert [p.name for p in final.parent.iterdir()] == [final.name]  # the loser's temp folder is gone

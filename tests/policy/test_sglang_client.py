@@ -198,3 +198,62 @@ def test_urls_are_parsed_and_checked():
         parse_urls(" , ")
     with pytest.raises(ValueError, match="must start with http"):
         parse_urls("a:30000")
+
+
+class _Hostile:
+    """A real HTTP server answering every request with `mode`: huge (100 MB), drip, deep (nested JSON)."""
+
+    def __init__(self, mode: str) -> None:
+        from http.server import BaseHTTPRequestHandler
+
+        from background_server import BackgroundServer
+
+        stop = self.stop = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                try:
+                    if mode == "deep":
+                        body = b"[" * 100_000 + b"]" * 100_000
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
+                    self.end_headers()
+                    for _ in range(100 if mode == "huge" else 600):
+                        if mode == "drip" and stop.wait(0.1):
+                            return
+                        self.wfile.write(b" " * (2**20 if mode == "huge" else 1))
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = BackgroundServer(Handler)
+
+    def __enter__(self) -> str:
+        self.server.__enter__()
+        host, port = self.server.address
+        return f"http://{host}:{port}"
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.server.__exit__(*exc)
+
+
+@pytest.mark.parametrize(("mode", "message"), [("huge", "larger than 4194304 bytes"),
+                                               ("drip", "within the deadline of 1.5 s"), ("deep", "non-JSON")])
+def test_a_hostile_server_costs_bounded_bytes_and_time_and_a_clear_error(tok, mode: str, message: str):
+    import time
+
+    with _Hostile(mode) as url:
+        client = SGLangClient(url, tok, timeout_s=30.0, deadline_s=1.5, max_reply_bytes=4 * 2**20)
+        started = time.monotonic()
+        with pytest.raises(SGLangError, match=message):
+            client.generate([[1, 2, 3]], SamplingConfig(max_new_tokens=4))
+        assert time.monotonic() - started < 5

@@ -259,3 +259,20 @@ def test_a_tampered_renaming_is_refused(bench, policy, tmp_path):
     write_rows(rows, tmp_path / "bad.parquet", schema=rl_data_schema())
     with pytest.raises(RLTasksError, match="skill_aliases must map exactly"):
         load_rl_tasks(tmp_path / "bad.parquet", bench, tmp_path / "scratch")
+
+
+@pytest.mark.parametrize(("field", "value"), [("task_id", "../../planted"), ("task_id", "/tmp/abs"),
+                                              ("task_path", "../outside-bench"), ("task_path", "/etc")])
+def test_ids_and_paths_of_the_table_are_checked_before_they_name_a_path(bench, policy, tmp_path, field, value):
+    """A task id of the table becomes a scratch folder, task_path a package under the bench: both are
+    refused (naming the file and the field) before anything is created outside their folders."""
+    from skillgate_core.parquet_rows import read_rows, write_rows
+    from skillgate_core.rl.rl_tasks import RLTasksError, load_rl_tasks
+
+    rows = read_rows(prep(bench, policy, tmp_path / "rl"))
+    rows[0][field] = value
+    write_rows(rows, bad := tmp_path / "deep" / "bad.parquet", schema=rl_data_schema())
+    scratch = tmp_path / "deep" / "scratch"
+    with pytest.raises(RLTasksError, match=f"bad.parquet.*{field}"):
+        load_rl_tasks(bad, bench, scratch)
+    assert not (tmp_path / "planted").exists() and not scratch.exists()

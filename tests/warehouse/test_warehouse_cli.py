@@ -80,3 +80,23 @@ def test_the_training_curve_by_sql(scenario: Scenario):
     assert res.exit_code == 0, res.output
     assert [(r["step"], r["segment_id"]) for r in json.loads(res.output)] == [
         (9, "exp-1/seg-a"), *((k, "exp-1/seg-b") for k in range(10, 20))]
+
+
+def test_sql_csv_and_json_print_every_row_and_a_cut_table_says_so(scenario: Scenario):
+    query = "select * from range(2500) t(i)"
+    res = runner.invoke(app, ["sql", query, "-f", "csv"])
+    assert res.exit_code == 0 and res.stdout.split()[1:] == [str(i) for i in range(2500)]
+    res = runner.invoke(app, ["sql", query, "-f", "json"])
+    assert len(json.loads(res.stdout)) == 2500
+    res = runner.invoke(app, ["sql", query, "-f", "csv", "--limit", "10"])
+    assert res.stdout.split()[1:] == [str(i) for i in range(10)]
+    assert "10 of 2500 rows" in res.stderr and "--limit 0" in res.stderr
+
+
+def test_sql_prints_agent_text_without_its_terminal_escapes(scenario: Scenario):
+    hostile = ("'ok' || chr(27) || '[2J' || chr(27) || ']8;;http://evil' || chr(7) || 'link' || chr(13) "
+               "|| 'fake line' || chr(155) || '31m' || chr(10) || 'second' || chr(9) || 'tab'")
+    for fmt in ("table", "vertical", "csv", "json"):
+        res = runner.invoke(app, ["sql", f"select {hostile} as s", "-f", fmt])
+        assert res.exit_code == 0, res.output
+        assert not any(c in res.stdout for c in ("\x1b", "\x07", "\r", "\x9b")), (fmt, res.stdout)

@@ -34,6 +34,7 @@ from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Ve
 from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import path_sha256
 from skillgate_core.policy.openai_chat import EndpointError
+from skillgate_core.safe_paths import UnsafeNameError, write_files_inside
 
 if TYPE_CHECKING:
     from skillgate_core.envs.sandbox import Backend
@@ -98,12 +99,9 @@ def oracle_only_slate(task_id: str, skill: str, description: str) -> dict:
 def _write(folder: Path, files: dict[str, str], skill: str, description: str) -> None:
     if folder.exists():
         shutil.rmtree(folder)
-    for rel, text in sorted(files.items()):
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if rel.endswith(".sh"):
-            path.chmod(0o755)
+    # Paths from the endpoint: checked (parse_build did too) and written without following a link.
+    write_files_inside(folder, files, source=f"builder reply for {folder.name}",
+                       executable=lambda rel: rel.endswith(".sh"))
     if "skills.json" not in files:
         manifest = oracle_only_slate(folder.name, skill, description)
         (folder / "skills.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -181,7 +179,11 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
             return record("unresolved", f"builder call failed: {exc}", rounds, "", history)
         feedback = static_problems(files, name)
         if not feedback:
-            _write(work, files, name, description)
+            try:
+                _write(work, files, name, description)
+            except UnsafeNameError as exc:  # e.g. 'a' and 'a/b' both named: back to the builder
+                feedback = [str(exc)]
+        if not feedback:
             valid, why = gate(work)
             feedback = [] if valid else [why]
         if not feedback:
@@ -200,7 +202,12 @@ def _one_structure(name: str, description: str, skill_md: str, structure: str, c
         history.append(f"round {rounds}: " + " | ".join(feedback))
     target = out / "unresolved" / task_id
     if files is not None:
-        _write(target, files, name, description)
+        try:
+            _write(target, files, name, description)
+        except UnsafeNameError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            history.append(f"kept without its files: {exc}")
         reason = history[-1] if history else "no package"
         (target / "reason.json").write_text(json.dumps({"reason": reason, "history": history}, indent=2) + "\n",
                                             encoding="utf-8")

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from skillgate_core.safe_paths import UnsafeNameError, check_relative_path
+
 __all__ = ["FitVerdict", "ReplyError", "ReviewVerdict", "parse_build", "parse_fit", "parse_review"]
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
@@ -64,6 +66,11 @@ def parse_build(text: str) -> dict[str, str]:
     bad = [k for k, v in files.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
         raise ReplyError(f"builder: files[{bad[0]!r}]: expected a string of file text")
+    for path in files:  # before anything is written, whatever the round's outcome
+        try:
+            check_relative_path(path, source="builder reply")
+        except UnsafeNameError as exc:
+            raise ReplyError(str(exc)) from None
     return dict(files)
 
 
