@@ -57,6 +57,7 @@ __all__ = [
     "AssistantTurn",
     "SpanReport",
     "decode_with_offsets",
+    "special_token_strings",
     "detect_selection_spans",
 ]
 
@@ -226,6 +227,16 @@ def normalise_tool_name(name: str) -> str:
     return name.lower().rsplit(".", 1)[-1]
 
 
+def special_token_strings(tokenizer: Any) -> list[str]:
+    """Every token text that `decode(skip_special_tokens=True)` drops (what a sampler's text omits), longest
+    first: the named special tokens and every added token marked special. The named list alone depends on
+    how the tokenizer was loaded (SmolLM2's GGUF read by transformers 5.17 names <|im_start|> as eos and
+    leaves <|im_end|> out of it), the added tokens' flags do not."""
+    names = set(getattr(tokenizer, "all_special_tokens", []) or [])
+    names |= {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+    return sorted((n for n in names if n), key=len, reverse=True)
+
+
 def _trailing_special_tokens(tokenizer: Any, ids: Sequence[int]) -> list[int]:
     """Indices of the maximal run of special tokens that ends the turn (its terminator)."""
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
@@ -311,7 +322,7 @@ def detect_selection_spans(
     """
     if opens is None:
         return _spans_from_call_text(turns, tokenizer, gold_name=gold_name, slate=slate)
-    specials = sorted(getattr(tokenizer, "all_special_tokens", []) or [], key=len, reverse=True)
+    specials = special_token_strings(tokenizer)
     checked = parse_mismatch = span_mismatch = align_mismatch = 0
     usable: dict[int, Sequence[ToolCall]] = {}
     for turn_index, turn in enumerate(turns):
@@ -394,7 +405,7 @@ def _spans_from_call_text(
     slate: Mapping[str, str],
 ) -> SpanReport:
     """Records without observed opens: reads judged by the call texts (the rule before opens were observed)."""
-    specials = sorted(getattr(tokenizer, "all_special_tokens", []) or [], key=len, reverse=True)
+    specials = special_token_strings(tokenizer)
     actions: list[SelectionAction] = []
     checked = parse_mismatch = span_mismatch = align_mismatch = 0
     for turn_index, turn in enumerate(turns):

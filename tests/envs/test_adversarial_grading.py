@@ -161,12 +161,14 @@ def test_a_background_job_cannot_write_after_the_final_answer(backend: str, task
     test_sh = ("mkdir -p /logs/verifier; if [ -e /app/late.txt ] || [ -e /app/late2.txt ]; then echo 1; else echo 0; fi "
                "> /logs/verifier/reward.txt\n")
     task = task_of(backend, test_sh=test_sh, task_id="late-writer")
-    writers = [{"command": "nohup setsid sh -c 'sleep 3; echo late > /app/late2.txt' >/dev/null 2>&1 & echo started"}]
+    writers = [{"command": "nohup setsid sh -c 'sleep 8; echo late > /app/late2.txt' >/dev/null 2>&1 & echo started"}]
     if backend == "docker":  # background jobs exist on Docker only (bubblewrap: an error saying so)
-        writers.append({"command": "sleep 3; echo late > /app/late.txt", "background": True})
+        writers.append({"command": "sleep 8; echo late > /app/late.txt", "background": True})
     specs = [EpisodeSpec(task, None, repeat=i) for i in range(2)]
-    # Episode 0 answers on turn 1 (about 1 s in); episode 1 keeps the batch going until about 6 s.
-    policy = _ScriptedPolicy(tokenizer, [[writers], [[{"command": "sleep 1"}], [{"command": "sleep 5"}]]])
+    # Episode 0 answers on turn 1 (its writers' turn takes 2-3 s on Docker: measured 2026-12-01, the shell
+    # returns ~2 s after a detached job starts, the background call ~1 s); they write at 8 s; episode 1 keeps
+    # the batch going until about 12 s, so a write that was not stopped lands before grading.
+    policy = _ScriptedPolicy(tokenizer, [[writers], [[{"command": "sleep 1"}], [{"command": "sleep 11"}]]])
     config = EpisodeConfig(max_turns=4, backend=backend, workers=2)  # type: ignore[arg-type]
     done = run_episodes(specs, policy, tokenizer, config, sandbox_config=LIMITS)
     assert done[0].status == "completed", done[0].verifier_detail
