@@ -333,7 +333,7 @@ def _export(engine: Any, job: GRPOJob, step: int, tokenizer: Any) -> dict[str, A
             tokenizer.save_pretrained(tmp)
 
         lineage = {"init_model": job.model_dir, "rl_data": job.rl_data, "bench": job.bench,
-                   "profile": job.config.profile, "config": asdict(job.config)}
+                   "profile": job.config.profile, "variant": job.config.variant, "config": asdict(job.config)}
         rec = build_export(Path(job.experiments_root), job.experiment_id, export_id_for(step), run_name=job.run_name,
                            step=step, write=write, lineage=lineage)
         record = {"export_id": rec.export_id, "path": rec.path, "weights_sha256": rec.weights_sha256, "step": step}
