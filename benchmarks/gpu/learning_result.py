@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -393,9 +394,10 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
 def _salvage_training(run: Run, profile: str) -> None:
     """The newest segment of this arm's experiment in the home (a GRPO stage that did not finish): its
     metrics rows as training/<profile>/ and in the JSON, marked incomplete."""
-    prefix = "grpo-" + profile.replace("_", "-") + "-"
+    # grpo-PROFILE-HASH: not a labelled variant's grpo-PROFILE-VARIANT-HASH
+    own = re.compile("grpo-" + re.escape(profile.replace("_", "-")) + "-[0-9a-f]{10}")
     segments = [m.parent for m in (run.home / "experiments").glob("*/segments/*/metrics.jsonl")
-                if m.parents[2].name.startswith(prefix)]
+                if own.fullmatch(m.parents[2].name)]
     if not segments:
         return
     newest = max(segments, key=lambda d: (d / "metrics.jsonl").stat().st_mtime)

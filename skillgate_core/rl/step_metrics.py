@@ -29,6 +29,7 @@ played; rows without the key (schema 1) held them over the accepted groups only.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -197,7 +198,8 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "normaliser": normaliser,
         "trained": trained,
         "optimizer_step_taken": update is not None,
-        "grad_norm": update.grad_norm if update is not None else None,
+        # DeepSpeed reports no norm on some paths (StepStats: nan); JSON gets null, not NaN
+        "grad_norm": update.grad_norm if update is not None and math.isfinite(update.grad_norm) else None,
         "learning_rate": update.lr if update is not None else None,
         "policy_task": total("policy_task") if trained else None,
         "policy_selector": policy_selector,
