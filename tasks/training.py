@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 ARTIFACT_COLUMNS = (
     "step", "reward", "success_rate", "oracle_read_rate", "misleading_read_rate", "clean_oracle_rate",
+    "accepted_success_rate", "groups_drawn", "groups_accepted", "optimizer_steps", "grad_norm", "learning_rate",
     "selector_active_fraction", "task_token_mass", "selector_token_mass", "selection_token_share", "kl", "loss",
     "clip_fraction", "rollout_tokens_per_s", "train_tokens_per_s", "time_generate_s", "time_env_s", "time_train_s",
     "time_sync_s", "time_step_s",

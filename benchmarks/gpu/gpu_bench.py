@@ -397,8 +397,8 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
                 ones, zeros = np.ones(len(c.token_ids)), np.zeros(len(c.token_ids))
                 samples.append(CreditedSample(f"prompt{k}", tuple(batch[k * g + j]), tuple(c.token_ids), ones,
                                               np.full(len(c.token_ids), adv[j]), zeros, ones, zeros))
-    _, losses = update_policy(engine, None, samples, state["loss"], cfg, pad_token_id=tok.pad_token_id or 0,
-                              device=state["device"], timer=timer)
+    _, losses, _ = update_policy(engine, None, samples, state["loss"], cfg, pad_token_id=tok.pad_token_id or 0,
+                                 device=state["device"], timer=timer)
     with timer.phase("sync"):
         refresh_replica(replica, engine)
     wall = time.perf_counter() - start

@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -141,7 +142,13 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                zero_stage=2,
                                learning_rate=5e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
                                episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
-                               max_rejected_groups=8, force_after_groups=4, backend="bwrap", seed=0),
+                               # forced acceptance as the method says (64 groups / 300 samples: with G = 8 the
+                               # samples rule forces after 38 rejected groups), and one safety cap for every arm
+                               # above it: 2026-12-01 (6d9a5b6) max_rejected_groups 8 with forcing after 4 gave
+                               # mixed_task_reward 16 optimizer steps and each selector arm 4. A step that hits
+                               # the cap with nothing accepted takes no optimizer step; the rows count them
+                               # (optimizer_step_taken, optimizer_steps), and so does the driver's JSON
+                               max_rejected_groups=64, backend="bwrap", seed=0),
             # 2026-11-30 (part a): one lockstep batch of 32 trials of the SFT policy took 97 s (turns up to 1,024
             # tokens): 280 trials at 32 would be ~14 min. 140 a batch (2 batches) is sized on memory (KV ~18 GB,
             # prefill mask ~7 GB), not measured yet
@@ -387,9 +394,10 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
 def _salvage_training(run: Run, profile: str) -> None:
     """The newest segment of this arm's experiment in the home (a GRPO stage that did not finish): its
     metrics rows as training/<profile>/ and in the JSON, marked incomplete."""
-    prefix = "grpo-" + profile.replace("_", "-") + "-"
+    # grpo-PROFILE-HASH: not a labelled variant's grpo-PROFILE-VARIANT-HASH
+    own = re.compile("grpo-" + re.escape(profile.replace("_", "-")) + "-[0-9a-f]{10}")
     segments = [m.parent for m in (run.home / "experiments").glob("*/segments/*/metrics.jsonl")
-                if m.parents[2].name.startswith(prefix)]
+                if own.fullmatch(m.parents[2].name)]
     if not segments:
         return
     newest = max(segments, key=lambda d: (d / "metrics.jsonl").stat().st_mtime)
@@ -406,9 +414,16 @@ def _keep_training(run: Run, profile: str, training: Path) -> None:
             shutil.copy2(training / name, target / name)
     rows = [json.loads(x) for x in (training / "metrics.jsonl").read_text().splitlines() if x.strip()]
     keys = ("reward", "success_rate", "oracle_read_rate", "misleading_read_rate", "clean_oracle_rate",
-            "selector_active_fraction", "loss", "kl", "time_step_s", "time_generate_s", "time_env_s", "time_train_s",
-            "rollout_tokens_per_s", "trained", "groups", "episodes_played", "rejected", "forced_groups")
+            "accepted_success_rate", "accepted_clean_oracle_rate", "selector_active_fraction", "loss", "kl",
+            "policy_selector", "selector_loss_term", "task_gradient_mass", "selector_gradient_mass", "grad_norm",
+            "learning_rate", "optimizer_step_taken", "optimizer_steps", "time_step_s", "time_generate_s",
+            "time_env_s", "time_train_s", "rollout_tokens_per_s", "trained", "groups", "groups_drawn",
+            "groups_accepted", "groups_rejected", "episodes_played", "rejected", "rejection_details", "forced_groups",
+            "selector_only_groups", "zero_variance_all_fail", "zero_variance_all_pass", "variant")
     run.result.setdefault("training", {})[profile] = [{k: r.get(k) for k in ("step", *keys)} for r in rows]
+    # steps whose groups were all rejected take no optimizer step: what each arm really trained on
+    run.result.setdefault("optimizer_steps", {})[profile] = sum(
+        bool(r.get("optimizer_step_taken", r.get("trained"))) for r in rows)
     run.save()
 
 

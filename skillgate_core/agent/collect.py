@@ -33,7 +33,12 @@ from skillgate_core.agent.episode import (  # names, not logic: one imported nam
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
-from skillgate_core.credit.spans import AssistantTurn, SpanReport, detect_selection_spans
+from skillgate_core.credit.spans import (
+    AssistantTurn,
+    SpanReport,
+    detect_selection_spans,
+    first_mention_identity,
+)
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.parquet_rows import write_rows
@@ -133,8 +138,9 @@ def collect_policy(config: CollectConfig, tokenizer) -> Policy:
                         name=f"openai:{config.teacher_model}")
 
 
-def trajectory_span_report(trajectory: Trajectory, tokenizer) -> SpanReport:
-    """Selection-span detection (METHOD.md 4) over one trajectory's assistant turns."""
+def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: bool = False) -> SpanReport:
+    """Selection-span detection (METHOD.md 4) over one trajectory's assistant turns. first_mention: the
+    labelled variant identity_first_mention (credit.spans.first_mention_identity), never the default."""
     turns = [
         AssistantTurn(
             response_text=t.text,
@@ -146,8 +152,9 @@ def trajectory_span_report(trajectory: Trajectory, tokenizer) -> SpanReport:
         for t in trajectory.turns
     ]
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
-    return detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
-                                  opens=trajectory.skill_opens)
+    report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
+                                    opens=trajectory.skill_opens)
+    return first_mention_identity(report, turns, tokenizer) if first_mention else report
 
 
 def span_report(trajectory: Trajectory, tokenizer) -> dict:

@@ -53,11 +53,22 @@ class LocalPolicy:
         self._calls = 0
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
-        budget = min(v.max_new_tokens for v in views)
-        cfg = replace(self.sampling, max_new_tokens=min(budget, self.sampling.max_new_tokens),
-                      seed=self.sampling.seed + self._calls)
+        # Each episode keeps its own budget, min(view.max_new_tokens, sampling.max_new_tokens), as in
+        # SGLangPolicy: the batch samples to the longest one and each row is cut at its own limit, which is
+        # exactly the sample a call with that row's limit would draw (the tokens before the cut are
+        # unchanged), so an episode near its context limit no longer shortens the others' turns.
+        budgets = [max(1, min(v.max_new_tokens, self.sampling.max_new_tokens)) for v in views]
+        cfg = replace(self.sampling, max_new_tokens=max(budgets), seed=self.sampling.seed + self._calls)
         self._calls += 1
-        return sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+        completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+        return [self._cut(c, b) for c, b in zip(completions, budgets, strict=True)]
+
+    def _cut(self, completion: Completion, budget: int) -> Completion:
+        if len(completion.token_ids) <= budget:
+            return completion
+        ids = completion.token_ids[:budget]
+        return replace(completion, token_ids=ids, logprobs=completion.logprobs[:budget],
+                       text=self.tokenizer.decode(list(ids), skip_special_tokens=True), finish="length")
 
 
 class SGLangPolicy:

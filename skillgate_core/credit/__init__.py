@@ -48,7 +48,13 @@ from skillgate_core.credit.spans import (
     detect_selection_spans,
     normalise_tool_name,
 )
-from skillgate_core.credit.weights import TokenWeightError, TokenWeights, per_token_advantages, token_weights
+from skillgate_core.credit.weights import (
+    TokenWeightError,
+    TokenWeights,
+    episode_credit_problem,
+    per_token_advantages,
+    token_weights,
+)
 
 __all__ = [
     "AssistantTurn",
@@ -71,6 +77,7 @@ __all__ = [
     "clean_oracle_utility",
     "count_rejections",
     "dynamic_filter",
+    "episode_credit_problem",
     "episode_label",
     "first_oracle_utility",
     "hybrid_regret_shift",

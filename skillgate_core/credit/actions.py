@@ -91,6 +91,9 @@ class SelectionAction:
     """Response tokens overlapping the whole `<tool_call>...</tool_call>`; masked out of task credit."""
     identity_token_indices: tuple[int, ...]
     """Response tokens overlapping only the skill name where the call writes it; the only carriers of selector credit."""
+    first_mention: bool = False
+    """True under the labelled variant identity_first_mention: the identity tokens are the FIRST mention
+    of the name in the turn (in <skill_reasoning> or the call), so they may lie before the call."""
 
     def __post_init__(self) -> None:
         # Fail at construction rather than let a malformed span reach the weights: span detection
@@ -108,7 +111,7 @@ class SelectionAction:
                 raise ValueError(f"{name} holds a negative index: {indices}")
         if not self.identity_token_indices:
             raise ValueError("identity_token_indices must be non-empty")
-        if not set(self.identity_token_indices) <= set(self.call_token_indices):
+        if not self.first_mention and not set(self.identity_token_indices) <= set(self.call_token_indices):
             raise ValueError(
                 "identity tokens must be a subset of call tokens: "
                 f"{self.identity_token_indices} not within {self.call_token_indices}"

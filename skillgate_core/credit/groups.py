@@ -74,7 +74,10 @@ class EpisodeEvidence:
     alignment_mismatch: int = 0
     """Turns whose decoded ids do not reproduce the response text (METHOD.md 4.5)."""
     credit_ok: bool = True
-    """False when computing this episode's credit (spans, actions, weights) raised."""
+    """False when this episode's credit cannot be computed: its read actions break a token-weight rule
+    (`credit.weights.episode_credit_problem`), checked before the filter so the group is resampled."""
+    credit_detail: str = ""
+    """What broke, when credit_ok is False."""
 
 
 @dataclass(frozen=True)
@@ -89,16 +92,21 @@ class GroupVerdict:
     """Human-readable evidence: which episode, which counter, which value."""
     forced: bool = False
     """True when a zero-variance group was accepted only by the plain profiles' forced acceptance."""
+    selector_only: bool = False
+    """True when a zero-variance group was kept for the selector stream only (task advantages 0): the
+    labelled variant selector_on_zero_variance, never the method's default."""
 
     def __post_init__(self) -> None:
         if self.accepted != (self.reason is None):
             raise ValueError("an accepted verdict has no reason; a rejected one must have one")
-        if self.forced and not self.accepted:
-            raise ValueError("only an accepted verdict can be forced")
+        if (self.forced or self.selector_only) and not self.accepted:
+            raise ValueError("only an accepted verdict can be forced or kept for the selector only")
 
 
 _ACCEPT = GroupVerdict(accepted=True)
 _FORCED = GroupVerdict(accepted=True, forced=True, detail="zero variance waived: forced acceptance")
+_SELECTOR_ONLY = GroupVerdict(accepted=True, selector_only=True,
+                              detail="zero variance: kept for the selector stream only (variant selector_on_zero_variance)")
 
 
 def _reject(reason: RejectReason, detail: str) -> GroupVerdict:
@@ -122,7 +130,8 @@ def _unscored_or_uncredited(episodes: Sequence[EpisodeEvidence]) -> GroupVerdict
             return _reject(RejectReason.MISSING_REWARD, f"episode {i} has no reward (score={ep.score!r})")
     for i, ep in enumerate(episodes):
         if not ep.credit_ok:
-            return _reject(RejectReason.CREDIT_FAILED, f"episode {i}: credit computation failed")
+            return _reject(RejectReason.CREDIT_FAILED,
+                           f"episode {i}: credit computation failed: {ep.credit_detail or 'no detail'}")
     return None
 
 
@@ -202,6 +211,9 @@ class RolloutStepFilter:
     """Rejected groups in this step after which zero variance is waived (when `forces`)."""
     force_after_samples: int = FORCE_AFTER_SAMPLES
     """Rejected samples in this step after which zero variance is waived (when `forces`)."""
+    selector_on_zero_variance: bool = False
+    """The labelled variant (two-stream profiles only): a zero-variance group whose selector advantages
+    vary (`judge(selector_varies=True)`) is kept for the selector stream only."""
     rejected_groups: int = 0
     """Groups rejected so far in this step."""
     rejected_samples: int = 0
@@ -229,8 +241,10 @@ class RolloutStepFilter:
         *,
         slate: Sequence[tuple[str, str]] | None,
         gold_name: str | None = None,
+        selector_varies: bool = False,
     ) -> GroupVerdict:
-        """Judge one group and count it."""
+        """Judge one group and count it. `selector_varies`: some attributed read of the group has a nonzero
+        selector advantage (only read under selector_on_zero_variance)."""
         verdict = validate_group(
             episodes,
             group_size=self.group_size,
@@ -239,6 +253,8 @@ class RolloutStepFilter:
             check_spans=self.check_spans,
             waive_zero_variance=self.forcing,
         )
+        if (verdict.reason is RejectReason.ZERO_VARIANCE and self.selector_on_zero_variance and selector_varies):
+            verdict = _SELECTOR_ONLY
         return self._record(verdict, len(episodes))
 
     def judge_pair(
@@ -276,10 +292,11 @@ class RolloutStepFilter:
         return self._record(verdict, len(with_slate))
 
     def counts(self) -> dict[str, int]:
-        """Rejections per reason (every reason present), plus accepted and forced group counts."""
+        """Rejections per reason (every reason present), plus accepted, forced and selector-only group counts."""
         out = count_rejections(self.verdicts)
         out["accepted"] = sum(v.accepted for v in self.verdicts)
         out["forced"] = sum(v.forced for v in self.verdicts)
+        out["selector_only"] = sum(v.selector_only for v in self.verdicts)
         return out
 
 

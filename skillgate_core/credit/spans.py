@@ -59,6 +59,7 @@ __all__ = [
     "decode_with_offsets",
     "special_token_strings",
     "detect_selection_spans",
+    "first_mention_identity",
 ]
 
 READER_COMMANDS = re.compile(r"\b(cat|sed|awk|grep|head|tail|less|more|python3?|perl|ruby|node)\b", re.IGNORECASE)
@@ -456,3 +457,44 @@ def _spans_from_call_text(
                     )
                 )
     return SpanReport(tuple(actions), checked, parse_mismatch, span_mismatch, align_mismatch)
+
+
+def first_mention_identity(report: SpanReport, turns: Sequence[AssistantTurn], tokenizer: Any) -> SpanReport:
+    """The labelled variant identity_first_mention (an ablation, never the method's default): each action's
+    identity tokens become the tokens of the FIRST mention of its skill name in its turn, in
+    `<skill_reasoning>` or in the call, whichever comes first (the k-th action of a turn naming the same
+    skill takes the k-th mention, so no token is written twice). Only the identity moves: reads, call
+    tokens and the counters stay. A mention that lies after the action's own call, or that no token
+    overlaps, leaves the action's identity as detected. Turns are decoded with offsets exactly as span
+    detection does (nothing re-tokenized)."""
+    if not report.actions:
+        return report
+    used: dict[tuple[int, str], int] = {}
+    located: dict[int, list[tuple[int, int]]] = {}
+    moved: list[SelectionAction] = []
+    for action in report.actions:
+        turn = turns[action.turn_index]
+        if action.turn_index not in located:
+            located[action.turn_index] = decode_with_offsets(tokenizer, turn.token_ids)[1]
+        offsets = located[action.turn_index]
+        word = re.escape(action.skill_name)
+        mentions = [m.span() for m in re.finditer(r"(?<![A-Za-z0-9_.-])" + word + r"(?![A-Za-z0-9_.-])",
+                                                  turn.response_text)]
+        k = used.get((action.turn_index, action.skill_name), 0)
+        used[(action.turn_index, action.skill_name)] = k + 1
+        call_end = max(action.call_token_indices) - turn.token_offset
+        identity: list[int] = []
+        if k < len(mentions):
+            start, end = mentions[k]
+            identity = _overlapping(offsets, start, end)
+        if not identity or min(identity) > call_end:
+            moved.append(action)
+            continue
+        moved.append(SelectionAction(
+            turn_index=action.turn_index, call_index=action.call_index, path_index=action.path_index,
+            tool_name=action.tool_name, skill_name=action.skill_name, category=action.category,
+            call_token_indices=action.call_token_indices,
+            identity_token_indices=tuple(turn.token_offset + i for i in identity), first_mention=True,
+        ))
+    return SpanReport(tuple(moved), report.turns_checked, report.parse_dispatch_mismatch, report.span_mismatch,
+                      report.alignment_mismatch, report.skill_reads)

@@ -5,6 +5,8 @@ A conversion chunk is the set of episodes converted to training samples together
 
 - task stream: m_task = m with every call token of every attributed action zeroed (whatever the
   action's A_sel), T = sum m_task, w_task = m_task * B / T. Outcome credit never touches a read call.
+  (Identity tokens are zeroed too: the method's lie inside the call anyway; the labelled variant
+  identity_first_mention puts them on the first mention of the name, which may precede the call.)
 - selector stream: K = number of actions with A_sel != 0; each such action spreads B / K evenly
   over its identity (skill-name) tokens. Selector credit touches only those tokens.
 
@@ -24,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from skillgate_core.credit.actions import SelectionAction
 
-__all__ = ["TokenWeightError", "TokenWeights", "per_token_advantages", "token_weights"]
+__all__ = ["TokenWeightError", "TokenWeights", "episode_credit_problem", "per_token_advantages", "token_weights"]
 
 _MASS_RTOL = 1e-9
 
@@ -65,6 +67,28 @@ def _check_in_mask(mask: NDArray[np.float64], indices: Sequence[int], episode: i
                 f"index outside the mask: episode {episode} {what} token {i} "
                 f"(length {mask.shape[0]}, masked={bool(0 <= i < mask.shape[0] and mask[i] == 1.0)})"
             )
+
+
+def episode_credit_problem(mask: ArrayLike, actions: Sequence[SelectionAction]) -> str | None:
+    """What would make one episode's credit fail in `token_weights` whatever its chunk, or None: a mask
+    that is not 0/1, an action token outside the mask, an empty identity, an identity token written
+    twice. The rollout checks it before the filter, so such a group is rejected as credit_failed and
+    resampled instead of being dropped after acceptance."""
+    try:
+        array = _as_mask(mask, 0)
+        seen: set[int] = set()
+        for action in actions:
+            _check_in_mask(array, action.call_token_indices, 0, "call")
+            _check_in_mask(array, action.identity_token_indices, 0, "identity")
+            if not action.identity_token_indices:
+                raise TokenWeightError(f"action {action.skill_name!r} has no identity token")
+            overlap = seen & set(action.identity_token_indices)
+            if overlap:
+                raise TokenWeightError(f"an identity token written twice: tokens {sorted(overlap)}")
+            seen |= set(action.identity_token_indices)
+    except TokenWeightError as exc:
+        return str(exc)
+    return None
 
 
 def token_weights(
@@ -111,6 +135,7 @@ def token_weights(
                 )
             identity_seen |= set(action.identity_token_indices)
             task_masks[e][list(action.call_token_indices)] = 0.0
+            task_masks[e][list(action.identity_token_indices)] = 0.0
             if not math.isfinite(float(advantage)):
                 raise TokenWeightError(f"episode {e}: non-finite selector advantage {advantage!r}")
             if advantage != 0.0:

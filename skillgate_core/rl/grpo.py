@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
-from skillgate_core.credit import RolloutStepFilter
 from skillgate_core.ownership import build_export, save_checkpoint
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.rl import collectives
 from skillgate_core.rl.engine import (
     EngineConfig,
+    StepStats,
     backward,
     build_engine,
     build_reference,
@@ -54,7 +54,7 @@ from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
-from skillgate_core.rl.rollouts import rollout_step
+from skillgate_core.rl.rollouts import rollout_step, step_filter_for
 from skillgate_core.rl.samples import CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
@@ -108,6 +108,8 @@ class GRPOJob:
 class _State:
     step: int = 0
     cursors: list[int] = field(default_factory=list)
+    optimizer_steps: int = 0
+    """Optimizer steps taken so far (a step whose groups were all rejected takes none)."""
 
 
 def _sampling_seed(seed: int, step: int, rank: int) -> int:
@@ -152,8 +154,10 @@ def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.T
 
 def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
                   *, pad_token_id: int, device: torch.device,
-                  timer: StepTimer | None = None) -> tuple[float, list[Any]]:
-    """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts).
+                  timer: StepTimer | None = None) -> tuple[float, list[Any], StepStats | None]:
+    """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts,
+    what the optimizer step reported: gradient norm before clipping and learning rate; None when no
+    step was taken).
 
     timer: if given, the step is split into its phases "logprob" (normaliser, packing, old and
     reference log-probs) and "train" (forward, backward, optimizer step).
@@ -169,7 +173,7 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
         # 3. the global normaliser N
         normaliser = collectives.all_reduce_sum(global_token_normaliser([s.mask for s in samples]))
         if normaliser <= 0:
-            return 0.0, []
+            return 0.0, [], None
         # 4. pack, and agree on the micro-batch count
         longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
         packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
@@ -191,22 +195,24 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
             backward(engine, out.loss)
             if mb.num_response_tokens:
                 losses.append(out)
-        optimizer_step(engine)
-    return normaliser, losses
+        stats = optimizer_step(engine)
+    return normaliser, losses, stats
 
 
 def _fix_sampler_shapes(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -> Any:
     """cfg.static_shapes: the replica's kept StaticSampler pads every call to this worker's largest round
-    (its groups x G episodes, 2G for a paired slate) and a cache of max_context_tokens (an episode's
-    context never exceeds it), so the rollouts compile one decode graph. Returns the sampler (None when
-    the replica samples with hf)."""
+    (its groups x G episodes, 2G for a paired slate) and a cache of max_context_tokens + max_new_tokens,
+    so the rollouts compile one decode graph. The cache holds the widest context of the batch plus the
+    LONGEST turn budget of the batch (each episode keeps its own budget and rows are cut afterwards:
+    agent.policies.LocalPolicy), so it can exceed max_context_tokens by up to max_new_tokens. Returns
+    the sampler (None when the replica samples with hf)."""
     from skillgate_core.policy.fast_sampler import resolve_sampler, static_sampler_for
 
     if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
         return None
     per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
     return static_sampler_for(replica, tokenizer, min_batch=max(1, cfg.prompts_per_step // world) * per_group,
-                              min_cache_length=cfg.max_context_tokens)
+                              min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
 
 
 def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
@@ -234,7 +240,9 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         if saved["world_size"] != world:
             raise ValueError(f"checkpoint {job.resume_checkpoint} was written by {saved['world_size']} workers, "
                              f"this run has {world}: the prompt order would change; resume with the same num_workers")
-        state = _State(step=int(saved["step"]), cursors=list(saved["cursors"]))
+        # a checkpoint from before optimizer_steps was kept: assume every step took one (as it then claimed)
+        state = _State(step=int(saved["step"]), cursors=list(saved["cursors"]),
+                       optimizer_steps=int(saved.get("optimizer_steps", saved["step"])))
         if replica is not None:
             refresh_replica(replica, engine)
     servers = _servers(job, tokenizer)
@@ -253,9 +261,7 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     for step in range(state.step, cfg.steps):
         timer = StepTimer()
         # 1. rollouts: this worker's share of groups, filtered and refilled
-        step_filter = RolloutStepFilter(group_size=cfg.group_size, check_spans=profile.uses_reads,
-                                        forces=profile.forces_acceptance, force_after_groups=cfg.force_after_groups,
-                                        force_after_samples=cfg.force_after_samples)
+        step_filter = step_filter_for(profile, cfg)
         with timer.phase("rollout"):
             groups, rollout = rollout_step(tasks, stream, _policy(job, replica, servers, tokenizer, step, rank),
                                            tokenizer, profile, cfg, step_filter, target_groups=per_worker)
@@ -263,8 +269,9 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         samples, facts = build_samples(groups, profile, chunk_groups=cfg.chunk_groups)
         # 3-6. normaliser, packing, old/ref log-probs, one optimizer step
         with timer.phase("train"):
-            normaliser, losses = update_policy(engine, reference, samples, profile.loss, cfg,
-                                               pad_token_id=tokenizer.pad_token_id or 0, device=device)
+            normaliser, losses, update = update_policy(engine, reference, samples, profile.loss, cfg,
+                                                       pad_token_id=tokenizer.pad_token_id or 0, device=device)
+        state.optimizer_steps += update is not None
         # 7. the replica or the servers take the new weights (every rank enters the gather)
         with timer.phase("sync"):
             if replica is not None and normaliser > 0:
@@ -275,7 +282,9 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         mine = rank_summary(groups=groups, rollout=rollout, facts=facts, filter_counts=step_filter.counts(),
                             losses=losses, timer=timer.seconds)
         summaries = collectives.all_gather_objects(mine)
-        row = step_metrics(step=step, summaries=summaries, normaliser=normaliser, profile=profile)
+        row = step_metrics(step=step, summaries=summaries, normaliser=normaliser, profile=profile, update=update,
+                           selector_coef=cfg.lambda_, variant=cfg.variant)
+        row["optimizer_steps"] = state.optimizer_steps  # taken so far in the experiment, resumed segments included
         if rank == 0:
             with metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
@@ -288,12 +297,13 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         done = step + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             cursors = collectives.all_gather_objects(stream.cursor)
-            path = _checkpoint(engine, job, done, cursors)
+            path = _checkpoint(engine, job, done, cursors, state.optimizer_steps)
             summary["checkpoints"].append({"step": done, "path": path})
     progress.close()
     if servers is not None:
         servers.close()
     summary["last_step"] = cfg.steps
+    summary["optimizer_steps"] = state.optimizer_steps
     summary["export"] = _export(engine, job, cfg.steps, tokenizer)
     return summary
 
@@ -323,7 +333,7 @@ def _export(engine: Any, job: GRPOJob, step: int, tokenizer: Any) -> dict[str, A
             tokenizer.save_pretrained(tmp)
 
         lineage = {"init_model": job.model_dir, "rl_data": job.rl_data, "bench": job.bench,
-                   "profile": job.config.profile, "config": asdict(job.config)}
+                   "profile": job.config.profile, "variant": job.config.variant, "config": asdict(job.config)}
         rec = build_export(Path(job.experiments_root), job.experiment_id, export_id_for(step), run_name=job.run_name,
                            step=step, write=write, lineage=lineage)
         record = {"export_id": rec.export_id, "path": rec.path, "weights_sha256": rec.weights_sha256, "step": step}
@@ -331,7 +341,7 @@ def _export(engine: Any, job: GRPOJob, step: int, tokenizer: Any) -> dict[str, A
     return record
 
 
-def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int]) -> str:
+def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int], optimizer_steps: int) -> str:
     """Publish checkpoint `step` of this segment atomically: rank 0 opens a temp folder in the
     experiment (ownership.save_checkpoint), every rank writes its shard into it, rank 0 adds the
     trainer state; the folder is renamed into place only once all of that is on disk."""
@@ -346,6 +356,7 @@ def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int]) -> str
         engine.save_checkpoint(str(tmp / ENGINE_DIR), tag=ENGINE_TAG)
         collectives.barrier()
         state = {"step": step, "cursors": cursors, "world_size": collectives.world_size(),
+                 "optimizer_steps": optimizer_steps,
                  "config": asdict(job.config), "written_at": time.time()}
         (tmp / TRAINER_STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
 

@@ -25,7 +25,12 @@ from skillgate_core.policy.sglang_client import parse_urls
 from skillgate_core.rl.loss import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 
-__all__ = ["GRPOConfig", "RolloutSource"]
+__all__ = ["VARIANTS", "GRPOConfig", "RolloutSource"]
+
+VARIANTS = ("selector_on_zero_variance", "identity_first_mention")
+"""The labelled variants (GRPOConfig bool fields of those names): ablations beside the method, never
+its default; a run that sets one carries its name (`GRPOConfig.variant`) in its experiment id, its
+metrics rows, its export lineage and the stage output."""
 
 RolloutSource = Literal["policy", "teacher", "sglang"]
 """policy = the colocated replica samples (on-policy GRPO); sglang = SGLang servers sample (server
@@ -52,13 +57,28 @@ class GRPOConfig:
     chunk_groups: PositiveInt = 4
     """Groups converted together into token weights: a conversion chunk (seed 4 = 32 episodes)."""
     max_rejected_groups: NonNegativeInt = 128
-    """Per worker and step: after this many rejected groups the step trains on what was accepted
-    (the profiles that never force acceptance could otherwise resample forever)."""
+    """The safety cap, the same for every profile: per worker and step, after this many rejected groups
+    the step trains on what was accepted (nothing accepted: the step takes no optimizer step, and the
+    metrics say so: optimizer_step_taken, optimizer_steps). The profiles that never force acceptance
+    keep drawing until then; the forcing profiles force first (it must lie above the forcing point, so
+    no arm gives up where the method says it forces)."""
     force_after_groups: PositiveInt = FORCE_AFTER_GROUPS
     """no_skill / mixed_task_reward: rejected groups in a step after which zero variance is waived
     (seed 64; counted per worker)."""
     force_after_samples: PositiveInt = FORCE_AFTER_SAMPLES
     """... or rejected samples in a step (seed 300; counted per worker)."""
+    selector_on_zero_variance: bool = False
+    """Labelled variant, an ablation and never the method's default (its runs carry the label
+    `selector_on_zero_variance`): a two-stream profile keeps a zero-variance group for the SELECTOR
+    stream only (task advantages 0) when its selector utilities vary, i.e. some attributed read has a
+    nonzero selector advantage. Measured reason: with a policy that rarely succeeds almost every group
+    is zero-variance and the selector arms barely train."""
+    identity_first_mention: bool = False
+    """Labelled variant, an ablation and never the method's default (label `identity_first_mention`):
+    a read action's identity tokens are the tokens of the FIRST mention of its skill name in that turn
+    (in <skill_reasoning> or in the call), not the name inside the call; they leave the task stream like
+    the call tokens. Measured reason: after a reasoning that names the skill, the copy inside the call
+    has p ~ 1, so a policy gradient there is ~ 0; the choice is made at the first mention."""
     num_workers: PositiveInt = 2
     """Ray Train workers (one per GPU on a GPU machine)."""
     use_gpu: bool = False
@@ -154,6 +174,18 @@ class GRPOConfig:
                 parse_urls(self.sglang_urls)
             except ValueError as exc:
                 raise ValueError(f"grpo.sglang_urls: {exc}") from exc
+        profile = get_profile(self.profile)
+        for name in VARIANTS:
+            if getattr(self, name) and profile.loss != "two_stream":
+                raise ValueError(f"grpo.{name} is a variant of the two-stream profiles (selector credit); "
+                                 f"profile {self.profile!r} has no selector stream")
+        forcing_point = min(self.force_after_groups, -(-self.force_after_samples // self.group_size))
+        if profile.forces_acceptance and self.max_rejected_groups <= forcing_point:
+            raise ValueError(
+                f"grpo.max_rejected_groups ({self.max_rejected_groups}) must exceed the forcing point of "
+                f"{self.profile} (min(force_after_groups {self.force_after_groups}, force_after_samples "
+                f"{self.force_after_samples} / group_size {self.group_size}) = {forcing_point} rejected groups): "
+                "below it the step would give up where the method forces acceptance")
         if self.launcher == "process" and self.num_workers != 1:
             raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
 
@@ -161,6 +193,11 @@ class GRPOConfig:
     def reusable(self) -> bool:
         """A resume is never answered from the stage cache (skillgate_core.pipeline): it always trains."""
         return not self.resume_experiment
+
+    @property
+    def variant(self) -> str:
+        """The labelled variants this run uses, '+'-joined in VARIANTS order ('' = the method itself)."""
+        return "+".join(name for name in VARIANTS if getattr(self, name))
 
     @property
     def lambda_(self) -> float:

@@ -57,10 +57,12 @@ __all__ = ["default_experiment_id", "prepare_experiment", "train_grpo"]
 
 
 def default_experiment_id(config: GRPOConfig, inputs: Mapping[str, Path]) -> str:
-    """grpo-PROFILE-HASH: the same config (resume fields aside) on the same inputs is the same experiment."""
+    """grpo-PROFILE-HASH (grpo-PROFILE-VARIANT-HASH for a labelled variant): the same config (resume fields
+    aside) on the same inputs is the same experiment."""
     fresh = {**json.loads(canonical_json(config.__dict__)), "resume_experiment": "", "experiment_id": ""}
     key = canonical_json([config_digest(type(config)(**fresh)), {r: str(p) for r, p in sorted(inputs.items())}])
-    return f"grpo-{config.profile.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    label = "-".join(x.replace("_", "-") for x in (config.profile, *config.variant.split("+")) if x)
+    return f"grpo-{label}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
 
 def prepare_experiment(config: GRPOConfig, inputs: Mapping[str, str | Path]) -> ExperimentRecord:
@@ -166,6 +168,9 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         "segment_ordinal": segment.ordinal,
         "resumed_from_step": start_step,
         "steps": config.steps,
+        "variant": config.variant,
+        # steps whose groups were all rejected take no optimizer step: what each arm really trained on
+        "optimizer_steps": sum(bool(r.get("optimizer_step_taken", r.get("trained"))) for r in rows),
         "export_id": export["export_id"],
         "export_path": export["path"],
         "export_step": export["step"],

@@ -79,6 +79,12 @@ class Profile:
         return self.loss == "two_stream" or self.behaviour != "none"
 
     @property
+    def checks_spans(self) -> bool:
+        """True for every profile that shows a slate: its groups pass the same fail-closed span checks
+        (METHOD.md 4), whether or not its credit reads the spans, so every arm is filtered by one rule."""
+        return self.slate != "none"
+
+    @property
     def forces_acceptance(self) -> bool:
         """True for the plain-GRPO profiles (no_skill, mixed_task_reward): after 64 rejected groups or
         300 rejected samples in one rollout step, zero-variance groups are accepted anyway (METHOD.md 5).

@@ -68,6 +68,10 @@ def _summary(row: Mapping[str, Any]) -> str:
     played = row.get("episodes_played")
     if isinstance(played, int) and not isinstance(played, bool):
         parts.append(f"played {played}")
+    # groups accepted of drawn, and whether the step updated the policy: a run whose arms starve shows it here
+    accepted, drawn = row.get("groups_accepted"), row.get("groups_drawn")
+    if isinstance(accepted, int) and isinstance(drawn, int) and not isinstance(drawn, bool):
+        parts.append(f"accepted {accepted}/{drawn}" + ("" if row.get("optimizer_step_taken", True) else " (no update)"))
     return "  ".join(parts)
 
 

@@ -20,7 +20,15 @@ from typing import Any
 
 from skillgate_core.agent.collect import trajectory_span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, Trajectory, run_episodes
-from skillgate_core.credit import EpisodeEvidence, GroupVerdict, RolloutStepFilter, SpanReport
+from skillgate_core.credit import (
+    EpisodeEvidence,
+    GroupVerdict,
+    RejectReason,
+    RolloutStepFilter,
+    SpanReport,
+    episode_credit_problem,
+    selector_advantages,
+)
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus
 from skillgate_core.rl.grpo_config import GRPOConfig
@@ -28,7 +36,11 @@ from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.skills import Slate
 
-__all__ = ["Episode", "Group", "RLTask", "RolloutStats", "rollout_step"]
+__all__ = ["REJECTION_DETAILS_CAP", "Episode", "Group", "RLTask", "RolloutStats", "behaviour_tally", "judge_group",
+           "rollout_step", "step_filter_for"]
+
+REJECTION_DETAILS_CAP = 16
+"""Rejected groups kept with their detail per worker and step (the counts by reason keep every one)."""
 
 
 # Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
@@ -80,18 +92,22 @@ class Episode:
         return 0.0 if t.missing_reward or t.raw_score is None else float(t.raw_score)
 
     def evidence(self) -> EpisodeEvidence:
+        problem = episode_credit_problem(self.trajectory.loss_mask, self.spans.actions)
         return EpisodeEvidence(
             score=self.score,
             aborted=self.aborted,
             parse_dispatch_mismatch=self.spans.parse_dispatch_mismatch,
             span_mismatch=self.spans.span_mismatch,
             alignment_mismatch=self.spans.alignment_mismatch,
+            credit_ok=problem is None,
+            credit_detail=problem or "",
         )
 
 
 @dataclass(frozen=True)
 class Group:
-    """An accepted group: one prompt's episodes (hybrid: the slate group plus its no-skill partner)."""
+    """A judged group: one prompt's episodes (hybrid: the slate group plus its no-skill partner) and the
+    filter's verdict; `rollout_step` returns the accepted ones."""
 
     task: RLTask
     """The prompt."""
@@ -100,7 +116,7 @@ class Group:
     partner: tuple[Episode, ...] = ()
     """hybrid_slate only: the same task's no-skill episodes."""
     verdict: GroupVerdict = field(default_factory=lambda: GroupVerdict(accepted=True))
-    """How the filter judged it (forced or not)."""
+    """How the filter judged it (accepted, forced or rejected with a reason)."""
 
 
 @dataclass
@@ -119,6 +135,41 @@ class RolloutStats:
     """Seconds in sandboxes: starts, tool calls, verification."""
     gave_up: bool = False
     """True when the rejection budget ran out before the worker had its share of groups."""
+    played: dict[str, float] = field(default_factory=dict)
+    """`behaviour_tally` summed over EVERY group drawn, accepted or rejected: what the policy did,
+    whatever the filter kept."""
+    rejections: list[dict[str, str]] = field(default_factory=list)
+    """The first REJECTION_DETAILS_CAP rejected groups of the step: {task_id, reason, detail} (the
+    verdict's detail names the episode and the counter or scores that broke the rule)."""
+    zero_variance_all_fail: int = 0
+    """Zero-variance groups (rejected or forced) in which every episode failed (score < 1); a hybrid
+    pair counts as its two groups, as the filter counts it."""
+    zero_variance_all_pass: int = 0
+    """Zero-variance groups in which every episode succeeded (score >= 1)."""
+
+
+def behaviour_tally(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Sums over `episodes` for the step's behaviour rates: an aborted episode (an infrastructure
+    failure, not a policy act) is counted apart and left out of every rate."""
+    played = [e for e in episodes if not e.aborted]
+    slated = [e for e in played if e.with_slate]
+    reads = [e.spans.reads() for e in slated]
+    return {
+        "episodes": len(played),
+        "aborted": len(episodes) - len(played),
+        "score_sum": sum(float(e.trajectory.raw_score or 0.0) for e in played),
+        "successes": sum(float(e.trajectory.score) >= 1.0 for e in played),
+        "slate_episodes": len(slated),
+        "any_read": sum(bool(r) for r in reads),
+        "oracle_reads": sum("oracle" in r for r in reads),
+        "misleading_reads": sum("misleading" in r for r in reads),
+        "clean_oracle": sum(e.spans.reads() == ["oracle"] and all(e.spans.attributed()) for e in slated),
+    }
+
+
+def _add(total: dict[str, float], part: dict[str, float]) -> None:
+    for key, value in part.items():
+        total[key] = total.get(key, 0.0) + value
 
 
 class _TimedPolicy:
@@ -145,6 +196,16 @@ def _specs(task: RLTask, profile: Profile, group_size: int) -> list[tuple[Episod
     if profile.slate == "paired":
         return plain + slated
     return slated
+
+
+def step_filter_for(profile: Profile, config: GRPOConfig) -> RolloutStepFilter:
+    """The dynamic filter of one rollout step of `profile`: every profile that shows a slate checks the
+    span counters (the method's fail-closed rule, whatever its credit uses), only the plain profiles
+    force, and the selector-only variant applies where the config labels it."""
+    return RolloutStepFilter(group_size=config.group_size, check_spans=profile.checks_spans,
+                             forces=profile.forces_acceptance, force_after_groups=config.force_after_groups,
+                             force_after_samples=config.force_after_samples,
+                             selector_on_zero_variance=config.selector_on_zero_variance)
 
 
 def _slate_pairs(slate: Slate) -> list[tuple[str, str]]:
@@ -189,23 +250,53 @@ def rollout_step(
         for task, specs in zip(drawn, plan, strict=True):
             episodes = []
             for (_, with_slate), traj in zip(specs, trajectories[position: position + len(specs)], strict=True):
-                episodes.append(Episode(traj, trajectory_span_report(traj, tokenizer), with_slate))
+                spans = trajectory_span_report(traj, tokenizer, first_mention=config.identity_first_mention)
+                episodes.append(Episode(traj, spans, with_slate))
             position += len(specs)
-            group = _judge(task, episodes, profile, step_filter)
-            if group is not None:
+            group = judge_group(task, episodes, profile, step_filter)
+            _record(stats, task, episodes, group, profile)
+            if group.verdict.accepted:
                 accepted.append(group)
     stats.generate_s = timed.seconds
     return accepted, stats
 
 
-def _judge(task: RLTask, episodes: list[Episode], profile: Profile, step_filter: RolloutStepFilter) -> Group | None:
+def _record(stats: RolloutStats, task: RLTask, episodes: list[Episode], group: Group, profile: Profile) -> None:
+    """What the step saw of one drawn group, accepted or not."""
+    _add(stats.played, behaviour_tally(episodes))
+    verdict = group.verdict
+    if verdict.reason is RejectReason.ZERO_VARIANCE or verdict.forced or verdict.selector_only:
+        scores = [e.score for e in episodes]
+        weight = 2 if profile.slate == "paired" else 1
+        if all(s is not None and s >= 1.0 for s in scores):
+            stats.zero_variance_all_pass += weight
+        else:
+            stats.zero_variance_all_fail += weight
+    if not verdict.accepted and len(stats.rejections) < REJECTION_DETAILS_CAP:
+        assert verdict.reason is not None
+        stats.rejections.append({"task_id": task.task_id, "reason": verdict.reason.value, "detail": verdict.detail})
+
+
+def _selector_varies(episodes: Sequence[Episode], profile: Profile) -> bool:
+    """Some attributed read of the group has a nonzero selector advantage (the profile's utility)."""
+    if profile.utility is None:
+        return False
+    per_read = selector_advantages([e.spans.reads() for e in episodes], profile.utility,
+                                   [e.spans.attributed() for e in episodes])
+    return any(v != 0.0 for e, values in zip(episodes, per_read, strict=True) for v in e.spans.action_values(values))
+
+
+def judge_group(task: RLTask, episodes: list[Episode], profile: Profile, step_filter: RolloutStepFilter) -> Group:
+    """One drawn group with the filter's verdict (accepted or not), counted in `step_filter`."""
     gold = task.slate.oracle
     if profile.slate == "paired":
         plain = [e for e in episodes if not e.with_slate]
         slated = [e for e in episodes if e.with_slate]
         verdict = step_filter.judge_pair([e.evidence() for e in plain], [e.evidence() for e in slated],
                                          slate=_slate_pairs(task.slate), gold_name=gold)
-        return Group(task, tuple(slated), tuple(plain), verdict) if verdict.accepted else None
+        return Group(task, tuple(slated), tuple(plain), verdict)
     slate = _slate_pairs(task.slate) if profile.slate == "mixed" else None
-    verdict = step_filter.judge([e.evidence() for e in episodes], slate=slate, gold_name=gold if slate else None)
-    return Group(task, tuple(episodes), (), verdict) if verdict.accepted else None
+    varies = step_filter.selector_on_zero_variance and _selector_varies(episodes, profile)
+    verdict = step_filter.judge([e.evidence() for e in episodes], slate=slate, gold_name=gold if slate else None,
+                                selector_varies=varies)
+    return Group(task, tuple(episodes), (), verdict)

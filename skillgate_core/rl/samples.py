@@ -91,6 +91,13 @@ class ChunkFacts:
     figure's rate; under an outcome reward, an oracle read in a failed episode."""
     oracle_actions: int = 0
     """Oracle read actions."""
+    task_push: float = 0.0
+    """Sum of w_task * |A_task|: divided by N, the L1 size of the task stream's gradient with respect to
+    the token log-probs at rho = 1 (what the loss VALUE, a signed sum that centring cancels, hides)."""
+    selector_push: float = 0.0
+    """Sum of w_sel * |A_sel|: the selector stream's size the same way, before lambda. Its loss value at
+    rho = 1 is -sum w_sel A_sel / N = 0 by construction (every credited action carries B/K and the
+    A_sel of a group sum to 0), so this, not the value, says how hard the selector pushed."""
     errors: list[str] = field(default_factory=list)
     """Messages of the TokenWeightErrors that dropped chunks."""
     episodes: list[dict[str, int]] = field(default_factory=list)
@@ -127,6 +134,8 @@ def _group_credit(group: Group, profile: Profile) -> list[tuple[Episode, float, 
         ]
     if profile.behaviour == "mixed_separated":
         advantages = mixed_separated_advantages(_reads(episodes), scores)
+    elif group.verdict.selector_only:  # the labelled variant: a zero-variance group trains the selector only
+        advantages = [0.0] * len(episodes)
     else:
         advantages = task_advantages(scores)
     selector = _action_selector(episodes, profile.utility) if profile.utility else zero_sel
@@ -172,6 +181,8 @@ def _chunk_samples(
     facts.total_mask += float(sum(m.sum() for m in masks))
     facts.task_mass += float(sum(s.w_task.sum() for s in out))
     facts.selector_mass += float(sum(s.w_sel.sum() for s in out))
+    facts.task_push += float(sum((s.w_task * np.abs(s.a_task)).sum() for s in out))
+    facts.selector_push += float(sum((s.w_sel * np.abs(s.a_sel)).sum() for s in out))
     return out
 
 

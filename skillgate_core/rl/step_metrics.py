@@ -4,22 +4,32 @@ Each rank hands in what it saw (its accepted groups, rollout stats, conversion f
 loss parts, phase timings); rank 0 folds them into one row for metrics.jsonl, the warehouse and the
 Prefect artifact:
 
-- outcome: reward (mean raw score), success rate (score >= 1);
-- selection: oracle / misleading read rate (share of slate episodes with >= 1 such read),
-  clean-oracle rate (exactly one read, the oracle: the training utility), selector-active fraction
-  (accepted groups with a nonzero selector advantage);
-- credit: task and selector token mass, the share of loss tokens that are selection (identity)
-  tokens and read-call tokens, oracle reads with a negative advantage (selector advantage in the
-  two-stream profiles, the episode's in the plain ones, whose read calls carry it);
-- loss: policy (task, selector), KL, clip fraction (means over micro-batches with tokens);
-- filter: rejections by reason, forced acceptances, workers that gave up, episodes played (accepted
-  or not) vs `episodes` (trained);
+- behaviour, over EVERY episode played in the step (accepted or rejected groups; aborted episodes
+  apart): reward (mean raw score), success rate (score >= 1), read / oracle read / misleading read
+  rate (share of slate episodes with >= 1 such read), clean-oracle rate (exactly one read, the
+  oracle: the training utility). The same over the trained (accepted) groups only, as accepted_*:
+  the filter keeps groups with a success, so those read higher than the policy is;
+- groups: drawn / accepted / rejected, rejections by reason, the first REJECTION_DETAILS_CAP
+  rejections with their detail, forced acceptances, zero-variance groups split all-fail / all-pass,
+  workers that gave up;
+- credit: selector-active fraction (converted groups with a nonzero selector advantage), task and
+  selector token mass, the share of loss tokens that are selection (identity) tokens and read-call
+  tokens, oracle reads with a negative advantage (selector advantage in the two-stream profiles, the
+  episode's in the plain ones, whose read calls carry it);
+- loss: policy (task, selector before lambda, the lambda-weighted selector term), KL, clip fraction,
+  and each stream's gradient mass (1/N sum w |A|: at rho = 1 the selector term's VALUE is 0 by
+  construction, its gradient is not);
+- update: whether an optimizer step was taken, the gradient norm (before clipping) and learning rate;
 - speed: rollout and train tokens/s, and the step time split into generate / env (sandbox starts,
   tools, verification) / train / sync.
+
+METRICS_SCHEMA 2 (this layout): reward, success_rate and the read rates are over every episode
+played; rows without the key (schema 1) held them over the accepted groups only.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,13 +37,18 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from skillgate_core.rl.profiles import Profile
+from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, behaviour_tally
 
 if TYPE_CHECKING:
+    from skillgate_core.rl.engine import StepStats
     from skillgate_core.rl.loss import LossOutput
     from skillgate_core.rl.rollouts import Group, RolloutStats
     from skillgate_core.rl.samples import ChunkFacts
 
-__all__ = ["StepTimer", "rank_summary", "step_metrics"]
+__all__ = ["METRICS_SCHEMA", "StepTimer", "rank_summary", "step_metrics"]
+
+METRICS_SCHEMA = 2
+"""The layout of a metrics row (see the module docstring); written into every row."""
 
 
 class StepTimer:
@@ -73,33 +88,51 @@ def _rate(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
+def _rates(prefix: str, tally: Mapping[str, float]) -> dict[str, float | None]:
+    """The behaviour rates of one `behaviour_tally` sum, keys prefixed."""
+    return {
+        f"{prefix}reward": _rate(tally.get("score_sum", 0.0), tally.get("episodes", 0.0)),
+        f"{prefix}success_rate": _rate(tally.get("successes", 0.0), tally.get("episodes", 0.0)),
+        f"{prefix}read_rate": _rate(tally.get("any_read", 0.0), tally.get("slate_episodes", 0.0)),
+        f"{prefix}oracle_read_rate": _rate(tally.get("oracle_reads", 0.0), tally.get("slate_episodes", 0.0)),
+        f"{prefix}misleading_read_rate": _rate(tally.get("misleading_reads", 0.0), tally.get("slate_episodes", 0.0)),
+        f"{prefix}clean_oracle_rate": _rate(tally.get("clean_oracle", 0.0), tally.get("slate_episodes", 0.0)),
+    }
+
+
+def _sum_tallies(tallies: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    out: Counter[str] = Counter()
+    for t in tallies:
+        out.update(t)
+    return dict(out)
+
+
 def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: ChunkFacts, filter_counts: Mapping[str, int],
                  losses: Sequence[LossOutput], timer: Mapping[str, float]) -> dict[str, Any]:
     """This rank's step as plain sums and counts (small, picklable: it is all-gathered)."""
     episodes = [e for g in groups for e in (*g.episodes, *g.partner)]
-    slated = [e for e in episodes if e.with_slate]
-    reads = [e.spans.reads() for e in slated]
     return {
         "episodes": len(episodes),
-        "score_sum": sum(float(e.trajectory.raw_score or 0.0) for e in episodes),
-        "successes": sum(float(e.trajectory.score) >= 1.0 for e in episodes),
-        "slate_episodes": len(reads),
-        "oracle_reads": sum("oracle" in r for r in reads),
-        "misleading_reads": sum("misleading" in r for r in reads),
-        "clean_oracle": sum(e.spans.reads() == ["oracle"] and all(e.spans.attributed()) for e in slated),
-        "any_read": sum(bool(r) for r in reads),
+        "accepted": behaviour_tally(episodes),
+        "played": dict(rollout.played),
         "groups": facts.groups,
         "selector_active_groups": facts.selector_active_groups,
         "task_mass": facts.task_mass,
         "selector_mass": facts.selector_mass,
+        "task_push": facts.task_push,
+        "selector_push": facts.selector_push,
         "total_mask": facts.total_mask,
         "identity_tokens": facts.identity_tokens,
         "read_call_tokens": facts.read_call_tokens,
         "oracle_actions": facts.oracle_actions,
         "oracle_negative_actions": facts.oracle_negative_actions,
         "credit_failed_groups": facts.credit_failed_groups,
+        "credit_errors": list(facts.errors),
         "trained_tokens": sum(len(e.trajectory.prompt_ids) + len(e.trajectory.response_ids) for e in episodes),
         "filter": dict(filter_counts),
+        "rejections": list(rollout.rejections),
+        "zero_variance_all_fail": rollout.zero_variance_all_fail,
+        "zero_variance_all_pass": rollout.zero_variance_all_pass,
         "policy_task": sum(float(o.policy_task) for o in losses),
         "policy_selector": sum(float(o.policy_selector) for o in losses),
         "kl": sum(float(o.kl) for o in losses),
@@ -116,9 +149,13 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
     }
 
 
-def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normaliser: float,
-                 profile: Profile) -> dict[str, Any]:
-    """One row for this step from every rank's `rank_summary` (in rank order)."""
+def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normaliser: float, profile: Profile,
+                 update: StepStats | None = None, selector_coef: float = 0.0, variant: str = "") -> dict[str, Any]:
+    """One row for this step from every rank's `rank_summary` (in rank order).
+
+    update: what the optimizer step reported (None when the step took none: nothing was accepted);
+    selector_coef: lambda in force (weights the selector term and its gradient mass); variant: the
+    run's labelled variant ('' for the method itself)."""
     def total(key: str) -> float:
         return sum(s[key] for s in summaries)
 
@@ -129,18 +166,26 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
     train_s = max((t.get("train", 0.0) for t in timers), default=0.0)
     rollout_s = max((t.get("rollout", 0.0) for t in timers), default=0.0)
     trained = bool(any(s["clip_fractions"] for s in summaries))
+    played = _sum_tallies([s["played"] for s in summaries])
+    accepted = _sum_tallies([s["accepted"] for s in summaries])
+    rejected = {k: v for k, v in sorted(filters.items()) if k not in ("accepted", "forced", "selector_only")}
+    drawn_groups = filters.get("accepted", 0) + sum(rejected.values())
+    details = [r for s in summaries for r in s["rejections"]]
+    policy_selector = total("policy_selector") if trained else None
     return {
         "step": step,
+        "metrics_schema": METRICS_SCHEMA,
         "profile": profile.name,
+        "variant": variant,
         "groups": int(total("groups")),
         "episodes": int(total("episodes")),
         "episodes_played": int(total("episodes_played")),
-        "reward": _rate(total("score_sum"), total("episodes")),
-        "success_rate": _rate(total("successes"), total("episodes")),
-        "read_rate": _rate(total("any_read"), total("slate_episodes")),
-        "oracle_read_rate": _rate(total("oracle_reads"), total("slate_episodes")),
-        "misleading_read_rate": _rate(total("misleading_reads"), total("slate_episodes")),
-        "clean_oracle_rate": _rate(total("clean_oracle"), total("slate_episodes")),
+        "episodes_aborted": int(played.get("aborted", 0)),
+        **_rates("", played),
+        **_rates("accepted_", accepted),
+        "groups_drawn": int(drawn_groups),
+        "groups_accepted": int(filters.get("accepted", 0)),
+        "groups_rejected": int(sum(rejected.values())),
         "selector_active_fraction": _rate(total("selector_active_groups"), total("groups")),
         "task_token_mass": total("task_mass"),
         "selector_token_mass": total("selector_mass"),
@@ -149,15 +194,27 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "read_call_token_share": _rate(total("read_call_tokens"), total("total_mask")),
         "oracle_negative_advantage_rate": _rate(total("oracle_negative_actions"), total("oracle_actions")),
         "credit_failed_groups": int(total("credit_failed_groups")),
+        "credit_errors": [e for s in summaries for e in s["credit_errors"]][:REJECTION_DETAILS_CAP],
         "normaliser": normaliser,
         "trained": trained,
+        "optimizer_step_taken": update is not None,
+        # DeepSpeed reports no norm on some paths (StepStats: nan); JSON gets null, not NaN
+        "grad_norm": update.grad_norm if update is not None and math.isfinite(update.grad_norm) else None,
+        "learning_rate": update.lr if update is not None else None,
         "policy_task": total("policy_task") if trained else None,
-        "policy_selector": total("policy_selector") if trained else None,
+        "policy_selector": policy_selector,
+        "selector_loss_term": selector_coef * policy_selector if policy_selector is not None else None,
+        "task_gradient_mass": _rate(total("task_push"), normaliser),
+        "selector_gradient_mass": _rate(selector_coef * total("selector_push"), normaliser),
         "kl": total("kl") if trained else None,
         "loss": total("loss") if trained else None,
         "clip_fraction": _mean([c for s in summaries for c in s["clip_fractions"]]),
-        "rejected": {k: v for k, v in sorted(filters.items()) if k not in ("accepted", "forced")},
+        "rejected": rejected,
+        "rejection_details": details[:REJECTION_DETAILS_CAP],
         "forced_groups": filters.get("forced", 0),
+        "selector_only_groups": filters.get("selector_only", 0),
+        "zero_variance_all_fail": int(total("zero_variance_all_fail")),
+        "zero_variance_all_pass": int(total("zero_variance_all_pass")),
         "workers_gave_up": sum(s["gave_up"] for s in summaries),
         "drawn_task_ids": [t for s in summaries for t in s["drawn"]],
         "rollout_tokens_per_s": _rate(total("generated_tokens"), rollout_s),

@@ -35,6 +35,20 @@ def test_the_seven_profiles():
         )
         assert p.forces_acceptance == (name in ("no_skill", "mixed_task_reward"))
         assert p.uses_reads == (loss == "two_stream" or behaviour != "none")
+        assert p.checks_spans == (slate != "none")  # one fail-closed span rule for every arm that shows a slate
+
+
+def test_the_safety_cap_lies_above_the_forcing_point_of_a_forcing_profile():
+    """The give-up cap (max_rejected_groups) is the same for every arm; a forcing profile must reach the
+    method's forced acceptance before it, else it would give up where the method says a step completes."""
+    from skillgate_core.rl.grpo_config import GRPOConfig
+
+    seed = GRPOConfig(profile="mixed_task_reward", group_size=8)
+    assert (seed.force_after_groups, seed.force_after_samples, seed.max_rejected_groups) == (64, 300, 128)
+    with pytest.raises(ValueError, match=r"max_rejected_groups \(38\) must exceed the forcing point"):
+        GRPOConfig(profile="mixed_task_reward", group_size=8, max_rejected_groups=38)  # 300 / 8 -> 38 groups
+    GRPOConfig(profile="mixed_task_reward", group_size=8, max_rejected_groups=39)
+    GRPOConfig(profile="selector_clean_oracle_action_credit", group_size=8, max_rejected_groups=8)  # never forces
 
 
 def test_unknown_profile_lists_valid_names():

@@ -156,6 +156,24 @@ def test_dispatch_and_local_policy_wiring(policy):
     assert [c.token_ids for c in comps] == [c.token_ids for c in expected]
 
 
+@pytest.mark.parametrize("sampler", ["hf", "static"])
+def test_each_episode_keeps_its_own_turn_budget_in_a_batch(policy, sampler):
+    """One episode near its context limit (budget 2) must not shorten the turns of the episodes batched
+    with it: each row is the same sample a batch of its own budget would draw, cut at its own limit."""
+    model, tok = policy
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=12, seed=9, sampler=sampler)
+    budgets = [2, 12, 7]
+    views = [type("V", (), {"max_new_tokens": b, "context_ids": p})() for p, b in zip(ps, budgets, strict=True)]
+    comps = LocalPolicy(model, tok, cfg).act(views)
+    full = sample_completions(model, tok, ps, cfg)  # the same seed, every row with the batch's longest budget
+    assert any(len(c.token_ids) > 2 for c in full[1:])  # the sample is long enough for the test to mean something
+    for c, f, budget in zip(comps, full, budgets, strict=True):
+        assert c.token_ids == f.token_ids[:budget] and c.logprobs == pytest.approx(f.logprobs[:budget])
+        assert c.finish == ("length" if len(f.token_ids) > budget else f.finish)
+        assert c.text == tok.decode(list(c.token_ids), skip_special_tokens=True)
+
+
 def test_bad_input_is_refused(policy):
     model, tok = policy
     assert StaticSampler(model, tok).sample([], SamplingConfig()) == []

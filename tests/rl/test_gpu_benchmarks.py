@@ -7,6 +7,7 @@ import filecmp
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,26 @@ def test_learning_result_gpu_configs_are_valid_and_the_arms_share_everything_but
     assert a.profile == ["mixed_task_reward"] and a.grpo_steps == 5
     with pytest.raises(SystemExit):
         lr.parse(["arm", "--profile", "no_such_arm", "--out", "x"])
+
+
+def test_learning_result_arms_force_as_the_method_says_under_one_safety_cap():
+    """Forced acceptance after 64 rejected groups or 300 rejected samples (METHOD.md 5 seed), not 4; one
+    safety cap for every arm, above the forcing point, so the outcome arm never gives up where it forces
+    and no arm gets a smaller budget than another (2026-12-01: cap 8, forcing after 4: the outcome arm
+    took 16 optimizer steps, each selector arm 4)."""
+    from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
+
+    lr = _learning_result()
+    assert (FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES) == (64, 300)
+    for scale in ("h200", "smollm2"):
+        grpo = lr.scale_configs(scale)["grpo"]
+        assert (grpo.force_after_groups, grpo.force_after_samples) == (64, 300), scale
+        forcing_point = min(grpo.force_after_groups, -(-grpo.force_after_samples // grpo.group_size))
+        assert grpo.max_rejected_groups > forcing_point, scale
+        for arm in lr.ARMS:  # what the driver trains: the shared config with the arm's profile
+            armed = replace(grpo, profile=arm)
+            assert (armed.max_rejected_groups, armed.force_after_groups, armed.force_after_samples) == (
+                grpo.max_rejected_groups, 64, 300) and armed.variant == ""
 
 
 @pytest.mark.slow

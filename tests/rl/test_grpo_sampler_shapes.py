@@ -7,11 +7,12 @@ from skillgate_core.rl.grpo import _fix_sampler_shapes
 from skillgate_core.rl.grpo_config import GRPOConfig
 
 
-def test_the_floors_are_the_largest_round_and_the_context_budget(policy):
+def test_the_floors_are_the_largest_round_and_the_context_plus_turn_budget(policy):
     model, tok = load_policy(policy)
     cfg = GRPOConfig(prompts_per_step=4, group_size=8, max_context_tokens=2048, static_shapes=True, sampler="static")
     sampler = _fix_sampler_shapes(model, tok, cfg, world=2)  # 2 prompts a worker x 8 episodes
-    assert (sampler.min_batch, sampler.min_cache_length) == (16, 2048)
+    # the widest context plus the batch's longest turn budget (each episode keeps its own: LocalPolicy)
+    assert (sampler.min_batch, sampler.min_cache_length) == (16, 2048 + cfg.max_new_tokens)
     paired = GRPOConfig(prompts_per_step=4, group_size=8, max_context_tokens=2048, static_shapes=True,
                         sampler="static", profile="hybrid_slate")
     assert _fix_sampler_shapes(model, tok, paired, world=1).min_batch == 64  # G without skills + G with the slate

@@ -63,6 +63,13 @@ def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
     assert trained, rows
     for r in trained:
         assert all(torch.isfinite(torch.tensor(r[k])) for k in ("loss", "policy_task", "kl"))
+    # the optimizer steps each arm really took, in the rows and the stage output
+    for r in rows:
+        assert r["optimizer_step_taken"] == (r["grad_norm"] is not None) == (r["learning_rate"] is not None)
+        assert r["learning_rate"] in (None, config.learning_rate) and r["variant"] == ""
+    taken = sum(r["optimizer_step_taken"] for r in rows)
+    assert result.metrics["optimizer_steps"] == rows[-1]["optimizer_steps"] == taken > 0
+    assert result.metrics["variant"] == ""
     export = result.outputs["policy_export"]
     model = AutoModelForCausalLM.from_pretrained(export)
     assert model.num_parameters() > 0
@@ -85,3 +92,18 @@ def test_skillgate_two_workers(pipeline, tmp_path, skillgate_home):
 @pytest.mark.parametrize("profile", [p for p in profile_names() if p != "selector_clean_oracle_action_credit"])
 def test_every_profile_two_workers(pipeline, tmp_path, skillgate_home, profile):
     _check_run(pipeline, profile, tmp_path)
+
+
+def test_a_labelled_variant_carries_its_label(pipeline, tmp_path, skillgate_home):
+    """A variant run (never the default) says so in its experiment id, every metrics row, the stage output
+    and the export's lineage, so no table can take it for the method."""
+    config, result = _run(pipeline, "selector_clean_oracle_action_credit", tmp_path, steps=1, num_workers=1,
+                          launcher="process", selector_on_zero_variance=True)
+    assert result.metrics["experiment_id"].startswith("grpo-selector-clean-oracle-action-credit-"
+                                                      "selector-on-zero-variance-")
+    assert result.metrics["variant"] == "selector_on_zero_variance"
+    rows = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
+    assert [r["variant"] for r in rows] == ["selector_on_zero_variance"]
+    assert "selector_only_groups" in rows[0]
+    lineage = (Path(result.metrics["export_path"]) / "lineage.json").read_text()
+    assert '"variant": "selector_on_zero_variance"' in lineage

@@ -8,13 +8,13 @@ import pytest
 from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
-from skillgate_core.credit import RolloutStepFilter
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.prompt_stream import PromptStream
-from skillgate_core.rl.rollouts import RLTask, rollout_step
+from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, RLTask, rollout_step, step_filter_for
 from skillgate_core.rl.samples import build_samples
+from skillgate_core.rl.step_metrics import rank_summary, step_metrics
 from skillgate_core.skills import Slate, read_slate, slate_skills_dir
 
 
@@ -43,11 +43,12 @@ def tasks(tmp_path_factory, bench, tokenizer) -> list[RLTask]:
 
 
 def _run(tasks, tokenizer, profile_name: str, *, target: int = 2, seed: int = 0, misleading: float = 0.5):
+    # the forcing point (4 rejected groups) below the safety cap (6), as GRPOConfig requires of a forcing profile
     config = GRPOConfig(profile=profile_name, group_size=4, prompts_per_step=target, num_workers=1, max_turns=4,
-                        backend="bwrap", max_rejected_groups=6)
+                        backend="bwrap", max_rejected_groups=6, force_after_groups=4, force_after_samples=16)
     profile = get_profile(profile_name)
     teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading, no_read_rate=0.0, seed=seed))
-    step_filter = RolloutStepFilter(group_size=4, check_spans=profile.uses_reads, forces=profile.forces_acceptance)
+    step_filter = step_filter_for(profile, config)
     stream = PromptStream(len(tasks), seed=seed)
     groups, stats = rollout_step(tasks, stream, teacher, tokenizer, profile, config, step_filter, target_groups=target)
     return groups, stats, step_filter, stream
@@ -114,12 +115,50 @@ def test_the_draw_sequence_is_a_function_of_the_seed(tasks, tokenizer):
     assert first.drawn == second.drawn
 
 
-def test_a_step_that_cannot_fill_gives_up_after_its_budget(tasks, tokenizer):
+def _row(groups, stats, step_filter, profile_name, ranks=1):
+    profile = get_profile(profile_name)
+    _, facts = build_samples(groups, profile, chunk_groups=4)
+    summary = rank_summary(groups=groups, rollout=stats, facts=facts, filter_counts=step_filter.counts(), losses=[],
+                           timer={})
+    return step_metrics(step=0, summaries=[summary] * ranks, normaliser=facts.total_mask, profile=profile)
+
+
+def test_a_step_that_cannot_fill_gives_up_after_its_budget_and_says_what_the_policy_did(tasks, tokenizer):
     # No noise: the teacher always reads the oracle and always succeeds -> every group has zero
     # variance; a two-stream profile never forces, so the worker gives up after its budget.
     groups, stats, step_filter, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", misleading=0.0)
     assert groups == [] and stats.gave_up
     assert step_filter.counts()["zero_variance"] == 6
+    # the row: the policy succeeded and read the oracle cleanly in every episode it played, though nothing
+    # was accepted (the accepted-only rates have no episode: None, not 0), and why each group went
+    row = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit")
+    assert row["episodes_played"] == 24 and row["episodes"] == 0 and row["metrics_schema"] == 2
+    assert row["success_rate"] == row["reward"] == row["oracle_read_rate"] == row["clean_oracle_rate"] == 1.0
+    assert row["misleading_read_rate"] == 0.0
+    assert row["accepted_success_rate"] is None and row["accepted_clean_oracle_rate"] is None
+    assert (row["groups_drawn"], row["groups_accepted"], row["groups_rejected"]) == (6, 0, 6)
+    assert (row["zero_variance_all_pass"], row["zero_variance_all_fail"]) == (6, 0)
+    assert row["rejected"]["zero_variance"] == 6 and row["workers_gave_up"] == 1
+    assert [d["task_id"] for d in row["rejection_details"]] == stats.drawn
+    assert {(d["reason"], d["detail"]) for d in row["rejection_details"]} == {
+        ("zero_variance", "all scores equal: [1.0, 1.0, 1.0, 1.0]")}
+    assert not row["optimizer_step_taken"] and row["grad_norm"] is None and row["learning_rate"] is None
+    # over several ranks the details stay bounded; the counts keep every rejection
+    row3 = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit", ranks=3)
+    assert len(row3["rejection_details"]) == REJECTION_DETAILS_CAP < 18 == row3["groups_rejected"]
+
+
+def test_behaviour_is_reported_over_every_group_drawn_and_over_the_accepted_ones_apart(tasks, tokenizer):
+    groups, stats, step_filter, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", seed=1)
+    row = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit")
+    assert step_filter.rejected_groups > 0  # this seed draws rejected groups: the two figures differ in what they cover
+    assert row["episodes_played"] == 4 * len(stats.drawn) == 4 * row["groups_drawn"] == stats.played["episodes"]
+    assert (row["groups_accepted"], row["episodes"]) == (len(groups), 4 * len(groups))
+    accepted = [e for g in groups for e in g.episodes]
+    assert row["accepted_success_rate"] == pytest.approx(sum(e.trajectory.score >= 1 for e in accepted) / len(accepted))
+    assert row["success_rate"] == pytest.approx(stats.played["successes"] / row["episodes_played"])
+    assert stats.played["successes"] >= sum(e.trajectory.score >= 1 for e in accepted)
+    assert row["zero_variance_all_pass"] + row["zero_variance_all_fail"] == row["rejected"]["zero_variance"]
 
 
 def test_rl_tasks_refuse_a_table_rendered_with_another_tokenizer(tmp_path, bench, policy, tiny_model_dir):
