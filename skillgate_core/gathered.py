@@ -59,13 +59,15 @@ def gather_outputs(sources: Mapping[str, str | os.PathLike[str]], layout: StateL
 def stage_inputs(
     sources: Mapping[str, tuple[str, ...]], outputs: Mapping[str, Mapping[str, str]], layout: StateLayout
 ) -> dict[str, str]:
-    """Role -> path for one planned entry: "stage:ENTRY" sources read `outputs[ENTRY][role]`, paths
-    stay paths, and a role with several sources is gathered into one folder."""
+    """Role -> path for one planned entry: "stage:ENTRY" sources read `outputs[ENTRY][role]` ("stage:ENTRY#OTHER",
+    a recipe's wiring, reads `outputs[ENTRY][OTHER]`), paths stay paths, and a role with several sources is
+    gathered into one folder."""
     resolved: dict[str, str] = {}
     for role, srcs in sources.items():
         paths = {}
         for src in srcs:
             entry = src[len("stage:"):] if src.startswith("stage:") else ""
-            paths[entry or Path(src).name] = outputs[entry][role] if entry else src
+            entry, _, other = entry.partition("#")
+            paths[entry or Path(src).name] = outputs[entry][other or role] if entry else src
         resolved[role] = next(iter(paths.values())) if len(paths) == 1 else str(gather_outputs(paths, layout))
     return resolved

@@ -6,6 +6,9 @@ evaluate both. A run may select part of the recipe: `only` (these entries), `sta
 on), `until` (up to this entry); a name matches the entry of that name or every instance of that stage.
 
 Each input role of each selected entry is wired by the first rule that applies:
+  0. the recipe's [wiring] names its source, "ENTRY.ROLE": that earlier entry's output of another role
+     (`"eval70:sft" = {policy_export = "sft.sft_model"}` evaluates the SFT policy itself; a source
+     "stage:ENTRY#ROLE" in the plan);
   1. an earlier entry of the run produces it: the one with the consumer's label, else the unlabelled
      one (a stage that gathers the role, paper-tables' eval_rows, takes every producer);
   2. an explicit input: the recipe's [inputs] or `inputs.ROLE=PATH`;
@@ -31,6 +34,7 @@ from skillgate_core.stages import UnknownStageError, get_stage, stage_names
 
 __all__ = [
     "FoundInput",
+    "check_wiring",
     "InputFinder",
     "PlannedStage",
     "Selection",
@@ -165,6 +169,30 @@ class PlannedStage:
     """Non-empty for an entry the run added to build a missing input: "ROLE for ENTRY"."""
 
 
+def check_wiring(wiring: Mapping[str, Mapping[str, str]], entries: Sequence[str], where: str) -> None:
+    """Rule 0's table: each wired entry is in the recipe, each role one of its stage's inputs, each source
+    "ENTRY.ROLE" an earlier entry and one of that stage's outputs; ConfigError naming the key otherwise."""
+    for entry, roles in wiring.items():
+        if entry not in entries:
+            raise ConfigError(f"{where}: wiring.{entry}: not an entry of recipe.stages ({', '.join(entries)})")
+        if not isinstance(roles, Mapping):
+            raise ConfigError(f"{where}: wiring.{entry}: expected a table of role = \"ENTRY.ROLE\"")
+        consumer = get_stage(entry_stage(entry))
+        for role, src in roles.items():
+            key = f"wiring.{entry}.{role}"
+            if role not in consumer.inputs:
+                raise ConfigError(f"{where}: {key}: stage '{consumer.name}' takes {', '.join(consumer.inputs)}, "
+                                  f"not '{role}'")
+            source_entry, dot, source_role = src.partition(".") if isinstance(src, str) else ("", "", "")
+            if not dot or source_entry not in entries[: entries.index(entry)]:
+                raise ConfigError(f"{where}: {key}: expected \"ENTRY.ROLE\" naming an entry listed before "
+                                  f"'{entry}', got {src!r}")
+            outputs = get_stage(entry_stage(source_entry)).outputs
+            if source_role not in outputs:
+                raise ConfigError(f"{where}: {key}: '{source_entry}' produces {', '.join(outputs)}, not "
+                                  f"'{source_role}'")
+
+
 def _gathers(stage: str) -> tuple[str, ...]:
     return get_stage(stage).gathers
 
@@ -201,11 +229,14 @@ def plan_entries(
     upstream_entries: Sequence[str] = (),
     build_missing: bool = False,
     where: str = "command line",
+    wiring: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[PlannedStage]:
     """The run's plan (module docstring): selected entries, plus added producers, in a runnable order.
 
     build_missing: apply rule 4 (add stages that build missing inputs); off, they are listed as missing.
+    wiring: rule 0, entry -> {input role: "ENTRY.OUTPUT_ROLE"} (checked by `check_wiring`).
     """
+    wiring = wiring or {}
     selected = select_entries(entries, selection, where)
     skipped_producers = {r: e for e in entries if e not in selected for r in get_stage(entry_stage(e)).outputs}
     may_add = build_missing and not selection.only
@@ -221,6 +252,15 @@ def plan_entries(
         missing: list[str] = []
         notes: list[str] = []
         for role in spec.inputs:
+            if role in wiring.get(entry, {}):
+                source_entry, _, source_role = wiring[entry][role].partition(".")
+                if source_entry in planned:
+                    sources[role] = (f"stage:{source_entry}#{source_role}",)
+                else:
+                    missing.append(role)
+                    notes.append(f"{role}: wired to {wiring[entry][role]}, whose entry this run does not run "
+                                 f"({selection.describe()}): give inputs.{role}=PATH|ID")
+                continue
             chosen = _choose_producer(role, entry, produced.get(role, []))
             if chosen:
                 sources[role] = tuple(f"stage:{p}" for p in chosen)

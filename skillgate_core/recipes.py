@@ -54,6 +54,7 @@ from skillgate_core.recipe_plan import (
     InputFinder,
     PlannedStage,
     Selection,
+    check_wiring,
     entry_stage,
     plan_entries,
     validate_entries,
@@ -92,6 +93,8 @@ class Recipe:
     """The TOML file it was read from."""
     upstream: str = ""
     """Recipe whose tables configure stages a run adds to build missing inputs ("" = stage defaults)."""
+    wiring: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Entry -> {input role: "ENTRY.ROLE"}: an input taken from an earlier entry's output of another role."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ class ResolvedRecipe:
                 for s, c in self.configs.items()
             },
         }
+        if self.recipe.wiring:  # only then: the digests of recipes without wiring stay what they were
+            payload["wiring"] = {e: dict(r) for e, r in self.recipe.wiring.items()}
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
@@ -167,18 +172,23 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(f"{source}: [inputs]: expected a table of role = \"path\" strings")
     for role in inputs:
         _check_input_role(role, stages, name, str(source))
+    wiring = data.pop("wiring", {})
+    if not isinstance(wiring, dict):
+        raise ConfigError(f"{source}: [wiring]: expected a table of \"ENTRY\" = {{ROLE = \"ENTRY.ROLE\"}}")
+    check_wiring(wiring, stages, str(source))
     tables: dict[str, dict[str, Any]] = {}
     for key, table in data.items():
         if entry_stage(key) not in stage_names():
             raise ConfigError(
-                f"{source}: unknown table [{key}]; expected [recipe], [inputs] or a stage: {', '.join(stage_names())}"
+                f"{source}: unknown table [{key}]; expected [recipe], [inputs], [wiring] or a stage: "
+                f"{', '.join(stage_names())}"
             )
         if key not in stages:
             raise ConfigError(f"{source}: table [{key}] configures a stage that recipe.stages does not list")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {key}: expected a table of config values")
         tables[key] = table
-    return Recipe(name, description, tuple(stages), tables, inputs, source, upstream)
+    return Recipe(name, description, tuple(stages), tables, inputs, source, upstream, wiring)
 
 
 def list_recipes(directory: str | Path) -> list[Recipe]:
@@ -294,7 +304,7 @@ def resolve_recipe(
     upstream = find_recipe(recipe.upstream, recipe.source.parent) if recipe.upstream else None
     plan = plan_entries(recipe.stages, selection, inputs, finder=finder,
                         upstream_entries=upstream.stages if upstream else (), build_missing=build_missing,
-                        where=source)
+                        where=source, wiring=recipe.wiring)
     entries = [p.entry for p in plan]
     for role, _ in given_inputs:
         _check_input_role(role, entries, recipe.name, source)

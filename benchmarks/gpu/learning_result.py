@@ -156,19 +156,9 @@ def scale_configs(scale: str) -> dict[str, Any]:
             "paper": PaperConfig(),
         }
     if scale == "smollm2":
-        # SmolLM2-135M-Instruct (init-model from its pinned package): the pretrained policy of [pretrained] and
-        # [learning]. Same bench, teacher and RL data as h200; an SFT sized for a pretrained base (a few passes
-        # at a small learning rate, not 900 steps from scratch); everything within its 8,192 positions, so the
-        # evaluation is eval70_v1's labelled 8k-context variant
-        h200 = scale_configs("h200")
-        return {
-            **h200,
-            "model": InitModelConfig(source="smollm2-135m-instruct"),
-            "sft": SFTStageConfig(max_steps=300, learning_rate=5e-5, warmup_steps=20, per_device_batch_size=8,
-                                  max_length=8192, full_weights=True, renamed_copies=1, seed=0),
-            "grpo": replace(h200["grpo"], learning_rate=1e-5, max_context_tokens=8192),
-            "eval": Eval70Config(protocol="eval70_v1_ctx8k", batch_episodes=70, sandbox_workers=16, device="auto"),
-        }
+        # SmolLM2-135M-Instruct: the configs of the recipe a researcher runs (deployments/recipes/
+        # learning-result.toml), so the device driver and `skillgate run learning-result` train the same arms
+        return recipe_configs("learning-result")
     if scale in ("tiny", "tiny-llama"):
         shape = {"architecture": "llama", "hidden_size": 36, "num_attention_heads": 9,
                  "num_key_value_heads": 3} if scale == "tiny-llama" else {"hidden_size": 32}
@@ -189,6 +179,17 @@ def scale_configs(scale: str) -> dict[str, Any]:
             "paper": PaperConfig(bootstrap_resamples=10_000),
         }
     raise SystemExit(f"unknown scale {scale!r}: h200, smollm2, tiny or tiny-llama")
+
+
+def recipe_configs(name: str) -> dict[str, Any]:
+    """The driver's config slots from a recipe of deployments/recipes/ (the SkillGate arm's grpo and eval70
+    tables; every arm differs from it only in its profile, which the driver sets)."""
+    from skillgate_core.recipes import load_recipe, resolve_recipe
+
+    configs = resolve_recipe(load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")).configs
+    return {"model": configs["init-model"], "collect": configs["collect"], "sft": configs["sft"],
+            "data": configs["rl-data-prep"], "grpo": configs["grpo"], "eval": configs["eval70"],
+            "paper": configs["paper-tables"]}
 
 
 # --- sizing the arms from the probe ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from skillgate_core.evaluation import figures
 from skillgate_core.evaluation.bootstrap import PairedBootstrap, paired_bootstrap
 from skillgate_core.evaluation.metrics import summarize_trials
 from skillgate_core.evaluation.paper_config import PaperConfig
-from skillgate_core.evaluation.probe import read_probe_summaries
+from skillgate_core.evaluation.probe import PROBE_SUMMARY_FILE, read_probe_summaries
 from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
 from skillgate_core.evaluation.tables import (
     Table,
@@ -283,6 +283,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
         "config": config_to_dict(config),
         "inputs": {"eval_rows": [{"source": s, "sha256": file_sha256(root / s), "rows": n}
                                  for s, n in sorted(eval_files.items())],
+                   "probes": [{"source": str(p.relative_to(root)), "sha256": file_sha256(p)}
+                              for p in sorted(root.rglob(PROBE_SUMMARY_FILE)) if p.is_file() and not p.is_symlink()],
                    "training": training.files},
         "protocols": {},
         "training": None,

@@ -102,14 +102,15 @@ def _probe_cell(probe: Mapping[str, Any] | None) -> str:
 
 def main_results_table(methods: Sequence[MethodTrials], k: int,
                        probes: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> Table:
-    """Methods x benchmarks: trial success and pass@k with counts, errors on their own; with `probes`
+    """Methods x benchmarks: trial success and pass@k with counts, errors on their own, then the selection
+    figures over all trials (oracle and misleading exposure, clean-oracle rate); with `probes`
     ((fingerprint, method) -> selection-probe summary) a last column: the probe's oracle rank-1 rate."""
     check_comparable(methods, "main_results")
     benchmarks = sorted({t.benchmark for m in methods for t in m.trials})
     columns = ["method"]
     for b in (*benchmarks, "all"):
         columns += [f"{b} success %", f"{b} pass@{k} %"]
-    columns.append("errors")
+    columns += ["errors", "oracle exposure %", "misleading exposure %", "clean-oracle %"]
     if probes is not None:
         columns.append("probe oracle@1 % [95% CI]")
     rows, data = [], []
@@ -129,7 +130,10 @@ def main_results_table(methods: Sequence[MethodTrials], k: int,
                                                   "outcomes", "tasks_with_at_least")}
             per[b][f"pass@{k}"] = block.get(f"pass@{k}")
         cells.append(str(summary["errors"]))
-        entry: dict[str, Any] = {"method": m.method, "by_benchmark": per}
+        n = len(m.trials)
+        selection = {key: summary[key] for key in ("oracle_exposure", "misleading_exposure", "clean_oracle_rate")}
+        cells += [_frac(v, round(v * n), n) for v in selection.values()]
+        entry: dict[str, Any] = {"method": m.method, "by_benchmark": per, **selection}
         if probes is not None:
             probe = probes.get((m.fingerprint, m.method))
             cells.append(_probe_cell(probe))
@@ -143,7 +147,9 @@ def main_results_table(methods: Sequence[MethodTrials], k: int,
         title="Main results",
         caption=(f"Trial success (resolved/trials) and task pass@{k} (unbiased; with the number of tasks solved "
                  f"at least once when every task has {k} trials), per benchmark and overall. Errored trials "
-                 "(infrastructure failures) count as unresolved in every denominator and are also counted."
+                 "(infrastructure failures) count as unresolved in every denominator and are also counted. "
+                 "Oracle / misleading exposure: trials that read the oracle / a misleading skill at least once; "
+                 "clean-oracle: trials whose distinct reads are exactly the oracle."
                  + ("" if probes is None else " Probe: the share of tasks whose oracle is the policy's most likely "
                     "first read among the 16 slate skills, teacher-forced (chance 6.25%), with a task bootstrap "
                     "interval; '-' where no probe was run (an endpoint policy).")),

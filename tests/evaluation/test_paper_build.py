@@ -208,7 +208,8 @@ def test_vector_9_through_the_paper_build(tmp_path):
     main = json.loads((tmp_path / "out" / "paper.json").read_text())["protocols"][SECTION]["tables"]["main_results"]
     row = main["data"][0]["by_benchmark"]["all"]
     assert (row["trial_success"], row["pass@4"], row["errors"]) == (0.25, 1.0, 1)
-    assert main["rows"][0] == ["mixed_task_reward", "25.0 (1/4)", "100.0 (1/1)", "25.0 (1/4)", "100.0 (1/1)", "1"]
+    assert main["rows"][0] == ["mixed_task_reward", "25.0 (1/4)", "100.0 (1/1)", "25.0 (1/4)", "100.0 (1/1)", "1",
+                               "0.0 (0/4)", "0.0 (0/4)", "0.0 (0/4)"]
 
 
 def test_read_strata_and_credit_bins_by_hand():
@@ -307,3 +308,28 @@ def test_a_protocol_id_that_would_name_a_path_outside_the_report_is_refused(tmp_
         build_paper(tmp_path / "rows", out)
     assert not out.exists() and not (tmp_path / "deep" / "escaped__mixed__r4").exists()
     assert not [p for p in tmp_path.rglob("*.md")]
+
+
+def test_the_main_table_shows_selection_and_the_probe_beside_each_methods_rows(tmp_path):
+    base = {"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "benchmark": "b", "status": "completed"}
+    reads = {"selector_clean_oracle_action_credit": [(["oracle"], ["o"]), (["oracle", "oracle"], ["o", "o"]),
+                                                     (["misleading"], ["m"]), ([], [])],
+             "mixed_task_reward": [(["misleading"], ["m"]), (["oracle", "misleading"], ["o", "m"]), ([], []), ([], [])]}
+    for method, trials in reads.items():
+        rows = [{**base, "method": method, "task_id": "t", "repeat": r, "outcome": "fail", "reads": cats,
+                 "read_names": names, "first_read_category": cats[0] if cats else None}
+                for r, (cats, names) in enumerate(trials)]
+        write_eval_rows(rows, tmp_path / "rows" / method / EVAL_TRIALS_FILE)
+    probe = {"fingerprint": FINGERPRINT, "method": "selector_clean_oracle_action_credit", "tasks": 70,
+             "oracle_rank1_rate": 0.2, "oracle_rank1_ci": [0.114, 0.3], "oracle_mass": 0.17, "misleading_mass": 0.8,
+             "relevant_mass": 0.02, "irrelevant_mass": 0.01, "turn": "call"}
+    (tmp_path / "rows" / "selector_clean_oracle_action_credit" / "probe_summary.json").write_text(json.dumps(probe))
+    build_paper(tmp_path / "rows", tmp_path / "out")
+    main = json.loads((tmp_path / "out" / "paper.json").read_text())["protocols"][SECTION]["tables"]["main_results"]
+    assert main["columns"][-4:] == ["oracle exposure %", "misleading exposure %", "clean-oracle %",
+                                    "probe oracle@1 % [95% CI]"]
+    by_method = {row[0]: row[-4:] for row in main["rows"]}
+    # oracle exposure, misleading exposure, clean oracle ([O,O] counts, [O,M] does not), the probe or '-'
+    assert by_method["selector_clean_oracle_action_credit"] == ["50.0 (2/4)", "25.0 (1/4)", "50.0 (2/4)",
+                                                                "20.0 [11.4, 30.0]"]
+    assert by_method["mixed_task_reward"] == ["25.0 (1/4)", "50.0 (2/4)", "0.0 (0/4)", "-"]

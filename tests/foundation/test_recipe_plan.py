@@ -3,6 +3,7 @@ to build missing inputs, and errors that name where a bad value came from (orche
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,42 @@ def test_gathered_outputs_are_one_content_addressed_folder(tmp_path, monkeypatch
     assert gather_outputs({"eval70": a, "eval70:x": b}, layout) != first
     # one source: passed through, nothing gathered
     assert stage_inputs({"eval_rows": ("stage:eval70",)}, outputs, layout) == {"eval_rows": str(a)}
+
+
+def test_learning_result_evaluates_the_sft_policy_itself_through_its_wiring(tmp_path):
+    resolved = resolve_recipe(find_recipe("learning-result", RECIPES_DIR))
+    rows = _rows(resolved)
+    assert rows["eval70:sft"].sources["policy_export"] == ("stage:sft#sft_model",)
+    assert rows["eval70:sft"].inputs["policy_export"] == "stage:sft#sft_model"
+    assert rows["eval70"].sources["policy_export"] == ("stage:grpo",)
+    assert rows["paper-tables"].sources["eval_rows"] == ("stage:eval70:sft", "stage:eval70:mixed-task-reward",
+                                                         "stage:eval70", "stage:eval70:masked-task-only")
+    arms = {e: resolved.configs[e] for e in ("grpo:mixed-task-reward", "grpo", "grpo:masked-task-only")}
+    assert [c.profile for c in arms.values()] == ["mixed_task_reward", "selector_clean_oracle_action_credit",
+                                                  "selector_clean_oracle_masked_task_only"]
+    plain = [{k: v for k, v in dataclasses.asdict(c).items() if k != "profile"} for c in arms.values()]
+    assert plain[0] == plain[1] == plain[2]  # the arms differ in their profile only
+    assert not any(r.missing for r in resolved.plan)
+    sft_out = tmp_path / "sft-model"
+    outputs = {"sft": {"sft_model": str(sft_out)}, "bench-build": {"bench": "/b"}}
+    assert stage_inputs(rows["eval70:sft"].sources, outputs, state_layout()) == {
+        "policy_export": str(sft_out), "bench": "/b"}
+    skipping = resolve_recipe(find_recipe("learning-result", RECIPES_DIR), selection=Selection(only=("eval70:sft",)),
+                              finder=DictFinder({"bench": "/b"}))
+    (row,) = skipping.plan
+    assert row.missing == ("policy_export",) and "wired to sft.sft_model" in row.note
+
+
+@pytest.mark.parametrize(("wiring", "message"), [
+    ('"eval70:x" = { policy_export = "sft.sft_model" }', "wiring.eval70:x: not an entry"),
+    ('eval70 = { model = "sft.sft_model" }', "stage 'eval70' takes policy_export, bench, not 'model'"),
+    ('eval70 = { policy_export = "sft" }', "expected .ENTRY.ROLE. naming an entry listed before"),
+    ('sft = { base_model = "eval70.eval_rows" }', "naming an entry listed before 'sft'"),
+    ('eval70 = { policy_export = "sft.trajectories" }', "'sft' produces sft_model, not 'trajectories'"),
+])
+def test_bad_wiring_is_refused_naming_the_key(tmp_path, wiring, message):
+    path = tmp_path / "r.toml"
+    path.write_text('[recipe]\nname = "r"\nstages = ["sft", "eval70"]\n[wiring]\n' + wiring + "\n")
+    with pytest.raises(ConfigError, match=message) as err:
+        load_recipe(path)
+    assert str(err.value).startswith(f"{path}: wiring.")

@@ -65,11 +65,12 @@ def test_every_recipe_has_a_deployment_and_training_ones_take_resume():
         assert d["name"] == d["parameters"]["recipe"] and f"recipe:{d['name']}" in d["tags"]
     assert set(deployments) == {r.name for r in list_recipes(RECIPES_DIR)}
     grpo = [r.name for r in list_recipes(RECIPES_DIR) if "grpo" in r.stages]
-    assert len(grpo) == 10  # rl-train, seven rl.<profile>, pipeline, demo
-    grpo.remove("demo")  # two arms, two experiments: no single id to resume
-    assert deployments["demo"]["parameters"] == {"recipe": "demo", "trigger": "ui", "overrides": []}
-    with pytest.raises(ConfigError, match="recipe 'demo' trains 2 arms"):
-        resume_overrides(find_recipe("demo", RECIPES_DIR), "grpo-x-1")
+    assert len(grpo) == 11  # rl-train, seven rl.<profile>, pipeline, demo, learning-result
+    for name, arms in (("demo", 2), ("learning-result", 3)):  # several arms: no single id to resume
+        grpo.remove(name)
+        assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "overrides": []}
+        with pytest.raises(ConfigError, match=f"recipe '{name}' trains {arms} arms"):
+            resume_overrides(find_recipe(name, RECIPES_DIR), "grpo-x-1")
     for name in grpo:
         assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "overrides": [], "resume": ""}, name
         assert resume_overrides(find_recipe(name, RECIPES_DIR), "grpo-x-1") == ['grpo.resume_experiment="grpo-x-1"']
