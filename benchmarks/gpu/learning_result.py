@@ -559,6 +559,8 @@ def paper(run: Run, collected: list[Path]) -> Any:
             method = f.parent.name
             (rows / method).mkdir(exist_ok=True)
             shutil.copy2(f, rows / method / f.name)
+            if (f.parent / "probe_summary.json").is_file():  # the selection probe: a main-table column
+                shutil.copy2(f.parent / "probe_summary.json", rows / method / "probe_summary.json")
             found["eval"].append(str(f))
         for f in sorted(Path(root).rglob("training/*/metrics.jsonl")):
             profile = f.parent.name
