@@ -9,20 +9,17 @@ group of them then goes through span detection, the clean-oracle utility and the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from sandbox_fixtures import REPO
+from scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
 
 from skillgate_core.agent.collect import span_report, trajectory_span_report
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, Trajectory, run_episodes
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
 from skillgate_core.credit import selector_advantages
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.trials import reads_of
-from skillgate_core.policy.corpus import build_corpus
-from skillgate_core.policy.local_sampler import Completion
-from skillgate_core.policy.tiny_model import TinyModelConfig, train_tokenizer
 from skillgate_core.skills import Slate
 from skillgate_core.slate_manifest import SlateEntry
 
@@ -31,7 +28,6 @@ ORACLE = "oracle-x"
 NAMES = [ORACLE, *(f"misl-{i}" for i in range(5)), *(f"rel-{i}" for i in range(5)), *(f"irr-{i}" for i in range(5))]
 CATEGORY = {n: "oracle" if n == ORACLE else {"m": "misleading", "r": "relevant", "i": "irrelevant"}[n[0]] for n in NAMES}
 
-Call = tuple[str, dict[str, str]]
 EPISODES: list[list[list[Call]]] = [
     # 0: a relative path after `cd /skills` is an (unattributed) read; the later explicit read is then not clean
     [[("exec", {"command": f"cd /skills && cat {ORACLE}/SKILL.md"})],
@@ -49,30 +45,9 @@ EPISODES: list[list[list[Call]]] = [
 ]
 
 
-class TurnScript:
-    """Episode `repeat` plays EPISODES[repeat] turn by turn, then answers."""
-
-    name = "turn-script"
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-
-    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
-        out = []
-        for view in views:
-            turns = EPISODES[view.spec.repeat]
-            calls = turns[view.turn] if view.turn < len(turns) else []
-            text = "".join("<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>" for n, a in calls)
-            text = text or "Done."
-            ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
-            out.append(Completion(tuple(ids), (), text, "stop"))
-        return out
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
-    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300)
-    return train_tokenizer(cfg, build_corpus(cfg.corpus_lines, cfg.seed))
+    return tiny_tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +66,7 @@ def played(sandbox_backend, tokenizer, skills) -> list[Trajectory]:
     slate, folder = skills
     task = load_task_package(TASK)
     specs = [EpisodeSpec(task, slate, folder, repeat=i) for i in range(len(EPISODES))]
-    trajectories = run_episodes(specs, TurnScript(tokenizer), tokenizer,
+    trajectories = run_episodes(specs, ScriptedPolicy(tokenizer, EPISODES), tokenizer,
                                 EpisodeConfig(max_turns=4, backend=sandbox_backend, workers=3))
     for t in trajectories:
         assert t.status == "completed", (t.repeat, t.verifier_detail)

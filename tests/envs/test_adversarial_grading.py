@@ -12,18 +12,16 @@ grades with the real verifier, on both backends.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
+from scripted_policy import ScriptedPolicy, tiny_tokenizer
 
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, run_episodes
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.tools import ToolBox
 from skillgate_core.envs.sandbox import start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.verifier import VerifierResult, verify
-from skillgate_core.policy.local_sampler import Completion
 
 LIMITS = SandboxConfig(pids_limit=128, workspace_limit_mb=64, memory_limit_mb=512, command_timeout_sec=20,
                        sandbox_uid=64321)
@@ -127,32 +125,9 @@ def test_changing_the_modes_of_its_own_folders_is_graded_not_aborted(backend: st
 # ---------------------------------------------------------------- 4. background jobs end at the final answer
 
 
-class _ScriptedPolicy:
-    """Episode i plays scripts[i]: each turn a list of exec calls (dicts: exec arguments), then "Done."."""
-
-    name = "scripted"
-
-    def __init__(self, tokenizer, scripts: Sequence[Sequence[Sequence[dict]]]) -> None:
-        self.tokenizer, self.scripts = tokenizer, scripts
-
-    def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
-        out = []
-        for view in views:
-            script = self.scripts[view.spec.repeat]
-            text = ("".join("<tool_call>" + json.dumps({"name": "exec", "arguments": call}) + "</tool_call>"
-                            for call in script[view.turn]) if view.turn < len(script) else "Done.")
-            ids = self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
-            out.append(Completion(tuple(ids), (), text, "stop"))
-        return out
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
-    from skillgate_core.policy.corpus import build_corpus
-    from skillgate_core.policy.tiny_model import TinyModelConfig, train_tokenizer
-
-    cfg = TinyModelConfig(vocab_size=600, corpus_lines=300)
-    return train_tokenizer(cfg, build_corpus(cfg.corpus_lines, cfg.seed))
+    return tiny_tokenizer()
 
 
 def test_a_background_job_cannot_write_after_the_final_answer(backend: str, task_of, tokenizer):
@@ -168,7 +143,8 @@ def test_a_background_job_cannot_write_after_the_final_answer(backend: str, task
     # Episode 0 answers on turn 1 (its writers' turn takes 2-3 s on Docker: measured 2026-12-01, the shell
     # returns ~2 s after a detached job starts, the background call ~1 s); they write at 8 s; episode 1 keeps
     # the batch going until about 12 s, so a write that was not stopped lands before grading.
-    policy = _ScriptedPolicy(tokenizer, [[writers], [[{"command": "sleep 1"}], [{"command": "sleep 11"}]]])
+    policy = ScriptedPolicy(tokenizer, [[[("exec", w) for w in writers]],
+                                        [[("exec", {"command": "sleep 1"})], [("exec", {"command": "sleep 11"})]]])
     config = EpisodeConfig(max_turns=4, backend=backend, workers=2)  # type: ignore[arg-type]
     done = run_episodes(specs, policy, tokenizer, config, sandbox_config=LIMITS)
     assert done[0].status == "completed", done[0].verifier_detail
