@@ -30,6 +30,8 @@ GatheredParameters on every rank, bucket by bucket, bucketed by each parameter's
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,9 +88,11 @@ class EngineConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in backward (non-reentrant) to save memory."""
     attn_implementation: str = "auto"
-    """HF attention kernel of the policy; auto = flash_attention_2 on GPU when importable, else sdpa.
-    "torch_varlen" = PyTorch's varlen flash kernel (rl.varlen_attention): packed rows without the
-    flash-attn package. The replica samples with sdpa whenever the policy uses a varlen kernel."""
+    """HF attention kernel of the policy; auto = on GPU flash_attention_2 when importable, else
+    "torch_varlen" (PyTorch's varlen flash kernel, rl.varlen_attention: packed rows without the flash-attn
+    package) when its self-check passes there, else sdpa; sdpa on CPU. With sdpa every micro-batch holds
+    one sample (2026-12-01, one H200, SmolLM2 GRPO: train 19-25 s of a 31-38 s step, 32 episodes one by
+    one); a varlen kernel packs them. The replica samples with sdpa whenever the policy uses a varlen kernel."""
     reference_sharded: bool = True
     """Shard the frozen reference with ZeRO-3 (else a full copy on each rank)."""
     gather_bucket_mb: int = 512
@@ -141,7 +145,21 @@ def _attn_implementation(config: EngineConfig) -> str:
 
         if is_flash_attn_2_available():
             return "flash_attention_2"
+        return TORCH_VARLEN if varlen_usable() else "sdpa"
     return "sdpa"
+
+
+@functools.cache
+def varlen_usable() -> bool:
+    """Whether the torch varlen kernel runs on this GPU (its self-check, once per process); why not is logged."""
+    from skillgate_core.rl.varlen_attention import self_check, torch_varlen_available
+
+    problem = None if torch_varlen_available() else "no varlen kernel in this torch"
+    problem = problem or self_check("cuda", torch.bfloat16)
+    if problem:
+        logging.getLogger(__name__).warning("training attention: sdpa, one sample per micro-batch (torch_varlen "
+                                            "unusable here: %s)", problem)
+    return problem is None
 
 
 def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = True) -> dict[str, Any]:

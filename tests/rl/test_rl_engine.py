@@ -72,3 +72,22 @@ def test_zero3_step_then_replica_refresh_in_process(tiny_policy_dir):
     # fp32 weights, same kernels, so the tolerance is 0 (bitwise)
     assert r["replica_equal"]
     assert r["logit_gap"] == 0.0
+
+
+def test_auto_attention_packs_with_the_varlen_kernel_on_a_gpu_where_it_runs(monkeypatch):
+    """The choice only (the kernel itself: tests/rl/test_varlen_attention.py, and the GPU benchmarks):
+    on CPU sdpa; on a GPU flash-attn when importable, else torch_varlen when its self-check passes."""
+    import transformers.utils
+
+    from skillgate_core.rl import engine
+    from skillgate_core.rl.varlen_attention import TORCH_VARLEN
+
+    assert engine._attn_implementation(EngineConfig()) == "sdpa"  # this CPU machine
+    assert engine._attn_implementation(EngineConfig(attn_implementation="eager")) == "eager"
+    monkeypatch.setattr(engine, "_device_type", lambda: "cuda")
+    monkeypatch.setattr(transformers.utils, "is_flash_attn_2_available", lambda: False)
+    for usable, want in ((True, TORCH_VARLEN), (False, "sdpa")):
+        monkeypatch.setattr(engine, "varlen_usable", lambda usable=usable: usable)
+        assert engine._attn_implementation(EngineConfig()) == want
+    monkeypatch.setattr(transformers.utils, "is_flash_attn_2_available", lambda: True)
+    assert engine._attn_implementation(EngineConfig()) == "flash_attention_2"
