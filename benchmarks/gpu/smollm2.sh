@@ -12,6 +12,10 @@
 #                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k)
 #   STEP=grpo    (nothing carried)             the rest of that eval (an evaluation cut off resumes), then
 #                                              rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
+#   STEP=arms    (nothing carried)             the learning result's arms (learning_result.sh PART=all, scale
+#                                              smollm2: the recipe deployments/recipes/learning-result.toml);
+#                                              LR_ARGS="--grpo-steps N" to fit the machine's time; then on the
+#                                              CPU machine: PART=d LR_COLLECTED=<lr_all.tar.gz> learning_result.sh
 #
 # On the CPU machine, once:
 #   bash ../shared/gpu/make_bundle.sh                    # .devbundle (35 MB)
@@ -86,7 +90,14 @@ mkdir -p "$OUT" "$keep"
         drv 20 probe --probe-grpo-steps "${GRPO_STEPS:-2}" --probe-eval-trials 0 --probe-grpo-min-s 60 --tag grpo
         echo "grpo exit $?"
       fi ;;
-    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo on the device)"; exit 2 ;;
+    arms)
+      # the learning result's arms on the machine `run` left warm: learning_result.sh PART=all at scale smollm2
+      # (prep reused; the SFT policy's eval70 and each arm's GRPO + eval70 as parallel processes on the GPUs)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
+      LR_BENCH="$keep/bench.tar.xz" BWRAP_DEBS="$keep/bwrap" PART=all BUDGET_S=$(( $(left) - 10 )) \
+        LR_ARGS="--scale smollm2 ${LR_ARGS:-}" bash benchmarks/gpu/learning_result.sh
+      echo "arms exit $?" ;;
+    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms on the device)"; exit 2 ;;
   esac
   if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi
   echo "== $(date -u +%T) done ($(left) s of the budget left)"
