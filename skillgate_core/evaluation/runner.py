@@ -28,6 +28,7 @@ import json
 import signal
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -195,6 +196,12 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
     if device == "cpu" and config.cpu_threads:
         torch.set_num_threads(config.cpu_threads)
     model, tokenizer = load_policy(ref.model_dir, dtype=torch.bfloat16 if device == "cuda" else None, device=device)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions and p.context_size > positions:
+        # Past its trained positions a model's attention runs out of distribution: the trials would measure that.
+        warnings.warn(f"protocol {p.protocol_id()} allows {p.context_size} context tokens, the model at "
+                      f"{ref.model_dir} was trained to {positions} positions: episodes may run past them (for such "
+                      f"a model: a protocol with context_size <= {positions}, e.g. eval70_v1_ctx8k)", stacklevel=2)
     sampling = SamplingConfig(temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens, seed=p.seed)
     return SeededPolicy(model, tokenizer, sampling, seed_of=seed_of, name=method), tokenizer
 

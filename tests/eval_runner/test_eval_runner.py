@@ -196,3 +196,19 @@ def test_killed_evaluation_resumes_only_the_missing_trials(skillgate_home, tiny_
     assert query("select status from v_evaluation").rows == [("completed",)]
     assert query("select count(*) from eval_trial").rows == [(4,)]
     assert verify().drift == []
+
+
+def test_a_protocol_longer_than_the_models_positions_is_said(skillgate_home, tiny_model_dir, bench, tiny_spec):
+    """The tiny model has 8,192 positions: eval70_v1 (16,384) warns and names a protocol that fits; the tiny
+    spec (4,096) does not warn."""
+    import warnings
+
+    root = state_layout().experiments
+    ref = resolve_policy(str(tiny_model_dir), root=root)
+    long = build_protocol(load_spec("eval70_v1"), bench, demo_repeats=1)
+    with pytest.warns(UserWarning, match=r"allows 16384 context tokens.*trained to 8192 positions.*eval70_v1_ctx8k"):
+        run_evaluation(long, ref, EvalRunConfig(batch_episodes=1, sandbox_workers=1, max_trials=1), progress=False)
+    short = build_protocol(load_spec(tiny_spec), bench, demo_repeats=1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*context tokens.*")
+        run_evaluation(short, ref, EvalRunConfig(batch_episodes=1, sandbox_workers=1, max_trials=1), progress=False)
