@@ -21,10 +21,13 @@ lost. A killed writer leaves at most a temp file (ignored) or a gap in the numbe
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import secrets
 import socket
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +56,9 @@ __all__ = [
 
 FORMAT_VERSION = 1
 _SEQ_DIGITS = 20
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[str, str]] = set()
 
 
 # Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
@@ -190,10 +196,44 @@ def seq_of(path: Path) -> int:
     return int(path.name[:-5])
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _warn_skipped(path: Path, kind: str) -> None:
+    """Say once per process which entry is skipped: an event log holds only regular files."""
+    if (str(path), kind) in _warned:
+        return
+    _warned.add((str(path), kind))
+    log.warning("warehouse: skipped %s in the event log: it is %s, not an event file (remove it)", path, kind)
+
+
 def _list(folder: Path) -> list[Path]:
+    """Event files of `folder` in sequence order: regular files only, never followed through a link.
+
+    Anything else named like an event (a folder, a FIFO, a link, a device) is reported and skipped:
+    opening a FIFO would block every reader, and a link could name any file of the host.
+    """
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.suffix == ".json" and p.name[:-5].isdigit())
+    found = []
+    for p in folder.iterdir():
+        if p.suffix != ".json" or not p.name[:-5].isdigit():
+            continue
+        try:
+            mode = p.lstat().st_mode
+        except FileNotFoundError:  # moved meanwhile (ingested, rejected)
+            continue
+        if stat.S_ISREG(mode):
+            found.append(p)
+        else:
+            _warn_skipped(p, _kind(mode))
+    return sorted(found)
 
 
 def list_pending(log: EventLog) -> list[Path]:
@@ -217,8 +257,8 @@ def requeue_rejected(log: EventLog, names: Sequence[str] | None = None) -> list[
     log.ensure()
     moved = []
     for p in chosen:
-        if not p.is_file():
-            raise FileNotFoundError(f"no rejected event file {p.name}")
+        if not (p.is_file() and not p.is_symlink()):
+            raise FileNotFoundError(f"no rejected event file {p.name} (a regular file in {log.rejected})")
         tmp = log.tmp / f"requeue-{p.name}"
         os.replace(p, tmp)
         moved.append(_publish(log, tmp))
@@ -226,11 +266,34 @@ def requeue_rejected(log: EventLog, names: Sequence[str] | None = None) -> list[
     return moved
 
 
+def _read_regular(path: Path) -> str:
+    """The text of `path` if it is a regular file, opened without following a link or blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise EventFormatError(f"{path}: a symbolic link, not an event file") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.EWOULDBLOCK):
+            raise EventFormatError(f"{path}: not a regular file, not an event file") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # checked on what was opened: the entry may have changed since it was listed
+        os.close(fd)
+        raise EventFormatError(f"{path}: {_kind(mode)}, not an event file")
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EventFormatError(f"{path.name}: not an event file ({exc})") from None
+
+
 def read_event_file(path: Path) -> EventFile:
-    """Parse one event file; EventFormatError if it is not a valid one."""
+    """Parse one event file; EventFormatError if it is not a valid one (or not a regular file)."""
+    text = _read_regular(path)
     try:
         seq = seq_of(path)
-        body = json.loads(path.read_text(encoding="utf-8"))
+        body = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EventFormatError(f"{path.name}: not an event file ({exc})") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT_VERSION or not isinstance(body.get("events"), list):

@@ -12,7 +12,9 @@ Checked, both ways (on disk but not recorded, recorded but gone from disk):
   * runs recorded as running whose process is gone (this host), and temp output folders of stage
     runs whose process is gone: `skillgate warehouse reap` marks the runs interrupted and deletes
     the folders (interrupted.py);
-  * the event log: rejected events (with their reason) and events still pending.
+  * the event log: rejected events (with their reason) and events still pending;
+  * record files that cannot be read (unreadable-record, naming the file and what is wrong): what
+    they would describe is left out of the comparison, and everything else is still checked.
 
     report = verify(state_layout())
     report.ok, report.drift      # [Drift(kind="missing-in-warehouse", subject="exp-1/step-300", ...)]
@@ -30,6 +32,7 @@ import duckdb
 
 from skillgate_core.digests import path_sha256
 from skillgate_core.ownership import (
+    BadRecord,
     experiment_dir,
     experiments_root,
     list_checkpoints,
@@ -58,6 +61,7 @@ DRIFT_KINDS = (
     "dead-run",
     "rejected-event",
     "pending-events",
+    "unreadable-record",
 )
 
 
@@ -93,11 +97,27 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def _both_ways(drift: list[Drift], what: str, on_disk: set[str], in_wh: set[str]) -> None:
+def _both_ways(drift: list[Drift], what: str, on_disk: set[str], in_wh: set[str], unread: frozenset[str]) -> None:
     for k in sorted(on_disk - in_wh):
         drift.append(Drift("missing-in-warehouse", k, f"{what} on disk has no warehouse row"))
     for k in sorted(in_wh - on_disk):
-        drift.append(Drift("missing-on-disk", k, f"{what} recorded in the warehouse is not on disk"))
+        if not _unread(k, unread):
+            drift.append(Drift("missing-on-disk", k, f"{what} recorded in the warehouse is not on disk"))
+
+
+def _unread_key(root: Path, bad: BadRecord) -> str:
+    """The warehouse key of what an unreadable record describes: EXP for experiment.json, EXP/NAME
+    for a segment's run.json, an export's lineage.json or an eval.json (the folder holding it)."""
+    try:
+        parts = bad.path.relative_to(root).parts
+    except ValueError:
+        return str(bad.path)
+    return parts[0] if len(parts) <= 2 else f"{parts[0]}/{parts[-2]}"
+
+
+def _unread(key: str, unread: frozenset[str]) -> bool:
+    """Is `key` (or what contains it: its experiment, its segment) described by an unreadable record?"""
+    return any(key == u or key.startswith(u + "/") for u in unread)
 
 
 def _mismatch(drift: list[Drift], key: str, row: Mapping[str, Any], **want: object) -> None:
@@ -112,7 +132,7 @@ def _metric_steps(path: Path) -> set[int]:
     if not path.is_file():
         return set()
     steps = set()
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             steps.add(int(json.loads(line)["step"]))
         except (ValueError, KeyError, TypeError):
@@ -142,42 +162,49 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
 
     disk_exp, disk_seg, disk_x, disk_eval, disk_ckpt = {}, {}, {}, {}, {}
     disk_steps: dict[str, set[int]] = {}
-    for rec in list_experiments(root):
+    bad: list[BadRecord] = []
+    for rec in list_experiments(root, bad.append):
         exp = experiment_dir(root, rec.experiment_id)
         disk_exp[rec.experiment_id] = (rec, exp)
-        for s in list_segments(exp):
+        for s in list_segments(exp, bad.append):
             disk_seg[segment_key(rec.experiment_id, s.run_name)] = s
             steps = _metric_steps(exp.metrics_file(s.run_name))
             if steps:
                 disk_steps[segment_key(rec.experiment_id, s.run_name)] = steps
-        for c in list_checkpoints(exp):
+        for c in list_checkpoints(exp, on_bad=lambda _: None):  # a bad run.json is reported once, above
             disk_ckpt[checkpoint_key(rec.experiment_id, c.run_name, c.step)] = c
-        for x in list_exports(exp):
+        for x in list_exports(exp, on_bad=bad.append):
             disk_x[export_key(rec.experiment_id, x.export_id)] = x
         for tmp in stale_builds(exp.exports):
             drift.append(Drift("stale-build", str(tmp), "temp build of a dead process (removed by the next export)"))
-        for e in list_evals(exp):
+        for e in list_evals(exp, bad.append):
             disk_eval[eval_key(rec.experiment_id, e.eval_id)] = (e, exp)
 
-    _both_ways(drift, "experiment", set(disk_exp), set(wh_exp))
+    for b in bad:
+        drift.append(Drift("unreadable-record", str(b.path), f"{b.problem}; what it describes is not compared"))
+    unread = frozenset(_unread_key(root, b) for b in bad)
+
+    _both_ways(drift, "experiment", set(disk_exp), set(wh_exp), unread)
     for k in sorted(set(disk_exp) & set(wh_exp)):
         rec, exp = disk_exp[k]
         row = wh_exp[k]
         _mismatch(drift, k, row, algorithm=rec.algorithm, data=rec.data, init=rec.init, hypothesis=rec.hypothesis,
                   uri=str(exp.root))
 
-    _both_ways(drift, "segment", set(disk_seg), set(wh_seg))
+    _both_ways(drift, "segment", set(disk_seg), set(wh_seg), unread)
     for k in sorted(set(disk_seg) & set(wh_seg)):
         s, row = disk_seg[k], wh_seg[k]
         _mismatch(drift, k, row, ordinal=s.ordinal, exit_reason=s.exit_reason,
                   resumed_from_step=s.resumed_from.step if s.resumed_from else None)
 
-    _both_ways(drift, "checkpoint", set(disk_ckpt), set(wh_ckpt))
+    _both_ways(drift, "checkpoint", set(disk_ckpt), set(wh_ckpt), unread)
     for k in sorted(set(disk_ckpt) & set(wh_ckpt)):
         c, row = disk_ckpt[k], wh_ckpt[k]
         _mismatch(drift, k, row, uri=c.path, step=c.step, segment_id=segment_key(row["experiment_id"], c.run_name))
 
     for k in sorted(set(disk_steps) | set(metric_steps)):
+        if _unread(k, unread):
+            continue
         on_disk, recorded = disk_steps.get(k, set()), metric_steps.get(k, set())
         if on_disk != recorded:
             drift.append(Drift("mismatch", k, (
@@ -185,7 +212,7 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
                 f"only on disk: {sorted(on_disk - recorded)[:5]}, only recorded: {sorted(recorded - on_disk)[:5]}"
             )))
 
-    _both_ways(drift, "export", set(disk_x), set(wh_exp_rows))
+    _both_ways(drift, "export", set(disk_x), set(wh_exp_rows), unread)
     for k in sorted(set(disk_x) & set(wh_exp_rows)):
         x, row = disk_x[k], wh_exp_rows[k]
         _mismatch(drift, k, row, uri=x.path, step=x.step, segment_id=segment_key(x.experiment_id, x.run_name),
@@ -196,7 +223,7 @@ def verify(state: StateLayout | None = None, *, digests: bool = True) -> VerifyR
                 drift.append(Drift("digest-mismatch", k,
                                    f"folder sha256 {actual[:16]}... != recorded {row['weights_sha256'][:16]}..."))
 
-    _both_ways(drift, "evaluation", set(disk_eval), set(wh_eval))
+    _both_ways(drift, "evaluation", set(disk_eval), set(wh_eval), unread)
     for k in sorted(set(disk_eval) & set(wh_eval)):
         (e, exp), row = disk_eval[k], wh_eval[k]
         _mismatch(drift, k, row, export_id=export_key(e.experiment_id, e.export_id),

@@ -10,11 +10,14 @@ The same facts are in the warehouse: `skillgate sql "select * from v_segment whe
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from deployments.cli.result_format import printable
 
 __all__ = ["register"]
 
@@ -28,29 +31,40 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print everything as JSON"),
     ) -> None:
         """List the experiments under SKILLGATE_HOME/experiments: segments, checkpoints, exports, evaluations."""
-        from skillgate_core.ownership import OwnershipError, describe_experiments, experiments_root
+        from skillgate_core.ownership import BadRecord, OwnershipError, describe_experiments, experiments_root
         from skillgate_core.paths import state_layout
 
+        errors = Console(stderr=True, soft_wrap=True)
+        bad: list[BadRecord] = []
         try:
-            listing = describe_experiments(experiments_root(state_layout()), experiment_id)
+            listing = describe_experiments(experiments_root(state_layout()), experiment_id, on_bad=bad.append)
         except OwnershipError as exc:
-            Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            errors.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", highlight=False)
             raise typer.Exit(1) from None
         if as_json:
             print(json.dumps(listing, indent=2))
-            return
-        table = Table(title=f"{len(listing)} experiment(s)")
-        for col in ("experiment", "algorithm", "segments", "latest checkpoint", "exports", "evaluations"):
-            table.add_column(col, overflow="fold")
-        for eid, e in listing.items():
-            segs = e["segments"]
-            last = segs[-1] if segs else None
-            seg_text = f"{len(segs)}" + (f" (last: {last['run_name']}, {last['exit_reason'] or 'running'})" if last else "")
-            ckpt = e["checkpoints"][-1] if e["checkpoints"] else None
-            table.add_row(escape(eid), escape(e["algorithm"]), escape(seg_text),
-                          f"step {ckpt['step']} ({escape(ckpt['run_name'])})" if ckpt else "-",
-                          escape(", ".join(x["export_id"] for x in e["exports"]) or "-"),
-                          escape(", ".join(f"{v['eval_id']} ({v['status']})" for v in e["evals"]) or "-"))
-        console.print(table)
-        if listing:
-            console.print("[dim]resume one: skillgate run rl-train --execute --resume EXPERIMENT_ID grpo.steps=N[/]")
+        else:
+            _print_table(listing)
+        for b in bad:  # one bad file is named and left out; the rest is listed (exit 1 all the same)
+            errors.print(f"[bold yellow]skipped:[/] {escape(printable(str(b.path)))}: {escape(printable(b.problem))}",
+                         highlight=False)
+        if bad:
+            raise typer.Exit(1)
+
+
+def _print_table(listing: dict[str, dict[str, Any]]) -> None:
+    table = Table(title=f"{len(listing)} experiment(s)")
+    for col in ("experiment", "algorithm", "segments", "latest checkpoint", "exports", "evaluations"):
+        table.add_column(col, overflow="fold")
+    for eid, e in listing.items():
+        segs = e["segments"]
+        last = segs[-1] if segs else None
+        seg_text = f"{len(segs)}" + (f" (last: {last['run_name']}, {last['exit_reason'] or 'running'})" if last else "")
+        ckpt = e["checkpoints"][-1] if e["checkpoints"] else None
+        table.add_row(escape(eid), escape(e["algorithm"]), escape(seg_text),
+                      f"step {ckpt['step']} ({escape(ckpt['run_name'])})" if ckpt else "-",
+                      escape(", ".join(x["export_id"] for x in e["exports"]) or "-"),
+                      escape(", ".join(f"{v['eval_id']} ({v['status']})" for v in e["evals"]) or "-"))
+    console.print(table)
+    if listing:
+        console.print("[dim]resume one: skillgate run rl-train --execute --resume EXPERIMENT_ID grpo.steps=N[/]")

@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console, Group
@@ -28,6 +30,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from deployments.cli.result_format import printable
 
 __all__ = ["register"]
 
@@ -73,6 +77,25 @@ def _source_path(source: str) -> Path:
     return Path(match.uri)
 
 
+def _printable_fields(value: Any) -> Any:
+    """`value` with every string in it (dataclass fields, tuples, mappings) made printable: what an
+    episode holds was written by an agent (turn text, tool output, its calls) or by a task package,
+    and must not reach the terminal as control sequences. Rich markup is not interpreted in these
+    strings either: every one is printed as a Text, or escaped where it goes into markup."""
+    if isinstance(value, str):
+        return printable(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _printable_fields(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    if isinstance(value, tuple):
+        return tuple(_printable_fields(v) for v in value)
+    if isinstance(value, list):
+        return [_printable_fields(v) for v in value]
+    if isinstance(value, Mapping):
+        return {_printable_fields(k): _printable_fields(v) for k, v in value.items()}
+    return value
+
+
 def _preview(text: str, full: bool) -> str:
     if full:
         return text
@@ -99,7 +122,8 @@ def _observation_text(observation: str) -> str:
         short = {k: v for k, v in result.items() if not (isinstance(v, str) and "\n" in v)}
         parts.append(f"[{m.group(1)}] " + json.dumps(short, ensure_ascii=False))
         parts += [f"{k}:\n{v.rstrip()}" for k, v in result.items() if isinstance(v, str) and "\n" in v]
-    return "\n".join(parts) if parts else observation
+    # printable again: the JSON decoded above turns an escaped control character back into itself
+    return printable("\n".join(parts)) if parts else observation
 
 
 def _turn_text(turn) -> Text:
@@ -160,6 +184,7 @@ def _header(ep, total: int) -> Panel:
 
 
 def _show(ep, total: int, full: bool) -> None:
+    ep = _printable_fields(ep)
     console.print(_header(ep, total))
     console.print(Panel(Text(_preview(ep.system, full), style=CONTEXT), title="system prompt · context",
                         title_align="left", border_style="dim"))
@@ -179,10 +204,10 @@ def _show(ep, total: int, full: bool) -> None:
 
 
 def _list(episodes, source: Path) -> None:
-    table = Table(title=f"{len(episodes)} episode(s) in {source}")
+    table = Table(title=f"{len(episodes)} episode(s) in {escape(printable(str(source)))}")
     for col in ("#", "task", "repeat", "status", "score", "reads", "turns", "trained / response tokens", "A_task"):
         table.add_column(col, overflow="fold")
-    for ep in episodes:
+    for ep in map(_printable_fields, episodes):
         tokens = "-" if ep.trained_tokens is None else f"{ep.trained_tokens} / {ep.response_tokens}"
         adv = "-" if ep.credit is None or ep.credit.task_advantage is None else f"{ep.credit.task_advantage:+.3f}"
         table.add_row(str(ep.number), escape(ep.task_id), str(ep.repeat), escape(ep.status), f"{ep.score:g}",

@@ -30,7 +30,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from deployments.cli.result_format import FORMATS, cell_text, print_rows
+from deployments.cli.result_format import FORMATS, cell_text, print_rows, printable
 
 if TYPE_CHECKING:
     from warehouse.queries import LineageNode
@@ -172,7 +172,7 @@ def register(app: typer.Typer) -> None:
                 for c in ("kind", "subject", "detail"):
                     table.add_column(c, overflow="fold")
                 for d in report.drift:
-                    table.add_row(d.kind, escape(d.subject), escape(d.detail))
+                    table.add_row(d.kind, escape(printable(d.subject)), escape(printable(d.detail)))
                 console.print(table)
         if not report.ok:
             raise typer.Exit(1)

@@ -364,9 +364,20 @@ def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxG
         verifier_detail=grade.detail,
         backend=backend,
         duration_s=round(time.monotonic() - live.started, 3),
-        extra={"turn_error": live.turn_error} if live.turn_error else {},
+        extra=_extra(live),
         skill_opens=tuple(live.skill_opens),
     )
+
+
+def _extra(live: _Live) -> dict[str, Any]:
+    """Flags of how the episode went: a turn whose handling failed (turn_error); the sandbox's
+    container stopping by itself and being replaced, e.g. by an OOM kill of its first process the
+    agent arranged (sandbox_restarts: why each one, Docker only)."""
+    extra: dict[str, Any] = {"turn_error": live.turn_error} if live.turn_error else {}
+    restarts = list(getattr(live.box, "agent_restarts", None) or [])
+    if restarts:
+        extra["sandbox_restarts"] = restarts
+    return extra
 
 
 def run_episodes(

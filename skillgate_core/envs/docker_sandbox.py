@@ -11,7 +11,15 @@ The container (labels org.skillgate.sandbox=1, .session, .owner and .owner_pidns
   host watches its SKILL.md / README.md opens (envs/skill_opens.py): one episode's reads, never a
   neighbour's, which a folder shared by a whole group would mix up;
 - PID 1: a shell loop that ignores signals and reaps orphans. The kernel does not deliver SIGKILL
-  from inside the container to its PID 1, so the agent cannot stop its own sandbox.
+  from inside the container to its PID 1. The kernel itself can still end it: root in the container
+  may raise PID 1's oom_score_adj (raising needs no capability) and exhaust memory, and the OOM
+  killer then picks PID 1. A container that stopped by itself while the agent plays is the agent's
+  doing, never an infrastructure failure: a fresh container of the same spec takes over the
+  workspace volume, the command that found it stopped runs there (its stderr starts with a note
+  saying what happened), and the episode goes on and is graded (`agent_restarts` lists each one).
+  What the agent loses is its own: its processes, /tmp, HOME, /logs, and the workspace itself (a
+  tmpfs volume is emptied when its last container stops; it starts again from the image's WORKDIR).
+  A container that is gone (removed) or a daemon that does not answer is still a SandboxError.
 
 Each exec runs `timeout -s KILL T bash -c CMD`, which kills the command's process group at the
 deadline; the host also gives up reading at T + grace. Output is read from the exec socket with
@@ -27,6 +35,7 @@ the image's PATH, which may name folders the agent writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -109,6 +118,9 @@ class DockerSandbox(Sandbox):
         self.skills_copy: Path | None = None
         self._stopped = False
         self._lock = threading.Lock()
+        self._revive_lock = threading.Lock()
+        self.agent_restarts: list[str] = []
+        """Why each agent container stopped by itself (see the module docstring), in order."""
         self.exec_user = task.dockerfile.user if task.dockerfile is not None else ""
         """User of the agent's and verifier's commands: the image's USER (root when unset)."""
         self.image, workdir = task_image(task, config)
@@ -187,7 +199,7 @@ class DockerSandbox(Sandbox):
                           user="root")
 
     def _exec(self, argv: list[str], *, timeout: float, cwd: str, env: Mapping[str, str], stdin: bytes | None,
-              user: str) -> RawResult:
+              user: str, revived: bool = False) -> RawResult:
         import docker.errors
 
         if self._stopped:
@@ -201,6 +213,12 @@ class DockerSandbox(Sandbox):
             if self.alive():  # e.g. the agent's fork bomb holds every pid: its problem, not ours
                 msg = f"sandbox: the command could not start: {exc}".encode()
                 return RawResult(126, b"", msg, False, False, time.perf_counter() - start)
+            why = "" if revived else self._revive_if_stopped_by_agent()
+            if why:  # the command never started: it runs in the fresh container, once
+                done = self._exec(argv, timeout=timeout, cwd=cwd, env=env, stdin=stdin, user=user, revived=True)
+                note = (f"[sandbox: the container had stopped ({why}); every process was gone and a fresh one runs "
+                        f"now: the workspace started again from the image's, /tmp, HOME and /logs are empty]\n")
+                return dataclasses.replace(done, stderr=note.encode() + done.stderr)
             raise SandboxError(f"{self.session_id}: docker exec failed, the sandbox is gone: {exc}") from exc
         raw_sock: socket.socket = getattr(sock, "_sock", sock)
         try:
@@ -258,8 +276,41 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
+    def _revive_if_stopped_by_agent(self) -> str:
+        """If the agent's container stopped by itself (it exists, exited, and we did not stop it),
+        start a fresh one of the same spec on the same workspace volume and return why it stopped;
+        else ''. SandboxError if the fresh one cannot start."""
+        import docker.errors
+
+        with self._revive_lock:
+            if self._stopped or self.verifying or not self.container_id:
+                return ""
+            if self.alive():  # another thread revived it meanwhile
+                return self.agent_restarts[-1] if self.agent_restarts else ""
+            try:
+                state = self.api.inspect_container(self.container_id)["State"]
+            except docker.errors.APIError:  # removed, or no daemon: not something the agent can do
+                return ""
+            if state.get("Status") not in ("exited", "dead"):
+                return ""
+            why = f"exit {state.get('ExitCode')}" + (", out of memory: the OOM killer ended its first process"
+                                                     if state.get("OOMKilled") else "")
+            stopped = self.container_id
+            try:
+                self.container_id = self._start_container(f"{self.session_id}-r{len(self.agent_restarts) + 1}")
+            except Exception as exc:
+                raise SandboxError(f"{self.session_id}: the agent's container stopped ({why}) and a fresh one "
+                                   f"failed to start: {exc}") from exc
+            self.agent_restarts.append(why)
+            with contextlib.suppress(Exception):
+                self.api.remove_container(stopped, force=True, v=False)
+            # Re-seeded only when empty: were the volume's contents kept, the agent's edits would stay.
+            self._run_root(f'[ -n "$(ls -A {self.workdir})" ] || tar -xf {WORKSPACE_SEED} -C {self.workdir}; '
+                           "mkdir -p /logs/agent")
+            return why
+
     def kill_processes(self) -> None:
-        if not self.alive():
+        if not self.alive() and not self._revive_if_stopped_by_agent():
             raise SandboxError(f"{self.session_id}: container is not running")
         if os.geteuid() == 0:
             self._kill_frozen()
@@ -320,8 +371,9 @@ class DockerSandbox(Sandbox):
     def stop(self) -> None:
         self._stopped = True
         self._close_skill_watch()
-        # Both containers by name: the agent's may still be there if the swap to the verifier's failed.
-        for name in (self.container_id, self.session_id, f"{self.session_id}-verify"):
+        # Every container by name: the agent's may still be there if the swap to the verifier's failed.
+        restarted = [f"{self.session_id}-r{i}" for i in range(1, len(self.agent_restarts) + 1)]
+        for name in (self.container_id, self.session_id, *restarted, f"{self.session_id}-verify"):
             if name:
                 with contextlib.suppress(Exception):
                     self.api.remove_container(name, force=True, v=True)

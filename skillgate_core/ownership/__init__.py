@@ -20,6 +20,7 @@ errors, layout, atomic/locks/records, experiment, segments/exports, evals, listi
 
 from skillgate_core.ownership.atomic import remove_stale_builds, stale_builds
 from skillgate_core.ownership.errors import (
+    BadRecord,
     CheckpointExists,
     CheckpointOutsideExperiment,
     EvalExists,
@@ -86,6 +87,7 @@ from skillgate_core.ownership.segments import (
 
 __all__ = [
     "EVAL_STATUSES",
+    "BadRecord",
     "CheckpointExists",
     "CheckpointOutsideExperiment",
     "CheckpointRef",

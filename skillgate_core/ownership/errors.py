@@ -11,10 +11,12 @@ what to do. Callers (the CLI, Prefect tasks, tests) match on the class or on `.c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import ClassVar
 
 __all__ = [
+    "BadRecord",
     "CheckpointExists",
     "CheckpointOutsideExperiment",
     "EvalExists",
@@ -25,6 +27,7 @@ __all__ = [
     "ExportInvalid",
     "InvalidName",
     "LatestStepMismatch",
+    "OnBadRecord",
     "OwnershipError",
     "ResumeError",
     "ResumeRequired",
@@ -85,6 +88,22 @@ class EvalExists(OwnershipError):
 
 class EvalRowExists(OwnershipError):
     code = "E_EVAL_ROW_EXISTS"
+
+
+class BadRecord(OwnershipError):
+    """A record file (experiment.json, run.json, lineage.json, eval.json) that cannot be read as its
+    record: not UTF-8 or JSON, a field of the wrong type, or a name that differs from its folder's."""
+
+    code = "E_BAD_RECORD"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+OnBadRecord = Callable[[BadRecord], None]
+"""What a listing does with an unreadable record when given one: report it (and skip it)."""
 
 
 class ExportInvalid(OwnershipError):

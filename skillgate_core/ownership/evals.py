@@ -30,6 +30,7 @@ from skillgate_core.ownership.atomic import atomic_create_json, read_json
 from skillgate_core.ownership.errors import (
     EvalExists,
     EvalRowExists,
+    OnBadRecord,
     OwnershipError,
     UnknownEval,
     UnknownExport,
@@ -37,7 +38,7 @@ from skillgate_core.ownership.errors import (
 from skillgate_core.ownership.experiment import open_experiment
 from skillgate_core.ownership.exports import load_export
 from skillgate_core.ownership.layout import ROW_FILE, ExperimentDir, check_name
-from skillgate_core.ownership.records import EvalRecord, utc_now
+from skillgate_core.ownership.records import EvalRecord, read_or_report, read_record, utc_now
 from skillgate_core.processes import current_process, process_state
 
 __all__ = [
@@ -103,17 +104,21 @@ def load_eval(exp: ExperimentDir, eval_id: str) -> EvalRecord:
     f = exp.eval_file(eval_id)
     if not f.is_file():
         raise UnknownEval(f"no evaluation '{eval_id}' in experiment '{exp.experiment_id}' ({f} missing)")
-    return EvalRecord.from_json(read_json(f))
+    return read_record(EvalRecord, f, eval_id=eval_id, experiment_id=exp.experiment_id)
 
 
-def list_evals(exp: ExperimentDir) -> list[EvalRecord]:
+def list_evals(exp: ExperimentDir, on_bad: OnBadRecord | None = None) -> list[EvalRecord]:
+    """Every evaluation with an eval.json, by id.
+
+    An unreadable eval.json is BadRecord, or with `on_bad` handed to it and skipped."""
     if not exp.evals.is_dir():
         return []
-    return [
-        load_eval(exp, p.name)
+    found = (
+        read_or_report(on_bad, EvalRecord, exp.eval_file(p.name), eval_id=p.name, experiment_id=exp.experiment_id)
         for p in sorted(exp.evals.iterdir())
         if p.is_dir() and not p.name.startswith(".") and (p / "eval.json").is_file()
-    ]
+    )
+    return [r for r in found if r is not None]
 
 
 def write_eval_row(

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillgate_core.ownership.atomic import atomic_create_json, read_json
-from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
+from skillgate_core.ownership.atomic import atomic_create_json
+from skillgate_core.ownership.errors import ExperimentExists, OnBadRecord, UnknownExperiment
 from skillgate_core.ownership.layout import EXPERIMENT_FILE, ExperimentDir, experiment_dir
-from skillgate_core.ownership.records import ExperimentRecord, utc_now
+from skillgate_core.ownership.records import ExperimentRecord, read_or_report, read_record, utc_now
 
 __all__ = ["create_experiment", "list_experiments", "load_experiment", "open_experiment"]
 
@@ -38,22 +38,25 @@ def create_experiment(
 
 
 def open_experiment(root: Path, experiment_id: str | None) -> tuple[ExperimentDir, ExperimentRecord]:
-    """The folder and record of an existing experiment; UnknownExperiment if it has no experiment.json."""
+    """The folder and record of an existing experiment; UnknownExperiment if it has no experiment.json,
+    BadRecord if it cannot be read."""
     exp = experiment_dir(root, experiment_id or "")
     if not exp.experiment_file.is_file():
-        known = ", ".join(r.experiment_id for r in list_experiments(root)[:10]) or "none"
+        known = ", ".join(r.experiment_id for r in list_experiments(root, on_bad=lambda _: None)[:10]) or "none"
         raise UnknownExperiment(
             f"no experiment '{experiment_id}' under {Path(root).resolve()} (no {EXPERIMENT_FILE}); known: {known}"
         )
-    return exp, ExperimentRecord.from_json(read_json(exp.experiment_file))
+    return exp, read_record(ExperimentRecord, exp.experiment_file, experiment_id=exp.experiment_id)
 
 
 def load_experiment(root: Path, experiment_id: str) -> ExperimentRecord:
     return open_experiment(root, experiment_id)[1]
 
 
-def list_experiments(root: Path) -> list[ExperimentRecord]:
-    """Every experiment with an experiment.json under `root`, sorted by id."""
+def list_experiments(root: Path, on_bad: OnBadRecord | None = None) -> list[ExperimentRecord]:
+    """Every experiment with an experiment.json under `root`, sorted by id.
+
+    An unreadable experiment.json is BadRecord, or with `on_bad` handed to it and skipped."""
     base = Path(root)
     if not base.is_dir():
         return []
@@ -61,5 +64,7 @@ def list_experiments(root: Path) -> list[ExperimentRecord]:
     for p in sorted(base.iterdir()):
         f = p / EXPERIMENT_FILE
         if p.is_dir() and not p.name.startswith(".") and f.is_file():
-            out.append(ExperimentRecord.from_json(read_json(f)))
+            rec = read_or_report(on_bad, ExperimentRecord, f, experiment_id=p.name)
+            if rec is not None:
+                out.append(rec)
     return out

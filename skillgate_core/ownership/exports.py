@@ -39,10 +39,10 @@ from typing import Any
 from skillgate_core.atomic_dirs import building_dir
 from skillgate_core.digests import path_sha256
 from skillgate_core.ownership.atomic import read_json, remove_stale_builds
-from skillgate_core.ownership.errors import ExportExists, ExportInvalid, UnknownSegment
+from skillgate_core.ownership.errors import ExportExists, ExportInvalid, OnBadRecord, UnknownSegment
 from skillgate_core.ownership.experiment import open_experiment
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE, ExperimentDir, check_name
-from skillgate_core.ownership.records import ExportRecord, utc_now
+from skillgate_core.ownership.records import ExportRecord, read_or_report, utc_now
 
 __all__ = [
     "CONFIG_FILE",
@@ -244,24 +244,32 @@ def _publish_export(
     return ExportRecord(**{**record.__dict__, "path": str(final), "weights_sha256": digest})
 
 
-def load_export(exp: ExperimentDir, export_id: str, *, digest: bool = False) -> ExportRecord | None:
-    """The record of a published export (None if absent or incomplete); `digest` recomputes its sha256."""
+def load_export(
+    exp: ExperimentDir, export_id: str, *, digest: bool = False, on_bad: OnBadRecord | None = None
+) -> ExportRecord | None:
+    """The record of a published export (None if absent or incomplete); `digest` recomputes its sha256.
+
+    An unreadable lineage.json is BadRecord, or with `on_bad` handed to it (and None returned)."""
     path = exp.export(export_id)
     if not (path / COMPLETE_MARKER).is_file() or not (path / LINEAGE_FILE).is_file():
         return None
-    data = read_json(path / LINEAGE_FILE)
-    rec = ExportRecord.from_json({**data, "path": str(path)})
+    rec = read_or_report(on_bad, ExportRecord, path / LINEAGE_FILE, {"path": str(path)}, export_id=export_id,
+                         experiment_id=exp.experiment_id)
+    if rec is None:
+        return None
     if digest:
         rec = ExportRecord(**{**rec.__dict__, "weights_sha256": path_sha256(path)})
     return rec
 
 
-def list_exports(exp: ExperimentDir, *, digest: bool = False) -> list[ExportRecord]:
-    """Published exports (COMPLETE marker present), by step then id; temp builds are never listed."""
+def list_exports(exp: ExperimentDir, *, digest: bool = False, on_bad: OnBadRecord | None = None) -> list[ExportRecord]:
+    """Published exports (COMPLETE marker present), by step then id; temp builds are never listed.
+
+    `on_bad`: as for load_export (an export with a bad lineage.json is not listed)."""
     if not exp.exports.is_dir():
         return []
     recs = [
-        load_export(exp, p.name, digest=digest)
+        load_export(exp, p.name, digest=digest, on_bad=on_bad)
         for p in exp.exports.iterdir()
         if p.is_dir() and not p.name.startswith(".")
     ]

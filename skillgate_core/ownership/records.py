@@ -8,13 +8,16 @@ skillgate_core.digests.atomic_write_json. Timestamps are UTC ISO-8601 strings en
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Self, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
 
 from skillgate_core.dataclass_json import dataclass_from_json
+from skillgate_core.ownership.errors import BadRecord, OnBadRecord
 
 __all__ = [
     "CheckpointRef",
@@ -24,6 +27,8 @@ __all__ = [
     "ResumePoint",
     "SegmentRecord",
     "current_host",
+    "read_or_report",
+    "read_record",
     "utc_now",
 ]
 
@@ -50,6 +55,54 @@ class _JSONRecord:
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         # Lenient: a key this version does not know (written by a newer one) is dropped, not an error.
         return dataclass_from_json(cls, data, source=f"{cls.__name__} JSON", strictness="lenient")
+
+
+R = TypeVar("R", bound=_JSONRecord)
+
+
+def read_record(cls: type[R], path: Path, extra: Mapping[str, Any] | None = None, **names: str) -> R:
+    """The record `cls` held in `path`; BadRecord naming the file and what is wrong otherwise.
+
+    `names`: fields that must equal the folder names they come from (an id that differs from its
+    folder would make a listing name another folder, or another experiment's). `extra` fields are
+    added to what the file holds (e.g. an export's path).
+    """
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadRecord(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise BadRecord(path, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except OSError as exc:
+        raise BadRecord(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise BadRecord(path, f"expected a JSON object of {cls.__name__}'s fields, got {type(data).__name__}")
+    # Keys a newer writer added are dropped (lenient), but every known value is type-checked: a
+    # listing sorts and compares them, and a string where a number belongs would fail it as a whole.
+    known = {f.name for f in dataclasses.fields(cast("type[DataclassInstance]", cls)) if f.init}
+    body = {k: v for k, v in {**data, **(extra or {})}.items() if k in known}
+    try:
+        record = dataclass_from_json(cls, body, source=path.name, strictness="typed")
+    except (ValueError, TypeError) as exc:
+        raise BadRecord(path, f"not a valid {cls.__name__} ({exc})") from None
+    for field_name, folder in names.items():
+        if getattr(record, field_name) != folder:
+            raise BadRecord(path, f"{field_name} is {getattr(record, field_name)!r}, expected {folder!r} "
+                                  "(the name of its folder)")
+    return record
+
+
+def read_or_report(on_bad: OnBadRecord | None, cls: type[R], path: Path, extra: Mapping[str, Any] | None = None,
+                   **names: str) -> R | None:
+    """`read_record`, for a listing: with `on_bad`, a bad record is handed to it and None returned
+    (the listing goes on with the rest); without, BadRecord is raised."""
+    try:
+        return read_record(cls, path, extra, **names)
+    except BadRecord as exc:
+        if on_bad is None:
+            raise
+        on_bad(exc)
+        return None
 
 
 # Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).

@@ -28,12 +28,13 @@ from pathlib import Path
 from skillgate_core.atomic_dirs import building_dir
 from skillgate_core.digests import atomic_write_json
 from skillgate_core.file_locks import file_lock
-from skillgate_core.ownership.atomic import atomic_create_json, read_json
+from skillgate_core.ownership.atomic import atomic_create_json
 from skillgate_core.ownership.errors import (
     CheckpointExists,
     CheckpointOutsideExperiment,
     ExperimentIdRequired,
     LatestStepMismatch,
+    OnBadRecord,
     OwnershipError,
     ResumeRequired,
     SegmentNotEmpty,
@@ -46,7 +47,15 @@ from skillgate_core.ownership.layout import (
     ExperimentDir,
     parse_checkpoint_name,
 )
-from skillgate_core.ownership.records import CheckpointRef, ResumePoint, SegmentRecord, current_host, utc_now
+from skillgate_core.ownership.records import (
+    CheckpointRef,
+    ResumePoint,
+    SegmentRecord,
+    current_host,
+    read_or_report,
+    read_record,
+    utc_now,
+)
 
 __all__ = [
     "finish_segment",
@@ -159,19 +168,21 @@ def load_segment(exp: ExperimentDir, run_name: str) -> SegmentRecord:
     f = exp.segment_file(run_name)
     if not f.is_file():
         raise UnknownSegment(f"no segment '{run_name}' in experiment '{exp.experiment_id}' ({f} missing)")
-    return SegmentRecord.from_json(read_json(f))
+    return read_record(SegmentRecord, f, run_name=run_name, experiment_id=exp.experiment_id)
 
 
-def list_segments(exp: ExperimentDir) -> list[SegmentRecord]:
-    """Every segment with a run.json, by ordinal."""
+def list_segments(exp: ExperimentDir, on_bad: OnBadRecord | None = None) -> list[SegmentRecord]:
+    """Every segment with a run.json, by ordinal.
+
+    An unreadable run.json is BadRecord, or with `on_bad` handed to it and skipped."""
     if not exp.segments.is_dir():
         return []
-    recs = [
-        SegmentRecord.from_json(read_json(p / SEGMENT_FILE))
+    found = (
+        read_or_report(on_bad, SegmentRecord, p / SEGMENT_FILE, run_name=p.name, experiment_id=exp.experiment_id)
         for p in exp.segments.iterdir()
         if p.is_dir() and not p.name.startswith(".") and (p / SEGMENT_FILE).is_file()
-    ]
-    return sorted(recs, key=lambda r: (r.ordinal, r.run_name))
+    )
+    return sorted((r for r in found if r is not None), key=lambda r: (r.ordinal, r.run_name))
 
 
 def finish_segment(root: Path, experiment_id: str, run_name: str, exit_reason: str) -> SegmentRecord:
@@ -199,9 +210,13 @@ def _complete_checkpoints(ck_root: Path, run_name: str) -> list[CheckpointRef]:
     return out
 
 
-def list_checkpoints(exp: ExperimentDir, run_name: str | None = None) -> list[CheckpointRef]:
-    """Complete checkpoints (COMPLETE marker present) of one segment or of all, by step."""
-    names = [run_name] if run_name else [r.run_name for r in list_segments(exp)]
+def list_checkpoints(
+    exp: ExperimentDir, run_name: str | None = None, on_bad: OnBadRecord | None = None
+) -> list[CheckpointRef]:
+    """Complete checkpoints (COMPLETE marker present) of one segment or of all, by step.
+
+    `on_bad`: as for list_segments (the checkpoints of a segment with a bad run.json are not listed)."""
+    names = [run_name] if run_name else [r.run_name for r in list_segments(exp, on_bad)]
     out = [c for n in names for c in _complete_checkpoints(exp.checkpoints(n), n)]
     return sorted(out, key=lambda c: (c.step, c.run_name))
 

@@ -35,6 +35,7 @@ from skillgate_core.ownership import build_export, save_checkpoint
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.rl import collectives
+from skillgate_core.rl.checkpoint_load import load_engine_checkpoint
 from skillgate_core.rl.engine import (
     EngineConfig,
     StepStats,
@@ -235,7 +236,8 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
 
     state = _State(step=job.start_step, cursors=[0] * world)
     if job.resume_checkpoint:
-        engine.load_checkpoint(str(Path(job.resume_checkpoint) / ENGINE_DIR), tag=ENGINE_TAG)
+        # weights-only unpickling: the folder lies in the state dir, where a planted file would run code
+        load_engine_checkpoint(engine, Path(job.resume_checkpoint) / ENGINE_DIR, ENGINE_TAG)
         saved = json.loads((Path(job.resume_checkpoint) / TRAINER_STATE_FILE).read_text())
         if saved["world_size"] != world:
             raise ValueError(f"checkpoint {job.resume_checkpoint} was written by {saved['world_size']} workers, "

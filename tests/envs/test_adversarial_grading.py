@@ -122,6 +122,33 @@ def test_changing_the_modes_of_its_own_folders_is_graded_not_aborted(backend: st
     _graded_zero(result)
 
 
+# The sandbox's first process (Docker: the init loop that keeps the container up; bubblewrap: each
+# command's own PID 1). Root in the container may raise PID 1's oom_score_adj (raising needs no
+# capability) and then exhaust memory with many small processes: the OOM killer picks PID 1 and the
+# container stops. `kill -9 1` from inside is ignored by the kernel. Whatever stopped it, it was the
+# agent's doing: the episode goes on in a fresh container on the same workspace and is graded.
+KILL_FIRST_PROCESS = {
+    "oom-picks-pid-1": ("echo 1000 > /proc/1/oom_score_adj; for i in $(seq 1 24); do "
+                        "(head -c 40000000 /dev/zero | tail > /dev/null) & done; wait; true"),
+    "sigkill-pid-1": "kill -9 1; kill -KILL -1; sleep 0.5; true",
+}
+SOLVE = "mkdir -p /app/out && printf 'the answer only the tests know\\n' > /app/out/result.txt"
+
+
+@pytest.mark.parametrize("how", sorted(KILL_FIRST_PROCESS))
+@pytest.mark.parametrize("last", [False, True], ids=["then-solves", "as-its-last-call"])
+def test_killing_the_sandboxs_first_process_is_graded_not_aborted(backend: str, make_task, how: str, last: bool):
+    task = make_task(test_sh=CMP_SH, dockerfile=BWRAP_DOCKERFILE, files={"tests/expected.txt": EXPECTED},
+                     task_id="first-process")  # root in the container: it may touch PID 1
+    commands = [SOLVE, KILL_FIRST_PROCESS[how]] if last else [KILL_FIRST_PROCESS[how], SOLVE, "cat /app/out/result.txt"]
+    result = _play(backend, task, commands)
+    assert not result.aborted, f"the agent's own doing became ABORTED: {result.detail}"
+    # Graded on its workspace. A Docker container that stopped took its tmpfs workspace with it: what
+    # the agent wrote before is lost (its own doing), what it writes in the fresh one counts.
+    lost = backend == "docker" and how == "oom-picks-pid-1" and last
+    assert result.score == (0.0 if lost else 1.0), result.detail
+
+
 # ---------------------------------------------------------------- 4. background jobs end at the final answer
 
 
@@ -149,3 +176,19 @@ def test_a_background_job_cannot_write_after_the_final_answer(backend: str, task
     done = run_episodes(specs, policy, tokenizer, config, sandbox_config=LIMITS)
     assert done[0].status == "completed", done[0].verifier_detail
     assert done[0].score == 0.0, f"a write after the final answer was graded: {done[0].verifier_detail}"
+
+
+def test_an_episode_whose_container_the_agent_stopped_is_graded_and_flagged(backend: str, make_task, tokenizer):
+    """Through run_episodes: the OOM kill of the first process, then the answer; completed, graded, and
+    on Docker flagged with why the container was replaced."""
+    task = make_task(test_sh=CMP_SH, dockerfile=BWRAP_DOCKERFILE, files={"tests/expected.txt": EXPECTED},
+                     task_id="first-process-episode")
+    script = [[{"command": KILL_FIRST_PROCESS["oom-picks-pid-1"]}], [{"command": SOLVE}]]
+    policy = _ScriptedPolicy(tokenizer, [script])
+    config = EpisodeConfig(max_turns=4, backend=backend, workers=1)  # type: ignore[arg-type]
+    [done] = run_episodes([EpisodeSpec(task, None, repeat=0)], policy, tokenizer, config, sandbox_config=LIMITS)
+    assert done.status == "completed" and done.score == 1.0, done.verifier_detail
+    if backend == "docker":
+        assert "out of memory" in " ".join(done.extra["sandbox_restarts"]), done.extra
+    else:  # each bubblewrap command is its own PID 1: the OOM kill ends that command only
+        assert "sandbox_restarts" not in done.extra

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from skillgate_core.ownership import (
+    BadRecord,
     CheckpointOutsideExperiment,
     ExperimentIdRequired,
     InvalidName,
@@ -76,10 +77,17 @@ def test_rule_2_checkpoint_root_outside_the_experiment(root: Path, trained: str,
         start_segment(root, "run-b", experiment_id=trained, resume_from=foreign, expected_step=20)
     assert info.value.code == "E_RESUME_CHECKPOINT_OUTSIDE_EXPERIMENT"
     # a symlink inside the experiment that points elsewhere is resolved, not trusted
-    link = experiment_dir(root, trained).segments / "sneaky"
+    link = experiment_dir(root, trained).root / "sneaky"
     link.symlink_to(foreign.parent)
     with pytest.raises(CheckpointOutsideExperiment):
         start_segment(root, "run-b", experiment_id=trained, resume_from=link / "checkpoints", expected_step=20)
+    link.unlink()
+    # planted among the segments, the foreign run.json is refused as a record of this experiment
+    link = experiment_dir(root, trained).segments / "sneaky"
+    link.symlink_to(foreign.parent)
+    with pytest.raises(BadRecord, match="run_name is 'run-x', expected 'sneaky'"):
+        start_segment(root, "run-b", experiment_id=trained, resume_from=link / "checkpoints", expected_step=20)
+    link.unlink()
     # inside the experiment, but not a checkpoint root
     with pytest.raises(CheckpointOutsideExperiment, match="not a checkpoint root"):
         start_segment(root, "run-b", experiment_id=trained, resume_from=experiment_dir(root, trained).root,

@@ -195,3 +195,30 @@ def _gcs_address() -> str:
     import ray
 
     return ray.get_runtime_context().gcs_address
+
+
+@dataclass(frozen=True)
+class CheckpointCase:
+    """Save a ZeRO-3 checkpoint of the model into `folder` (save), or load it back through
+    skillgate_core.rl.checkpoint_load (not save)."""
+
+    model_dir: str
+    folder: str
+    save: bool
+
+
+def checkpoint_worker(ctx: WorkerContext, case: CheckpointCase) -> dict[str, object]:
+    from pathlib import Path
+
+    from skillgate_core.rl.checkpoint_load import UnsafeCheckpoint, load_engine_checkpoint
+
+    engine = build_engine(case.model_dir, EngineConfig(lr=1e-3))
+    if case.save:
+        engine.global_steps = 7  # a value the load must bring back
+        engine.save_checkpoint(case.folder, tag="state")
+        return {"saved": True}
+    try:
+        load_engine_checkpoint(engine, Path(case.folder), "state")
+    except UnsafeCheckpoint as exc:
+        return {"refused": str(exc)}
+    return {"global_steps": engine.global_steps}

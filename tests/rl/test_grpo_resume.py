@@ -86,3 +86,44 @@ def test_sigkill_then_resume_trains_on_the_same_sequence(tmp_path, bench, policy
 def _mk(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+class _RunsCode:
+    """Unpickling this creates the file `marker`: what a planted checkpoint file could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_checkpoint_file_is_refused_and_never_run(tmp_path, bench, policy, skillgate_home):
+    import shutil
+
+    import torch
+
+    inputs = _inputs(tmp_path, bench, policy)
+    config = {**CONFIG, "num_workers": 1, "sandbox_workers": 1, "steps": 1}
+    train_grpo(GRPOConfig(experiment_id="exp-planted", **config), inputs, _mk(tmp_path / "first"))
+    exp = experiment_dir(experiments_root(state_layout()), "exp-planted")
+    (ckpt,) = list_checkpoints(exp)
+    (optim,) = Path(ckpt.path).rglob("*optim_states.pt")
+    original = tmp_path / "optim.pt"
+    shutil.copy2(optim, original)
+    marker = tmp_path / "marker"
+    torch.save({"optimizer_state_dict": _RunsCode(marker)}, optim)
+
+    with pytest.raises(Exception, match="planted: resume checkpoint file .*optim_states.pt") as info:
+        train_grpo(GRPOConfig(resume_experiment="exp-planted", **{**config, "steps": 2}), inputs,
+                   _mk(tmp_path / "planted"))
+    assert str(optim) in str(info.value)
+    assert not marker.exists(), "the planted file was unpickled: its code ran"
+
+    shutil.copy2(original, optim)  # the real checkpoint still resumes
+    resumed = train_grpo(GRPOConfig(resume_experiment="exp-planted", **{**config, "steps": 2}), inputs,
+                         _mk(tmp_path / "resumed"))
+    last = max(list_segments(exp), key=lambda s: s.ordinal)
+    assert last.resumed_from is not None and last.resumed_from.step == 1 and last.exit_reason == "completed"
+    assert max(c.step for c in list_checkpoints(exp)) == 2 and resumed.metrics["experiment_id"] == "exp-planted"
+    assert not marker.exists()
