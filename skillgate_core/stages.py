@@ -42,7 +42,7 @@ class StageSpec:
     """The plan step that builds it, for the 'not built yet' message."""
     experiment: str | None = None
     """'module:function' `(config, inputs) -> ExperimentRecord` for a stage whose runs belong to an
-    experiment (METHOD.md 10): opens or creates the experiment the run will train in, before it
+    experiment (docs/method.md 10): opens or creates the experiment the run will train in, before it
     runs, so the run is recorded as that experiment's from its start. None: no experiment."""
     gathers: tuple[str, ...] = ()
     """Input roles it takes from every producer in the run, gathered into one folder (paper-tables

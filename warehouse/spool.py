@@ -55,7 +55,7 @@ FORMAT_VERSION = 1
 _SEQ_DIGITS = 20
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class EventLog:
     """The folders of the event log."""

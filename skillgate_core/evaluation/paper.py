@@ -1,4 +1,4 @@
-"""The paper build (METHOD.md 9): every table and figure, rebuilt from raw rows only.
+"""The paper build (docs/method.md 9): every table and figure, rebuilt from raw rows only.
 
     build_paper(Path("evals"), Path("paper"), PaperConfig(), training_dirs=[Path("runs")])
 
