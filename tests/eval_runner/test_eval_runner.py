@@ -196,3 +196,18 @@ def test_killed_evaluation_resumes_only_the_missing_trials(skillgate_home, tiny_
     assert query("select status from v_evaluation").rows == [("completed",)]
     assert query("select count(*) from eval_trial").rows == [(4,)]
     assert verify().drift == []
+
+
+def test_each_evaluation_bar_is_labelled_with_its_method(skillgate_home, tiny_model_dir, bench, tiny_spec, capsys):
+    # Two arms evaluated on one protocol in one run (the demo's eval70 and eval70:mixed-task-reward) used to
+    # show two bars with the same label, the protocol id: which arm is which must be readable on the bar.
+    resolved = build_protocol(load_spec(tiny_spec), bench, demo_repeats=1)
+    ref = resolve_policy(str(tiny_model_dir), root=state_layout().experiments)
+    labels = {}
+    for method in ("arm-skillgate", "arm-baseline"):
+        run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=1, max_trials=1, method=method, tag=method))
+        bar = capsys.readouterr().err.strip().splitlines()[-1]
+        labels[method] = bar.split(":", 1)[0]
+    assert labels["arm-skillgate"] != labels["arm-baseline"]
+    for method, label in labels.items():
+        assert method in label and resolved.protocol.protocol_id() in label, labels
