@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skillgate_core.stage_output import StageOutput
+from skillgate_core.suggestions import did_you_mean
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -175,4 +176,5 @@ def get_stage(name: str) -> StageSpec:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise UnknownStageError(f"unknown stage '{name}'; known stages: {', '.join(_BY_NAME)}") from None
+        raise UnknownStageError(f"unknown stage '{name}'{did_you_mean(name, _BY_NAME)}; "
+                                f"known stages: {', '.join(_BY_NAME)}") from None
