@@ -136,3 +136,13 @@ def test_a_citation_of_a_missing_section_or_page_is_caught(tmp_path: Path) -> No
     assert unknown_sections(tmp_path, ["x.py"]) == [
         "x.py:2: docs/train.md", "x.py:2: docs/method.md 12", "x.py:2: docs/method.md 4.7",
         "x.py:2: docs/method.md section 3", "x.py:2: docs/design.md, Layers"]
+
+
+def test_the_results_the_readme_points_at_exist() -> None:
+    # The README sends a reader of the demo's all-zero report to the GPU results; a renamed or
+    # missing folder would leave that pointer dangling.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    cited = {m.group(0).rstrip(".") for m in re.finditer(r"benchmarks/results/[\w./-]+", text)
+             if text[m.end():m.end() + 1] not in ("{", "*")}  # criticality.{md,json}: a pattern, not a path
+    assert "benchmarks/results/gpu/smollm2_pretrained_674e801/" in cited
+    assert [c for c in sorted(cited) if not (ROOT / c).exists()] == []
