@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from skillgate_core.config_ranges import field_ranges, range_error
+from skillgate_core.suggestions import did_you_mean
 
 __all__ = ["DataclassJSONError", "Strictness", "dataclass_from_json"]
 
@@ -66,7 +67,8 @@ def _build(cls: Any, data: Any, source: str, prefix: str, strictness: Strictness
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown and strictness != "lenient":
-        raise DataclassJSONError(f"{source}: unknown key '{prefix}{unknown[0]}' for {cls.__name__}; "
+        raise DataclassJSONError(f"{source}: unknown key '{prefix}{unknown[0]}' for {cls.__name__}"
+                                 f"{did_you_mean(unknown[0], fields, prefix=prefix)}; "
                                  f"valid keys: {', '.join(sorted(fields))}")
     hints = _type_hints(cls)
     ranges = field_ranges(cls) if strictness == "typed" else {}

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from skillgate_core.config import ConfigError
 from skillgate_core.stages import UnknownStageError, get_stage, stage_names
+from skillgate_core.suggestions import did_you_mean
 
 __all__ = [
     "FoundInput",
@@ -100,7 +101,8 @@ class Selection:
 def _matching(entries: Sequence[str], name: str, where: str) -> list[int]:
     hits = [i for i, e in enumerate(entries) if e == name or entry_stage(e) == name]
     if not hits:
-        raise ConfigError(f"{where}: '{name}' is not a stage of this recipe; its stages: {', '.join(entries)}")
+        raise ConfigError(f"{where}: '{name}' is not a stage of this recipe{did_you_mean(name, entries)}; "
+                          f"its stages: {', '.join(entries)}")
     return hits
 
 

@@ -60,6 +60,7 @@ from skillgate_core.recipe_plan import (
     validate_entries,
 )
 from skillgate_core.stages import get_stage, stage_names
+from skillgate_core.suggestions import did_you_mean
 
 __all__ = [
     "PlannedStage",
@@ -155,7 +156,9 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(f"{source}: missing [recipe] table (name, description, stages)")
     unknown = sorted(set(head) - {"name", "description", "stages", "upstream"})
     if unknown:
-        raise ConfigError(f"{source}: unknown key 'recipe.{unknown[0]}'; valid keys: description, name, stages, upstream")
+        keys = ("description", "name", "stages", "upstream")
+        raise ConfigError(f"{source}: unknown key 'recipe.{unknown[0]}'"
+                          f"{did_you_mean(unknown[0], keys, prefix='recipe.')}; valid keys: {', '.join(keys)}")
     name, description, stages = head.get("name"), head.get("description", ""), head.get("stages")
     upstream = head.get("upstream", "")
     if not isinstance(upstream, str):
@@ -180,8 +183,9 @@ def load_recipe(path: str | Path) -> Recipe:
     for key, table in data.items():
         if entry_stage(key) not in stage_names():
             raise ConfigError(
-                f"{source}: unknown table [{key}]; expected [recipe], [inputs], [wiring] or a stage: "
-                f"{', '.join(stage_names())}"
+                f"{source}: unknown table [{key}]"
+                + did_you_mean(key, ("recipe", "inputs", "wiring", *stage_names()), form="[{}]")
+                + f"; expected [recipe], [inputs], [wiring] or a stage: {', '.join(stage_names())}"
             )
         if key not in stages:
             raise ConfigError(f"{source}: table [{key}] configures a stage that recipe.stages does not list")
@@ -211,7 +215,8 @@ def find_recipe(name_or_path: str, directory: str | Path) -> Recipe:
         if r.name == name_or_path:
             return r
     raise ConfigError(
-        f"no recipe named '{name_or_path}' in {directory}; known: {', '.join(r.name for r in recipes)}"
+        f"no recipe named '{name_or_path}'{did_you_mean(name_or_path, [r.name for r in recipes])} in {directory}; "
+        f"known: {', '.join(r.name for r in recipes)}"
     )
 
 
@@ -234,7 +239,8 @@ def _check_input_role(role: str, stages: Sequence[str], recipe: str, source: str
             f"'{recipe}', so an input for it would be ignored; remove it, or drop that stage from the recipe"
         )
     raise ConfigError(
-        f"{source}: inputs.{role}: no stage of recipe '{recipe}' takes role '{role}'; roles it takes "
+        f"{source}: inputs.{role}: no stage of recipe '{recipe}' takes role '{role}'"
+        f"{did_you_mean(role, outside, prefix='inputs.')}; roles it takes "
         f"from outside: {', '.join(sorted(outside)) or 'none'}"
     )
 
@@ -312,8 +318,8 @@ def resolve_recipe(
         if entry not in entries:
             key, value = values[0]
             raise ConfigError(
-                f"{source}: override '{entry}.{key}': stage '{entry}' is not in this run's plan "
-                f"({', '.join(entries)})" + (f" ({selection.describe()})" if selection else "")
+                f"{source}: override '{entry}.{key}': stage '{entry}' is not in this run's plan"
+                f"{did_you_mean(entry, entries)} ({', '.join(entries)})" + (f" ({selection.describe()})" if selection else "")
             )
     configs: dict[str, Any] = {}
     for row in plan:

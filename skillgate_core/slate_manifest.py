@@ -5,7 +5,7 @@
      "entries": [{"name": "pdf-merge", "category": "misleading", "description": "...",
                   "location": "/skills/pdf-merge/SKILL.md"}, ...]}
 
-The entries are in prompt order (the seeded shuffle of METHOD.md 2, frozen when the slate was built:
+The entries are in prompt order (the seeded shuffle of docs/method.md 2, frozen when the slate was built:
 read it back, never recompute it). A skill's role (oracle / misleading / relevant / irrelevant) is
 its entry's category, so the role lists are derived (`Slate.members("misleading")`), never stored.
 
@@ -71,7 +71,7 @@ def skill_location(name: str) -> str:
     return f"/skills/{name}/SKILL.md"
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class SlateEntry:
     """One advertised skill."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skillgate_core.stage_output import StageOutput
+from skillgate_core.suggestions import did_you_mean
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -42,7 +43,7 @@ class StageSpec:
     """The plan step that builds it, for the 'not built yet' message."""
     experiment: str | None = None
     """'module:function' `(config, inputs) -> ExperimentRecord` for a stage whose runs belong to an
-    experiment (METHOD.md 10): opens or creates the experiment the run will train in, before it
+    experiment (docs/method.md 10): opens or creates the experiment the run will train in, before it
     runs, so the run is recorded as that experiment's from its start. None: no experiment."""
     gathers: tuple[str, ...] = ()
     """Input roles it takes from every producer in the run, gathered into one folder (paper-tables
@@ -175,4 +176,5 @@ def get_stage(name: str) -> StageSpec:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise UnknownStageError(f"unknown stage '{name}'; known stages: {', '.join(_BY_NAME)}") from None
+        raise UnknownStageError(f"unknown stage '{name}'{did_you_mean(name, _BY_NAME)}; "
+                                f"known stages: {', '.join(_BY_NAME)}") from None

@@ -1,4 +1,4 @@
-"""The one tool-call parser (METHOD.md 2), shared by SFT data building, rollouts, evaluation and span detection.
+"""The one tool-call parser (docs/method.md 2), shared by SFT data building, rollouts, evaluation and span detection.
 
 Two written forms are accepted inside `<tool_call>...</tool_call>`:
 
@@ -27,7 +27,7 @@ __all__ = ["MAX_CALLS_PER_TURN", "MAX_NESTING", "ParsedTurn", "ToolCall", "canon
            "parse_tool_calls"]
 
 MAX_CALLS_PER_TURN = 5
-"""Calls beyond this many in one turn are dropped (METHOD.md 2)."""
+"""Calls beyond this many in one turn are dropped (docs/method.md 2)."""
 MAX_NESTING = 32
 """Deepest JSON nesting (arrays and objects) a call may use; a deeper one is a malformed call. Python's
 json recurses once per level: a sampled turn nested 100k levels raised RecursionError, which ended the

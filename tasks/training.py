@@ -1,6 +1,6 @@
 """Recording a training stage (grpo) in the warehouse, and its Prefect artifacts.
 
-The stage owns an experiment (METHOD.md 10). Around `run_stage`, the stage task:
+The stage owns an experiment (docs/method.md 10). Around `run_stage`, the stage task:
 
   before   opens or creates the experiment (StageSpec.experiment) and records it, so the run is
            recorded as that experiment's from its start;

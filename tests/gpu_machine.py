@@ -1,6 +1,6 @@
 """Run code the way the GPU machine would: polars, duckdb, prefect and rank_bm25 absent.
 
-The GPU machine has pyarrow but none of these (shared/gpu/README.md), so the training and evaluation
+The GPU machine has pyarrow but none of these (docs/gpu.md, What travels), so the training and evaluation
 path must neither import them nor call into them. A subprocess installs an import blocker first.
 """
 

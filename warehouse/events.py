@@ -286,7 +286,7 @@ class TrainingMetrics:
 
 @dataclass(frozen=True)
 class EvalProtocol:
-    """A frozen evaluation protocol (METHOD.md 8)."""
+    """A frozen evaluation protocol (docs/method.md 8)."""
 
     kind: ClassVar[str] = "eval_protocol"
     fingerprint: str

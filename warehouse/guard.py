@@ -32,5 +32,5 @@ def refuse_in_ray_worker(what: str) -> None:
     if _in_ray_worker():
         raise NotInRayWorker(
             f"warehouse {what} inside a Ray worker: return the facts (paths, digests, metrics) to the "
-            "driver and record them there (DESIGN.md: Ray workers never open the warehouse)"
+            "driver and record them there (docs/design.md, Embedded defaults: Ray workers never open the warehouse)"
         )

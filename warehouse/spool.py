@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 _warned: set[tuple[str, str]] = set()
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class EventLog:
     """The folders of the event log."""

@@ -6,7 +6,7 @@ name (launch_ray puts this folder on their PYTHONPATH). It holds:
 - the anchors' model and tokenizer construction, mirrored from anchors/anchor_trl.py and
   anchors/anchor_ds.py (same words, corpus recipe, BPE trainer, Qwen2Config arguments), so our side
   of each comparison runs the anchor's exact shapes;
-- `run_anchor`: an anchor script (a byte-identical copy of shared/gpu/anchors/) as a subprocess,
+- `run_anchor`: an anchor script (benchmarks/gpu/anchors/, kept byte-identical to the recorded anchors) as a subprocess,
   its last JSON line parsed;
 - `grpo_bench_worker`: our GRPO step, single-turn (generate -> reward -> update_policy -> refresh);
 - `throughput_worker`: our packed-row training step (packing + token_logprobs + selector_grpo_loss
@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ANCHORS = HERE / "anchors"
 PEAK_FLOPS = 790e12
-"""bf16 dense matrix rate measured on this workplace's H200 (shared/gpu/README.md's MFU denominator)."""
+"""bf16 dense matrix rate measured on this workplace's H200 (the MFU denominator of docs/gpu.md, Anchors)."""
 
 # --- the anchors' shapes ------------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ WORDS = ["read", "skill", "exec", "file", "grep", "the", "task", "oracle", "ls",
 
 def add_model_args(p: Any) -> None:
     """The anchors' model-shape arguments (anchor_trl.py / anchor_ds.py), with their defaults."""
-    # Mirrors the anchors' argparse lines: anchors/ are byte-identical copies of shared/gpu/anchors.
+    # Mirrors the anchors' argparse lines: anchors/ are the recorded anchor scripts, unchanged.
     p.add_argument("--hidden", type=int, default=896)
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--heads", type=int, default=14)

@@ -3,7 +3,7 @@
     python benchmarks/gpu/grpo_step_vs_trl.py                 # the H200 comparison (docs/gpu.md)
     python benchmarks/gpu/grpo_step_vs_trl.py --smoke         # CPU: tiny model, 2 steps, < 1 min
 
-(a) TRL: anchors/anchor_trl.py (a byte-identical copy of shared/gpu/anchors/anchor_trl.py) as a
+(a) TRL: anchors/anchor_trl.py (the recorded anchor script, unchanged) as a
     subprocess with the same --bs/--gens/--maxlen/--steps and model shape: TRL 1.16 GRPOTrainer,
     transformers generate, reward len(completion) % 7, beta 0, bf16.
 (b) Ours, on the same shapes: the anchor's tokenizer construction and Qwen2 config (random init), the
@@ -40,7 +40,7 @@ SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # the anchor's arguments, defaulting to the recorded anchor run (shared/gpu/README.md)
+    # the anchor's arguments, defaulting to the recorded anchor run (docs/gpu.md, Anchors)
     gpu_bench.add_model_args(p)
     p.add_argument("--steps", type=int, default=4, help="timed steps (TRL: --steps)")
     p.add_argument("--bs", type=int, default=32, help="completions per step (TRL per_device_train_batch_size)")

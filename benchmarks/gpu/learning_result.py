@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 ABSENT = ("polars", "duckdb", "prefect", "rank_bm25")
-"""What the GPU machine lacks (shared/gpu/README.md); blocked here for every GPU-side subcommand."""
+"""What the GPU machine lacks (docs/gpu.md, What travels); blocked here for every GPU-side subcommand."""
 
 ARMS = ("mixed_task_reward", "selector_clean_oracle_action_credit", "selector_clean_oracle_masked_task_only")
 """The three GRPO arms of the learning result: outcome reward only, SkillGate, task-only (read masked)."""

@@ -17,7 +17,7 @@ set -uo pipefail
   if [ -f .devbundle/install_bundle.sh ]; then
     bash .devbundle/install_bundle.sh || { echo "bundle install failed"; exit 1; }
   else
-    echo "no .devbundle/ here: run shared/gpu/make_bundle.sh in the repo root and carry .devbundle"; exit 1
+    echo "no .devbundle/ here: run benchmarks/gpu/bundle/make_bundle.sh in the repo root and carry .devbundle"; exit 1
   fi
   export PYTHONPATH=/tmp/site:$PWD
   python3 -c "import torch, transformers, deepspeed, trl, ray; print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__, 'trl', trl.__version__, 'ray', ray.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | grep -v WARNING

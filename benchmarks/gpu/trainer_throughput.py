@@ -4,7 +4,7 @@
     python benchmarks/gpu/trainer_throughput.py --num-gpus 2       # 2 GPUs: Ray Train with 2 workers
     python benchmarks/gpu/trainer_throughput.py --smoke            # CPU, tiny, < 1 min
 
-Workload: anchors/anchor_ds.py's model (a byte-identical copy of shared/gpu/anchors/anchor_ds.py:
+Workload: anchors/anchor_ds.py's model (the recorded anchor script, unchanged:
 Qwen2-shaped, 415M at the defaults, random init), seq 2048, micro-batch 8: each rank trains on 8
 samples of 2048 tokens per optimizer step (--prompt-len prompt + response, every response token in
 the loss, synthetic advantages and selector weights) through OUR path: packing.pack_samples ->
@@ -27,7 +27,7 @@ Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
   z3_ckpt     z3 with gradient checkpointing (memory for speed)
   z2_nooverlap z2 with overlap_comm off
 
-MFU = tokens/s per GPU x (6 N + 12 L d s) / 790e12 (shared/gpu/README.md). JSON: --out, else $OUT,
+MFU = tokens/s per GPU x (6 N + 12 L d s) / 790e12 (docs/gpu.md, Anchors). JSON: --out, else $OUT,
 else benchmarks/results/gpu/.
 """
 

@@ -48,7 +48,7 @@ def _fmt(value: object) -> str:
 
 
 def metrics_table(summary: dict[str, Any], title: str) -> Table:
-    """The METHOD.md 8 metrics of a summary, one per row (errors counted in every denominator and alone)."""
+    """The docs/method.md 8 metrics of a summary, one per row (errors counted in every denominator and alone)."""
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -35,20 +35,23 @@ def register(app: typer.Typer) -> None:
         """Build report.md, paper.json, tables/ (markdown + LaTeX) and figures/ (PNG)."""
         from skillgate_core.config import config_from_mapping, parse_override
         from skillgate_core.evaluation.bootstrap import TaskSetMismatchError
-        from skillgate_core.evaluation.paper import PaperOutputError, build_paper
+        from skillgate_core.evaluation.paper import PaperOutputError, PassAtKError, build_paper
         from skillgate_core.evaluation.paper_config import PaperConfig
         from skillgate_core.evaluation.protocol import ProtocolMismatchError
         from skillgate_core.evaluation.rows import EvalRowsError
 
-        config = config_from_mapping(PaperConfig, dict(parse_override(o) for o in overrides or []), "command line")
-        try:
-            built = build_paper(rows, out, config, training_dirs=training or [])
-        except (ProtocolMismatchError, TaskSetMismatchError, EvalRowsError, PaperOutputError) as exc:
+        values = dict(parse_override(o) for o in overrides or [])
+        config = config_from_mapping(PaperConfig, values, "command line")
+        try:  # k not given: fewer repeats than the default k lower it, with a note; a given k is required
+            built = build_paper(rows, out, config, training_dirs=training or [], auto_k="k" not in values)
+        except (ProtocolMismatchError, TaskSetMismatchError, EvalRowsError, PaperOutputError, PassAtKError) as exc:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
         m = built.metrics
         console.print(f"{m['trials']} trials of {len(m['methods'])} method(s) on {len(m['protocols'])} protocol(s), "
                       f"{m['training_files']} training file(s)", highlight=False)
+        for name, note in m.get("k_notes", {}).items():
+            console.print(f"[yellow]note[/] ({escape(name)}): {escape(note)}", highlight=False)
         for key, value in sorted(m.items()):
             if key.endswith("_difference"):
                 ci = m[key.removesuffix("_difference") + "_ci"]

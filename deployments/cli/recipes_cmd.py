@@ -45,9 +45,12 @@ def register(app: typer.Typer) -> None:
     def recipes() -> None:
         """List the recipe catalog, with the inputs each recipe is missing."""
         table = Table(title=f"recipes ({RECIPES_DIR})")
-        for col in ("name", "stages", "description", "takes from outside"):
-            table.add_column(col)
-        for recipe in list_recipes(RECIPES_DIR):
+        catalog = list_recipes(RECIPES_DIR)
+        # A name is what the user types next: never cut it; the other columns wrap around it.
+        table.add_column("name", no_wrap=True, min_width=max((len(r.name) for r in catalog), default=4))
+        for col in ("stages", "description", "takes from outside"):
+            table.add_column(col, overflow="fold")
+        for recipe in catalog:
             plan = plan_recipe(resolve_recipe(recipe))
             outside = sorted({m for p in plan for m in p.missing if p.built})
             how = f"newest on record, else built by '{recipe.upstream}'" if recipe.upstream else "newest on record"

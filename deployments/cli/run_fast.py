@@ -11,6 +11,7 @@ evaluation of the run, which export, trained by which run, from which inputs and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import finished_run
 from skillgate_core.recipes import ResolvedRecipe
 
-__all__ = ["LINEAGE_SQL", "all_reused", "print_report_and_lineage"]
+__all__ = ["LINEAGE_SQL", "all_reused", "lineage_sql", "print_report_and_lineage"]
 
 
 def all_reused(resolved: ResolvedRecipe) -> dict[str, dict[str, Any]] | None:
@@ -46,9 +47,18 @@ LINEAGE_SQL = """select l.experiment_id, l.scope as benchmark, round(l.value, 3)
        list(struct_pack(role := i.role, sha256 := left(i.sha256, 12)) order by i.role) as trained_from
 from v_metric_lineage l, unnest(l.inputs) as u(i)
 where l.metric = 'trial_success' and l.scope = 'all'
-  and l.eval_run_id in (select produced_by_run from dataset_version where sha256 in ({placeholders}))
+  and l.eval_run_id in (select produced_by_run from dataset_version where sha256 in ({digests}))
 group by all order by l.experiment_id"""
 """For each evaluation output of a run: the score, the export, the training run, its commit and inputs."""
+
+
+def lineage_sql(digests: list[str]) -> str:
+    """LINEAGE_SQL over these eval-row digests, as one line a user can paste: the digests are written in
+    as literals (sha256 hex only, so quoting them is safe), not as placeholders a pasted copy lacks."""
+    bad = [d for d in digests if not re.fullmatch(r"[0-9a-f]{64}", d)]
+    if bad:
+        raise ValueError(f"not sha256 hex digests: {bad}")
+    return " ".join(LINEAGE_SQL.format(digests=", ".join(f"'{d}'" for d in digests)).split())
 
 
 def print_report_and_lineage(console: Console, result: dict[str, Any]) -> None:
@@ -61,12 +71,14 @@ def print_report_and_lineage(console: Console, result: dict[str, Any]) -> None:
         return
     from warehouse import query
 
-    sql = LINEAGE_SQL.format(placeholders=", ".join("?" * len(digests)))
-    rows = query(sql, digests).dicts()
+    sql = lineage_sql(digests)
+    rows = query(sql).dicts()
     console.print("[bold]lineage[/] (warehouse): which export, trained by which run from which inputs, scored what")
     for r in rows:
         inputs = ", ".join(f"{i['role']} {i['sha256']}" for i in r["trained_from"])
         console.print(f"  [bold]{escape(r['experiment_id'])}[/]: trial success {r['trial_success']} over {r['trials']} "
                       f"trials; export {escape(r['export_id'])}; trained by run {r['trained_by_run']} at commit "
                       f"{r['git_sha']}{' (dirty)' if r['git_dirty'] else ''} from {escape(inputs)}")
-    console.print("[dim]the query: skillgate sql \"" + " ".join(LINEAGE_SQL.split()).replace("{placeholders}", "...") + "\"[/]")
+    # One line, never wrapped by the console (soft_wrap), in double quotes: the SQL holds no $, `, \ or ",
+    # so the shell passes it unchanged.
+    console.print(f"[dim]the query: skillgate sql \"{escape(sql)}\"[/]", soft_wrap=True)

@@ -5,7 +5,7 @@ slate. The teacher is the task's reference route played through the harness (`te
 with selection noise) or any model behind an OpenAI-compatible endpoint (`teacher = "openai"` with
 `teacher_base_url` and `teacher_model`; its text is tokenized once with the base model's tokenizer) (only its 16 skills are mounted at /skills). Every trajectory keeps the exact token stream
 (prompt ids, response ids, loss mask), its grade, and its selection actions from span detection
-(METHOD.md 4), and lands in one parquet file:
+(docs/method.md 4), and lands in one parquet file:
 
     collect_trajectories(CollectConfig(max_tasks=8), {"bench": bench_dir, "base_model": model_dir}, out)
     -> out/trajectories/trajectories.parquet, out/trajectories/summary.json
@@ -139,7 +139,7 @@ def collect_policy(config: CollectConfig, tokenizer) -> Policy:
 
 
 def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: bool = False) -> SpanReport:
-    """Selection-span detection (METHOD.md 4) over one trajectory's assistant turns. first_mention: the
+    """Selection-span detection (docs/method.md 4) over one trajectory's assistant turns. first_mention: the
     labelled variant identity_first_mention (credit.spans.first_mention_identity), never the default."""
     turns = [
         AssistantTurn(

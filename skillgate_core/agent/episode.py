@@ -1,4 +1,4 @@
-"""The episode loop (METHOD.md 2): prompt -> assistant turn -> tool calls -> one observation -> ... -> grade.
+"""The episode loop (docs/method.md 2): prompt -> assistant turn -> tool calls -> one observation -> ... -> grade.
 
 Episodes run in lockstep batches so a token-level policy generates every active episode's next turn
 in one batched call (a GRPO group is one batch). Everything the sampler produced is kept as token
@@ -75,10 +75,10 @@ OBSERVATION_TEMPLATE = "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|
 """Glue after a sampled `<|im_end|>`: the observation message and the next assistant header (mask 0)."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class EpisodeConfig:
-    """Limits of one episode (METHOD.md 2; seed values as defaults where they exist)."""
+    """Limits of one episode (docs/method.md 2; seed values as defaults where they exist)."""
 
     max_turns: PositiveInt = 30
     """Assistant turns before the episode is cut (TRUNCATED)."""

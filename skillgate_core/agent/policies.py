@@ -4,7 +4,7 @@
   keeping ids and log-probs (what GRPO trains on).
 - `SGLangPolicy`: the same from SGLang servers (server mode): one /generate call for every active
   episode, each with its own token budget.
-- `TeacherPolicy`: the embedded-default teacher for trajectory collection (DESIGN.md): it plays the
+- `TeacherPolicy`: the embedded-default teacher for trajectory collection (docs/design.md, Embedded defaults): it plays the
   task's reference route through the real harness: first turn reads the oracle skill (with
   configurable selection noise: sometimes a misleading skill, sometimes none), second turn runs the
   procedure the skill it read prescribes, third turn answers. Its text is tokenized once, as

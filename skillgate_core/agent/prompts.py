@@ -1,4 +1,4 @@
-"""Prompt profiles: the system prompt an episode starts from (METHOD.md 2).
+"""Prompt profiles: the system prompt an episode starts from (docs/method.md 2).
 
 Prompt = [system, user]. System = tool schemas + agent instructions + (when the episode has skills)
 the skills section and the `<available_skills>` block in slate order. User = the task instruction,
@@ -42,7 +42,7 @@ class PromptProfile:
     agent_instructions: str = _AGENT
     """How to call tools and when to stop."""
     skills_instructions: str = _SKILLS
-    """The skills section (METHOD.md 2), shown only when the episode has a slate."""
+    """The skills section (docs/method.md 2), shown only when the episode has a slate."""
     description_chars: int = 300
     """Characters of each skill description in <available_skills>."""
 

@@ -80,7 +80,7 @@ class UnknownJob(KeyError):
     """No background job has that id."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class ShellRun:
     """What one foreground command did, with the shell's state trailer removed."""

@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["OUTPUT_CHARS", "ToolError", "ToolResult", "format_observation", "truncate_middle"]
 
 OUTPUT_CHARS = 16_000
-"""Characters of one output field the model sees (METHOD.md 2)."""
+"""Characters of one output field the model sees (docs/method.md 2)."""
 
 
 def truncate_middle(text: str, limit: int = OUTPUT_CHARS) -> str:

@@ -1,4 +1,4 @@
-"""The nine OpenClaw-style tools (METHOD.md 2) as JSON schemas, shown to the model in the system prompt.
+"""The nine OpenClaw-style tools (docs/method.md 2) as JSON schemas, shown to the model in the system prompt.
 
 The schema text is part of the evaluation fingerprint: change a description here and every
 protocol that embeds it gets a new identity (`tool_schema_digest`).

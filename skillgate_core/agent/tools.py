@@ -1,4 +1,4 @@
-"""The nine agent tools (METHOD.md 2) run against a Sandbox, and the observation text they make.
+"""The nine agent tools (docs/method.md 2) run against a Sandbox, and the observation text they make.
 
     box = start_sandbox(task, backend="bwrap")
     tools = ToolBox(box)                                    # one per episode: holds the shell state

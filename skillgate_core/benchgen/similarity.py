@@ -15,7 +15,7 @@ from difflib import SequenceMatcher
 __all__ = ["MAX_MISLEADING_SIMILARITY", "MIN_MISLEADING_SIMILARITY", "description_similarity"]
 
 MAX_MISLEADING_SIMILARITY = 0.92
-"""A lookalike's description may be at most this similar to its oracle's (METHOD.md 8)."""
+"""A lookalike's description may be at most this similar to its oracle's (docs/method.md 8)."""
 MIN_MISLEADING_SIMILARITY = 0.25
 """...and at least this similar: a lookalike must look like the oracle to mislead."""
 

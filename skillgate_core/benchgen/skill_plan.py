@@ -28,7 +28,7 @@ class GenerationError(RuntimeError):
     """The generator could not produce something that meets its own checks; the message says what."""
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class SkillEntry:
     """One skill folder to write."""

@@ -1,4 +1,4 @@
-"""Credit assignment: who gets which advantage, on which tokens (METHOD.md 4-7).
+"""Credit assignment: who gets which advantage, on which tokens (docs/method.md 4-7).
 
 - `actions`: `SelectionAction`, one attributed skill read with its call and identity token spans.
 - `advantages`: GRPO task advantages; clean-oracle / first-oracle utilities; selector advantages.

@@ -24,7 +24,7 @@ Category = Literal["oracle", "misleading", "relevant", "irrelevant", "unadvertis
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class SkillOpen:
     """The environment saw a process open this skill's SKILL.md / README.md during one window."""

@@ -1,4 +1,4 @@
-"""Task advantages, selection utilities and selector advantages for one group (METHOD.md 5).
+"""Task advantages, selection utilities and selector advantages for one group (docs/method.md 5).
 
 A group is one prompt's G rollouts. The task stream is plain GRPO on the episode score. The
 selector stream scores each read *action* with a utility u in {0, 1} and centres it on the mean
@@ -43,7 +43,7 @@ Utility = Literal["clean_oracle", "first_oracle"]
 def task_advantages(scores: Sequence[float]) -> list[float]:
     """GRPO advantages: (r_i - mean r) / (sample std(r) + 1e-6).
 
-    The std is the sample standard deviation (ddof = 1, i.e. divide by n - 1); METHOD.md 11
+    The std is the sample standard deviation (ddof = 1, i.e. divide by n - 1); docs/method.md 11
     vectors 1, 2 and 5 pin this reading to 1e-6. A group of one has no spread: all zeros.
     """
     n = len(scores)

@@ -1,4 +1,4 @@
-"""Episode-level behaviour terms of the two behaviour-shaping ablations (METHOD.md 7).
+"""Episode-level behaviour terms of the two behaviour-shaping ablations (docs/method.md 7).
 
 Both terms are added to an episode's task advantage, so they reach every token of the episode
 (unlike the selector stream, which reaches only skill-name tokens). They exist to show that
@@ -9,7 +9,7 @@ outcome-level behaviour shaping is diluted; they are baselines, not the method.
 - `hybrid_slate_advantages`: a pair of groups for one task (no skills, 16-skill slate); a regret
   shift on the slate group plus a stratified behaviour term from shrunk per-label mean scores.
 
-Scores here are the scores the task advantage uses (raw_score, METHOD.md 5); success = score >= 1.
+Scores here are the scores the task advantage uses (raw_score, docs/method.md 5); success = score >= 1.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SEPARATED_UTILITY: dict[str, float] = {"oracle": 1.0, "misleading": -1.0, "other
 """mixed_separated episode utility per label."""
 
 SUCCESS_THRESHOLD = 1.0
-"""Resolved = score >= 1 (METHOD.md 3)."""
+"""Resolved = score >= 1 (docs/method.md 3)."""
 
 _TINY = 1e-12
 

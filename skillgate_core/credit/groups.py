@@ -1,4 +1,4 @@
-"""Fail-closed group validation and the dynamic filter (METHOD.md 4 last paragraph, 5, 11 vector 6).
+"""Fail-closed group validation and the dynamic filter (docs/method.md 4 last paragraph, 5, 11 vector 6).
 
 A group either earns credit whole or not at all: one bad episode (aborted, unscored, a span
 counter above zero, a credit computation that failed) or a malformed group (wrong size, a slate
@@ -67,12 +67,12 @@ class EpisodeEvidence:
     aborted: bool = False
     """True for status ABORTED (infrastructure failure): never scored 0 in training."""
     parse_dispatch_mismatch: int = 0
-    """Turns whose parsed calls differ from what the environment dispatched (METHOD.md 4.1)."""
+    """Turns whose parsed calls differ from what the environment dispatched (docs/method.md 4.1)."""
     span_mismatch: int = 0
     """Attributed reads whose skill name could not be located as tokens of their call (docs/reads.md):
     only what cannot be judged; a glob, a relative path or a skill's own script is never one."""
     alignment_mismatch: int = 0
-    """Turns whose decoded ids do not reproduce the response text (METHOD.md 4.5)."""
+    """Turns whose decoded ids do not reproduce the response text (docs/method.md 4.5)."""
     credit_ok: bool = True
     """False when this episode's credit cannot be computed: its read actions break a token-weight rule
     (`credit.weights.episode_credit_problem`), checked before the filter so the group is resampled."""
@@ -139,7 +139,7 @@ def dynamic_filter(episodes: Sequence[EpisodeEvidence]) -> GroupVerdict:
     """Keep a group iff every episode has a reward, crediting succeeded, and the scores vary.
 
     "Vary" means max - min > 1e-12: a group whose scores are all equal carries no task signal,
-    whatever its reads (METHOD.md 11 vector 6).
+    whatever its reads (docs/method.md 11 vector 6).
     """
     broken = _unscored_or_uncredited(episodes)
     if broken is not None:

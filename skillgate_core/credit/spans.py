@@ -90,7 +90,7 @@ class AssistantTurn:
 
 @dataclass(frozen=True)
 class SpanReport:
-    """METHOD.md 4.6: the episode's actions and its three mismatch counters."""
+    """docs/method.md 4.6: the episode's actions and its three mismatch counters."""
 
     actions: tuple[SelectionAction, ...]
     """Attributed reads in order (turn, call, path)."""
@@ -224,7 +224,7 @@ def _overlapping(offsets: Sequence[tuple[int, int]], start: int, end: int) -> li
 
 
 def normalise_tool_name(name: str) -> str:
-    """METHOD.md 4.2: lowercase, and only the part after the last `.` (`functions.Read` -> `read`)."""
+    """docs/method.md 4.2: lowercase, and only the part after the last `.` (`functions.Read` -> `read`)."""
     return name.lower().rsplit(".", 1)[-1]
 
 

@@ -1,4 +1,4 @@
-"""Token weights of the two credit streams over one conversion chunk (METHOD.md 6).
+"""Token weights of the two credit streams over one conversion chunk (docs/method.md 6).
 
 A conversion chunk is the set of episodes converted to training samples together (seed: 4 groups
 = 32 episodes). With m the loss mask and B = sum m over the chunk:
@@ -12,7 +12,7 @@ A conversion chunk is the set of episodes converted to training samples together
 
 So each stream carries mass B (the selector stream 0 when K = 0), and the selector coefficient
 lambda alone sets their balance. Any violated rule raises `TokenWeightError` naming the rule;
-the caller treats that as failed credit (the group is rejected, METHOD.md 4).
+the caller treats that as failed credit (the group is rejected, docs/method.md 4).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class SandboxError(RuntimeError):
     """Infrastructure failure: the sandbox could not start, died, or stopped answering."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class ExecResult:
     """What one command did."""

@@ -16,7 +16,7 @@ BASE_IMAGE = "skillgate/base:bookworm"
 """The local base image infra/base_image.sh builds (debootstrap, no registry)."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class SandboxConfig:
     """How sandboxes are started; the task's own [environment] values apply within these caps."""

@@ -67,7 +67,7 @@ def _check_timeout(name: str, value: float) -> None:
                          f"got {value}")
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class TaskSection:
     """[task]"""

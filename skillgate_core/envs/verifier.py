@@ -3,7 +3,7 @@
     result = verify(box, task, EpisodeStatus.COMPLETED)
     result.score, result.raw_score, result.missing_reward, result.status, result.detail
 
-Order (METHOD.md 2-3; Harbor's convention):
+Order (docs/method.md 2-3; Harbor's convention):
 1. every process the agent started is killed (its background jobs cannot tamper with grading);
 2. tests/ is copied in at /tests (the agent never saw it), /logs/verifier is created empty
    (a reward file the agent planted is gone); workspace links into /tests or /logs are removed, and every
@@ -27,7 +27,7 @@ Order (METHOD.md 2-3; Harbor's convention):
 
 Infrastructure failure (the sandbox died or could not install the tests) is status ABORTED with
 score 0 and never counts as a graded 0: training drops the group, evaluation counts it as an error
-(METHOD.md 2). What the agent did to its own sandbox, in a sandbox that is still alive, is never one:
+(docs/method.md 2). What the agent did to its own sandbox, in a sandbox that is still alive, is never one:
 tests that cannot start in the workspace it left (exit 126), or a reward that cannot be read, are a
 graded 0 (ABORTED there would let an agent turn its failure into a dropped group). Tests that run past [verifier] timeout_sec in a sandbox that is still alive are a
 graded 0 (flagged `verifier_timeout`): the validity gate showed the tests finish on a good workspace,
@@ -67,7 +67,7 @@ _MAX_REWARD_BYTES = 64 * 1024
 
 
 class EpisodeStatus(StrEnum):
-    """How an episode ended (METHOD.md 2)."""
+    """How an episode ended (docs/method.md 2)."""
 
     COMPLETED = "completed"
     """The agent stopped on its own: graded."""

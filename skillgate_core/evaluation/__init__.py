@@ -1,4 +1,4 @@
-"""Evaluation: protocol specs, runner, metrics, regression (METHOD.md 8-9).
+"""Evaluation: protocol specs, runner, metrics, regression (docs/method.md 8-9).
 
 - `protocol`: frozen protocol identities and fingerprints, the comparison-hygiene refusal.
 - `specs`: protocol spec files (specs/eval70_v1.toml, specs/slate147.toml) made concrete on a bench.

@@ -1,4 +1,4 @@
-"""Paired task-cluster bootstrap of a method against a baseline on one frozen protocol (METHOD.md 9).
+"""Paired task-cluster bootstrap of a method against a baseline on one frozen protocol (docs/method.md 9).
 
 The unit of resampling is the task (its repeats are correlated, so they travel together) and the two
 methods are paired on it: each resample draws T task ids with replacement from the common task set

@@ -1,6 +1,6 @@
-"""Evaluation metrics (METHOD.md 8). Errors are unresolved trials and stay in the denominator.
+"""Evaluation metrics (docs/method.md 8). Errors are unresolved trials and stay in the denominator.
 
-`summarize_trials` gives every METHOD.md 8 number of one set of trials (one method on one protocol):
+`summarize_trials` gives every docs/method.md 8 number of one set of trials (one method on one protocol):
 trial success overall and per benchmark (family), unbiased pass@k, outcome counts (errors on their
 own), selection metrics, and the behaviour cost (reads, turns, tokens, seconds per trial).
 `Trial.from_row` reads one eval_trials.parquet row.
@@ -52,7 +52,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return (comb(n, k) - comb(n - c, k)) / comb(n, k)
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class Trial:
     """One evaluation trial, as the runner records it."""
@@ -194,7 +194,7 @@ def _success_block(trials: Sequence[Trial], ks: Sequence[int]) -> dict[str, Any]
 
 
 def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dict[str, Any]:
-    """The METHOD.md 8 metrics over a set of trials. Errors count as unresolved, in every denominator,
+    """The docs/method.md 8 metrics over a set of trials. Errors count as unresolved, in every denominator,
     and are also reported as their own count. Rates with an empty denominator are None.
 
     `by_benchmark` repeats the success block (trials, errors, trial success, pass@k, tasks solved

@@ -42,7 +42,7 @@ def nightly_tag(date: str) -> str:
     return NIGHTLY_TAG_PREFIX + date
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class NightlyTarget:
     """One export the nightly evaluates."""

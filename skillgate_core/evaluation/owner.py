@@ -1,4 +1,4 @@
-"""Which policy is evaluated, and which experiment owns its evaluation (METHOD.md 10).
+"""Which policy is evaluated, and which experiment owns its evaluation (docs/method.md 10).
 
 A policy is given as
   * a stage output `policy_export/` (grpo) whose export.json names experiment_id and export_id,

@@ -1,4 +1,4 @@
-"""The paper build (METHOD.md 9): every table and figure, rebuilt from raw rows only.
+"""The paper build (docs/method.md 9): every table and figure, rebuilt from raw rows only.
 
     build_paper(Path("evals"), Path("paper"), PaperConfig(), training_dirs=[Path("runs")])
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ __all__ = [
     "PaperBuild",
     "PaperConfig",
     "PaperOutputError",
+    "PassAtKError",
     "TrainingData",
     "build_paper",
     "build_paper_tables",
@@ -78,6 +79,10 @@ TRAINING_SECTION = "training"
 
 class PaperOutputError(ValueError):
     """The output folder holds something that is not an earlier paper build."""
+
+
+class PassAtKError(ValueError):
+    """pass@k asked of rows with fewer than k trials of some task (e.g. k = 4 on a 1-repeat evaluation)."""
 
 
 @dataclass(frozen=True)
@@ -168,8 +173,28 @@ def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tu
     return out
 
 
+def _pass_k(name: str, methods: Sequence[MethodTrials], config: PaperConfig, auto_k: bool) -> tuple[int, str]:
+    """The k of this protocol's pass@k and bootstrap, and the note when it is not config.k.
+
+    pass@k needs >= k trials of every task. Rows with fewer (a 1-repeat demo evaluation) get, with
+    `auto_k`, k = the fewest trials per task and a note saying so; without it (k set explicitly, or the
+    paper-tables stage, whose k is part of its config digest) a PassAtKError naming the fix."""
+    per_task = [(n, m.method, task) for m in methods for task, n in Counter(t.task_id for t in m.trials).items()]
+    fewest, method, task = min(per_task, default=(config.k, "", ""))
+    if fewest >= config.k:
+        return config.k, ""
+    if auto_k:
+        return fewest, (f"pass@k uses k = {fewest}: these rows hold {fewest} trial{'s' if fewest > 1 else ''} per "
+                        f"task, fewer than the default k = {config.k} (set k= to choose; k = {config.k} needs "
+                        f"{config.k} repeats).")
+    raise PassAtKError(f"protocol {name}: pass@{config.k} needs >= {config.k} trials per task; method {method} "
+                       f"has {fewest} of task {task}: build with k={fewest}, or evaluate with >= {config.k} repeats")
+
+
 def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfig,
-                      probes: Mapping[tuple[str, str], Mapping[str, Any]]) -> _Section:
+                      probes: Mapping[tuple[str, str], Mapping[str, Any]], auto_k: bool = False) -> _Section:
+    k, k_note = _pass_k(name, methods, config, auto_k)
+    config = replace(config, k=k)
     main = main_results_table(methods, config.k, probes or None)  # the first table: refuses two fingerprints, naming both
     fingerprint = check_comparable(methods, main.key)
     ids = sorted({p for m in methods for p in m.protocol_ids})
@@ -177,7 +202,10 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
              "| method | trials | tasks | experiments | rows from |", "|---|---:|---:|---|---|"]
     intro += [f"| {m.method} | {len(m.trials)} | {len({t.task_id for t in m.trials})} | "
               f"{', '.join(m.experiments) or '-'} | {', '.join(m.sources)} |" for m in methods]
-    section = _Section(name=name, heading=f"Protocol {name}", intro=intro)
+    if k_note:
+        intro += ["", f"Note: {k_note}"]
+    section = _Section(name=name, heading=f"Protocol {name}", intro=intro,
+                       data={"k": k, "k_note": k_note or None})
     section.tables.append(main)
     section.figures["main_results"] = lambda p: figures.main_results_figure(
         [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in main.data], config.k, p, config.dpi)
@@ -261,13 +289,15 @@ class PaperBuild:
 
 
 def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
-                training_dirs: Sequence[Path] = ()) -> PaperBuild:
-    """Build every table and figure from the eval rows under `rows_dir` (+ training files); see the module doc."""
+                training_dirs: Sequence[Path] = (), *, auto_k: bool = False) -> PaperBuild:
+    """Build every table and figure from the eval rows under `rows_dir` (+ training files); see the module doc.
+    auto_k: a protocol whose rows hold fewer than config.k trials of a task uses that fewer k, with a note
+    (the CLI's default when k is not given); otherwise such rows raise PassAtKError."""
     rows_dir, out = Path(rows_dir), Path(out)
     rows = read_eval_rows(rows_dir)
     training = read_training([rows_dir if rows_dir.is_dir() else rows_dir.parent, *training_dirs])
     probes = read_probe_summaries(rows_dir)
-    sections = [_protocol_section(name, methods, config, probes)
+    sections = [_protocol_section(name, methods, config, probes, auto_k)
                 for name, methods in group_by_protocol(rows).items()]
     training_section = _training_section(training, config)
     if training_section:
@@ -328,6 +358,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
         "figures": len(written_figures),
         "training_files": len(training.files),
     }
+    if k_notes := {n: p["k_note"] for n, p in sorted(doc["protocols"].items()) if p.get("k_note")}:
+        metrics["k_notes"] = k_notes  # only from auto_k (the CLI): the stage's metrics never carry one
     for name, p in doc["protocols"].items():
         boot = p["tables"].get("paired_bootstrap", {}).get("data") or []
         for interval in (boot[0]["intervals"] if boot else []):

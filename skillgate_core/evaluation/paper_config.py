@@ -17,7 +17,7 @@ ABLATION_DESIGNS: dict[str, str] = {
     "selector_action_credit": "non-clean: first-oracle selector credit",
     "selector_clean_oracle_action_credit": "SkillGate: clean-oracle selector credit",
 }
-"""What each credit design changes, for the ablation table (METHOD.md 7)."""
+"""What each credit design changes, for the ablation table (docs/method.md 7)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Frozen evaluation protocols and their fingerprints (METHOD.md 8).
+"""Frozen evaluation protocols and their fingerprints (docs/method.md 8).
 
 A protocol's identity is `SPEC__SKILLMODE__rREPEATS__FP10`, FP10 being the first 10 hex of its
 fingerprint: the sha256 of a payload holding the sha256 of the task list, the skill snapshot

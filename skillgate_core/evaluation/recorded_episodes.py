@@ -4,7 +4,7 @@ Two kinds of record hold an episode's turns:
 
 - a trajectories dataset (stage `collect`: trajectories.parquet, one row per episode) keeps the exact
   token stream: prompt and response ids, the loss mask, each assistant turn's token range, and the
-  selection actions that span detection attributed (METHOD.md 4) with their call and identity tokens;
+  selection actions that span detection attributed (docs/method.md 4) with their call and identity tokens;
 - an evaluation's per-trial logs (rows/ROW_ID/trajectory.json) keep the messages and the turns with
   their dispatched calls, but no token ids: actions are found from the calls with the same rules
   (a read call naming /skills/NAME/SKILL.md), without token counts.
@@ -13,7 +13,7 @@ A GRPO run's credit_episodes.jsonl holds only per-episode token counts (no turns
 source of episodes.
 
 Credit: when the record holds several episodes of one task (a collect with repeats > 1 is a GRPO
-group in all but name), each episode gets what METHOD.md 5 would give it in that group: the task
+group in all but name), each episode gets what docs/method.md 5 would give it in that group: the task
 advantage on raw scores, and a selector advantage per read action under a selection utility
 (clean_oracle: SkillGate; first_oracle: the selector_action_credit ablation). A group the training
 filter would reject (a span mismatch, or every score equal) gets no numbers, only the reason.
@@ -41,10 +41,10 @@ __all__ = ["EpisodeCredit", "RecordedAction", "RecordedEpisode", "RecordedTurn",
 TRAJECTORIES_FILE = "trajectories.parquet"
 """The collect stage's file inside its `trajectories` output."""
 ZERO_VARIANCE = 1e-12
-"""Max - min raw score at or below which the dynamic filter rejects a group (METHOD.md 5)."""
+"""Max - min raw score at or below which the dynamic filter rejects a group (docs/method.md 5)."""
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class RecordedAction:
     """One selection action: a read call that named a skill."""
@@ -163,7 +163,7 @@ def _category(name: str, slate: Mapping[str, str], gold: str | None) -> str:
 
 def _text_actions(turn_index: int, calls: Sequence[Sequence[str]], slate: Mapping[str, str],
                   gold: str | None) -> list[RecordedAction]:
-    """Actions of a turn from its dispatched calls (METHOD.md 4.2-4.4), for records without tokens."""
+    """Actions of a turn from its dispatched calls (docs/method.md 4.2-4.4), for records without tokens."""
     actions = []
     for k, (name, args) in enumerate(calls):
         tool = normalise_tool_name(name)
@@ -234,7 +234,7 @@ def _from_log(number: int, source: str, log: Mapping[str, Any]) -> RecordedEpiso
 
 
 def _group_credit(group: list[RecordedEpisode], utility: str) -> list[RecordedEpisode]:
-    """The group's episodes with their credit (METHOD.md 5), or with the reason a filter rejects it."""
+    """The group's episodes with their credit (docs/method.md 5), or with the reason a filter rejects it."""
     n = len(group)
     scores = [e.raw_score if e.raw_score is not None else e.score for e in group]
     reason = ""

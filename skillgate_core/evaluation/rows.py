@@ -9,7 +9,7 @@ trial; a folder may hold several evaluations (several methods), at any depth:
 
 Rows are grouped by *protocol name* (`eval70_v1__mixed__r4`: the protocol id without its fingerprint
 hex): a protocol name whose rows carry two fingerprints is kept together, so that the table that
-compares them refuses (METHOD.md 8, comparison hygiene) instead of silently splitting it.
+compares them refuses (docs/method.md 8, comparison hygiene) instead of silently splitting it.
 """
 
 from __future__ import annotations

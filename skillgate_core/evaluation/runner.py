@@ -349,7 +349,8 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
     ran = 0
     exp_root = info.root
     with tempfile.TemporaryDirectory(prefix="skillgate-eval-") as scratch, \
-            tqdm(total=total, initial=already, desc=protocol.protocol_id(), unit="trial", disable=not progress) as bar:
+            tqdm(total=total, initial=already, desc=f"{method} on {protocol.protocol_id()}", unit="trial",
+                 disable=not progress) as bar:  # the arm on the bar: a run may evaluate several on one protocol
         packages = {}
         for start in range(0, len(missing), config.batch_episodes):
             batch = missing[start : start + config.batch_episodes]

@@ -1,4 +1,4 @@
-"""Protocol spec files and the protocol they give on a bench (METHOD.md 8).
+"""Protocol spec files and the protocol they give on a bench (docs/method.md 8).
 
 A spec file (evaluation/specs/NAME.toml, or any path) fixes what a protocol is *made of*: the bench
 split, the skill mode, repeats, seed, sampling, context size, episode limits, sandbox mode and prompt
@@ -39,7 +39,7 @@ SPECS_DIR = Path(__file__).resolve().parent / "specs"
 """The shipped protocol spec files (eval70_v1.toml, slate147.toml)."""
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class ProtocolSpec:
     """What a protocol is made of (a spec file's [protocol] table)."""

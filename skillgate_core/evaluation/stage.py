@@ -41,7 +41,7 @@ from skillgate_core.stage_output import StageOutput
 __all__ = ["Eval70Config", "evaluate_export", "run_eval70"]
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class Eval70Config:
     """Which protocol, and how to run it (only `protocol` and `demo_repeats` change what is measured)."""

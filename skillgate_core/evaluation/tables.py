@@ -1,4 +1,4 @@
-"""The paper's tables (METHOD.md 9) as plain data, rendered to markdown and LaTeX.
+"""The paper's tables (docs/method.md 9) as plain data, rendered to markdown and LaTeX.
 
 Every evaluation table is built from `MethodTrials` of ONE protocol and first checks that they share
 its fingerprint (`check_comparable`: the comparison-hygiene refusal, naming both fingerprints). A

@@ -118,12 +118,12 @@ def reads_of(trajectory: Trajectory) -> tuple[list[str], list[str]]:
 
 
 def skill_reasoning_of(trajectory: Trajectory) -> bool:
-    """The first assistant turn opens with <skill_reasoning> (METHOD.md 2)."""
+    """The first assistant turn opens with <skill_reasoning> (docs/method.md 2)."""
     return bool(trajectory.turns) and trajectory.turns[0].text.lstrip().startswith(SKILL_REASONING_OPEN)
 
 
 def outcome_of(status: str, score: float) -> str:
-    """error = aborted (infrastructure); resolved = score >= 1; else fail (METHOD.md 3, 8)."""
+    """error = aborted (infrastructure); resolved = score >= 1; else fail (docs/method.md 3, 8)."""
     if status == "aborted":
         return "error"
     return "resolved" if score >= 1.0 else "fail"
@@ -179,6 +179,6 @@ def to_trial(row: Mapping[str, Any]) -> Trial:
 
 
 def summarize_rows(rows: Sequence[Mapping[str, Any]], repeats: int = 4) -> dict[str, Any]:
-    """summarize_trials (METHOD.md 8 metrics) over trial rows: pass@1, pass@4 and pass@repeats."""
+    """summarize_trials (docs/method.md 8 metrics) over trial rows: pass@1, pass@4 and pass@repeats."""
     ks = sorted({1, min(4, repeats), repeats})
     return summarize_trials([to_trial(r) for r in rows], ks=ks)

@@ -1,4 +1,4 @@
-"""Experiment ownership on disk (METHOD.md 10): pure file operations, no Prefect, no warehouse.
+"""Experiment ownership on disk (docs/method.md 10): pure file operations, no Prefect, no warehouse.
 
 One scientific experiment owns its segments (one per process lifetime), its model exports and every
 evaluation of its models, all under SKILLGATE_HOME/experiments/EXPERIMENT_ID/ (layout.py draws the

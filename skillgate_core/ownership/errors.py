@@ -117,7 +117,7 @@ class ExportInvalid(OwnershipError):
         super().__init__(f"export '{export_id}' is invalid: " + "; ".join(self.problems))
 
 
-# --- resume rules (METHOD.md 10): one class per rule ------------------------------------------
+# --- resume rules (docs/method.md 10): one class per rule ------------------------------------------
 
 
 class ResumeError(OwnershipError):

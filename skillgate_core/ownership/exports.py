@@ -25,7 +25,7 @@ dead processes are removed first).
 An *endpoint export* (`build_endpoint_export`) stands for a model served behind an
 OpenAI-compatible endpoint whose weights no experiment holds: endpoint.json (base_url, model) +
 lineage.json + COMPLETE, no weights. It exists so that evaluations of such a model are owned like
-any other (METHOD.md 10).
+any other (docs/method.md 10).
 """
 
 from __future__ import annotations

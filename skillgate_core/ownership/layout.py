@@ -1,4 +1,4 @@
-"""Where each owned artifact of an experiment lives on disk (METHOD.md 10). Paths only, no I/O.
+"""Where each owned artifact of an experiment lives on disk (docs/method.md 10). Paths only, no I/O.
 
     SKILLGATE_HOME/experiments/
       EXPERIMENT_ID/

@@ -105,7 +105,7 @@ def read_or_report(on_bad: OnBadRecord | None, cls: type[R], path: Path, extra: 
         return None
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class ExperimentRecord(_JSONRecord):
     """experiment.json: one scientific experiment (a new one only for new algorithm/data/init/hypothesis)."""
@@ -215,7 +215,7 @@ class EvalRecord(_JSONRecord):
     export_id: str
     """The evaluated export (must exist in this experiment)."""
     protocol_fingerprint: str
-    """The frozen protocol's fingerprint (METHOD.md 8)."""
+    """The frozen protocol's fingerprint (docs/method.md 8)."""
     status: Literal["running", "completed", "incomplete", "failed"]
     """'running', 'completed', 'incomplete' (stopped with trials missing: resumable) or 'failed'
     (an error stopped it: resumable too); completed is final."""

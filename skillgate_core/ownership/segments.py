@@ -1,4 +1,4 @@
-"""Segments (one per process lifetime), their checkpoints, and the resume rules of METHOD.md 10.
+"""Segments (one per process lifetime), their checkpoints, and the resume rules of docs/method.md 10.
 
 A training process starts a segment of an existing experiment under a new RUN_NAME, saves complete
 checkpoints into it, and ends it with an exit reason. A restart is a *new* segment that resumes

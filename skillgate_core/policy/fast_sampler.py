@@ -2,7 +2,7 @@
 
 The same contract as `local_sampler.sample_completions` (ids, tempered per-token log-probs, finish =
 stop | length; nothing re-tokenized), without transformers' `generate`, whose per-token host work
-makes it launch-bound on a GPU (shared/gpu/README.md: 452 tokens/s at batch 32 on an H200, where a
+makes it launch-bound on a GPU (docs/gpu.md, Anchors: 452 tokens/s at batch 32 on an H200, where a
 compiled static-cache decode loop reaches 10.7k). Here:
 
 - prompts are left-padded to one width W; every row writes its KV cache in lock-step (slot W + t at
@@ -39,7 +39,7 @@ and the log-probs match teacher forcing (tests/policy/test_fast_sampler.py).
     comps = sample_batch(replica, tokenizer, prompts, config)   # dispatch on config.sampler
 
 `generation_config` extras of the checkpoint (repetition penalty, top-k, ...) are NOT applied: the
-policy trained by GRPO is plain tempered sampling (top-p 1.0, METHOD.md 2), which both samplers
+policy trained by GRPO is plain tempered sampling (top-p 1.0, docs/method.md 2), which both samplers
 implement; `local_sampler` passes top_k=0 for the same reason.
 """
 

@@ -4,7 +4,7 @@ Rollouts keep exactly what the sampler produced (ids + log-probs); nothing is re
 The log-prob of a sampled token is log_softmax(logits / temperature) at that position, the same
 quantity the trainer computes (it divides logits by the same temperature), so at the first
 optimizer step rho = exp(logp_theta - logp_old) is 1 up to float noise. top-p filtering changes
-which tokens can be drawn but not the recorded log-prob; training uses top-p 1.0 (METHOD.md 2).
+which tokens can be drawn but not the recorded log-prob; training uses top-p 1.0 (docs/method.md 2).
 
     model, tok = load_policy("path/to/hf-model-dir")
     [c] = sample_completions(model, tok, [tok.apply_chat_template(msgs, add_generation_prompt=True)],

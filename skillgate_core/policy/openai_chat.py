@@ -57,7 +57,7 @@ class EndpointError(RuntimeError):
     """The endpoint failed or answered something that is not a chat completion."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class OpenAIEndpoint:
     """Where the policy is served and how to ask it."""

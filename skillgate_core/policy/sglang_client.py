@@ -4,12 +4,12 @@ An SGLang server (`infra/sglang_server.sh`, CUDA machines only) serves the polic
 ids, never text, and ask for per-token log-probs, so a server completion is the same record the
 local sampler produces (`Completion`): the sampled ids (the stop token included), log p of each
 under the tempered sampling distribution, the text decoded from those ids with special tokens
-removed, and stop / length. Nothing is re-tokenized (METHOD.md 2).
+removed, and stop / length. Nothing is re-tokenized (docs/method.md 2).
 
     client = SGLangClient("http://10.0.0.5:30000,http://10.0.0.6:30000", tokenizer)
     client.check_health()
     c1, c2 = client.generate([ids1, ids2], SamplingConfig(max_new_tokens=256), max_new_tokens=[256, 40])
-    client.update_weights_from_disk("/shared/weights/step-00000003")   # a folder the servers can read
+    client.update_weights_from_disk("/mnt/weights/step-00000003")   # a folder the servers can read
 
 A batch is split into one contiguous share per server, sent concurrently, and reassembled in order.
 

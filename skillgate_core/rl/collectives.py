@@ -1,6 +1,6 @@
 """The few torch.distributed reductions the trainer needs, also valid with no process group (world 1).
 
-- `all_reduce_sum(x)`: the loss normaliser N of METHOD.md 6 is global across micro-batches AND
+- `all_reduce_sum(x)`: the loss normaliser N of docs/method.md 6 is global across micro-batches AND
   ranks: N = all_reduce_sum(global_token_normaliser(this rank's episode masks)). Summed in float64,
   so token counts stay exact.
 - `all_reduce_max(n)`: under ZeRO-3 every rank must run the same number of micro-batches

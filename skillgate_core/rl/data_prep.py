@@ -4,7 +4,7 @@
     -> out/rl_train.parquet (+ out/rl_data_summary.json beside it)
 
 Each row is one training task of the bench's `train` split (sorted by task id) and freezes what
-GRPO must never recompute: the slate in its shuffled order with each skill's category (METHOD.md 2),
+GRPO must never recompute: the slate in its shuffled order with each skill's category (docs/method.md 2),
 the gold skill, the digest of the 16 skill folders the episodes will mount, and the prompt token
 ids rendered ONCE with the policy's own tokenizer and chat template (agent.prompts.build_messages,
 then render_prompt_ids, add_generation_prompt=True), exactly the ids the episode loop builds.
@@ -15,7 +15,7 @@ Prompt variants (the profile decides; `variants` lists the ones present):
 - `no_skill` (`no_skill_prompt_ids`): the same task with no skills section. Profiles no_skill and
   hybrid_slate.
 For hybrid_slate one row holds the whole pair (both variants, pair id = task_id), so the pair is
-kept or dropped together (METHOD.md 5, pair-atomic); a variant the profile does not use is null.
+kept or dropped together (docs/method.md 5, pair-atomic); a variant the profile does not use is null.
 
 Columns (rl_train.parquet):
     task_id str, task_path str (relative to the bench), family str, domain str, bench str (the slate's
@@ -84,7 +84,7 @@ class RLDataPrepConfig:
     """Which tasks, for which profile, rendered with which prompt profile and length limit."""
 
     profile: str = "selector_clean_oracle_action_credit"
-    """RL training profile (METHOD.md 7) the data is for: decides the prompt variants (slate, no_skill)."""
+    """RL training profile (docs/method.md 7) the data is for: decides the prompt variants (slate, no_skill)."""
     max_tasks: NonNegativeInt = 0
     """Keep only the first N tasks by task id (0 = all)."""
     prompt_profile: str = "openclaw-v1"
@@ -181,7 +181,7 @@ def _task_slate(bench: Path, row: Mapping[str, Any]) -> Slate:
         raise RLDataError(f"task {task_id}: its {MANIFEST_FILE} is the slate of task {slate.task_id!r}")
     if slate.split != "train":
         raise RLDataError(f"task {task_id}: its slate was ordered with the {slate.split!r} shuffle tag; a training "
-                          "task's slate uses the 'train' tag (METHOD.md 2)")
+                          "task's slate uses the 'train' tag (docs/method.md 2)")
     if row.get("oracle") not in (None, slate.oracle):
         raise RLDataError(f"task {task_id}: tasks.jsonl names oracle {row['oracle']!r}, "
                           f"{MANIFEST_FILE} names {slate.oracle!r}")

@@ -3,7 +3,7 @@
 Every function here runs inside a worker of `skillgate_core.rl.launch` (a process group must exist:
 gloo on CPU, NCCL on GPU, any world size) and is COLLECTIVE: every rank calls it, in the same order.
 
-    engine = build_engine(model_dir, EngineConfig())              # policy, Adam per METHOD.md 6
+    engine = build_engine(model_dir, EngineConfig())              # policy, Adam per docs/method.md 6
     ref = build_reference(model_dir, EngineConfig(), beta=3e-5)    # None when beta == 0
     replica = load_replica(model_dir, EngineConfig())              # plain HF model, for rollouts
     ...
@@ -13,14 +13,14 @@ gloo on CPU, NCCL on GPU, any world size) and is COLLECTIVE: every rank calls it
     stats = optimizer_step(engine)                                 # one Adam step per rollout step
     refresh_replica(replica, engine)                               # gathered ZeRO-3 weights -> replica
 
-Gradient arithmetic. The loss of METHOD.md 6 is divided by the GLOBAL normaliser N, so the step's
+Gradient arithmetic. The loss of docs/method.md 6 is divided by the GLOBAL normaliser N, so the step's
 objective is the SUM over ranks and micro-batches of each micro-batch's loss. DeepSpeed averages
 gradients over data-parallel ranks, so `backward` multiplies by the world size to undo that, and
 gradient accumulation is unmanaged (`managed_gradient_accumulation: false`): any number of
 micro-batches accumulates, `optimizer_step` is the boundary, nothing is scaled by an accumulation
 count. Under bf16 the accumulation and the reduce-scatter run in float32.
 
-ZeRO-3 loading follows the Ray Train + DeepSpeed pitfalls (shared/ANCHORS.md): an HfDeepSpeedConfig
+ZeRO-3 loading avoids the known Ray Train + DeepSpeed pitfalls: an HfDeepSpeedConfig
 is alive while from_pretrained runs, so each rank materialises only its shard; it is dropped right
 after, so a later plain load (the replica) is not partitioned. The weight gather enters
 GatheredParameters on every rank, bucket by bucket, bucketed by each parameter's FULL size
@@ -60,7 +60,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How the policy is trained and sharded (defaults: METHOD.md 6 seed optimizer)."""
+    """How the policy is trained and sharded (defaults: docs/method.md 6 seed optimizer)."""
 
     lr: float = 1e-6
     """Adam learning rate, constant (no scheduler)."""

@@ -5,8 +5,8 @@ Each Ray Train worker (or the single process of a debugging run) runs `grpo_work
     for step in steps:
         1. rollouts   the replica (or the noisy teacher) plays G episodes per drawn prompt in real
                       sandboxes; every group is span-checked and filtered, rejects are refilled
-        2. credit     advantages per profile, token weights per conversion chunk (METHOD.md 5-7)
-        3. N          the loss normaliser, summed over every episode of every rank (METHOD.md 6)
+        2. credit     advantages per profile, token weights per conversion chunk (docs/method.md 5-7)
+        3. N          the loss normaliser, summed over every episode of every rank (docs/method.md 6)
         4. pack       samples -> micro-batches under a token budget; every rank runs the same count
         5. old/ref    log-probs recomputed by the engine (and the frozen reference), no grad
         6. update     loss + backward per micro-batch, ONE optimizer step
@@ -88,7 +88,7 @@ class GRPOJob:
     bench: str
     """The bench folder (task packages, skill library)."""
     experiments_root: str
-    """SKILLGATE_HOME/experiments: checkpoints are published into the owning experiment (METHOD.md 10)."""
+    """SKILLGATE_HOME/experiments: checkpoints are published into the owning experiment (docs/method.md 10)."""
     experiment_id: str
     """The experiment this run belongs to."""
     run_name: str
@@ -163,7 +163,7 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     timer: if given, the step is split into its phases "logprob" (normaliser, packing, old and
     reference log-probs) and "train" (forward, backward, optimizer step).
 
-    N sums every episode of every rank (METHOD.md 6). Every rank runs the same number of micro-batches
+    N sums every episode of every rank (docs/method.md 6). Every rank runs the same number of micro-batches
     (ZeRO-3 gathers parameters collectively on each forward), padding with empty ones. The old and
     reference log-probs are recomputed here, before any update, by the same code that computes the
     new ones, so at this step rho = 1 exactly. A step with no loss token anywhere (every group

@@ -1,6 +1,6 @@
 """The `grpo` stage's config: one frozen dataclass, every field documented where it is declared.
 
-Seed values (METHOD.md 6-7, marked "seed") are the published setting; the defaults here are sized for
+Seed values (docs/method.md 6-7, marked "seed") are the published setting; the defaults here are sized for
 the embedded default (a tiny model on a 2-core CPU). Recipes `rl-train` and `rl.<profile>` set the
 profile; `deployments/recipes/*.toml` hold the rest.
 """
@@ -41,13 +41,13 @@ so the first-step ratio is 1). `teacher` exists for CPU smoke runs, where a tiny
 nothing and every group would be rejected as zero-variance."""
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class GRPOConfig:
-    """GRPO with the SkillGate selector credit (METHOD.md 4-7) on Ray Train + DeepSpeed ZeRO-3."""
+    """GRPO with the SkillGate selector credit (docs/method.md 4-7) on Ray Train + DeepSpeed ZeRO-3."""
 
     profile: str = "selector_clean_oracle_action_credit"
-    """Training profile (METHOD.md 7); rl-train = SkillGate."""
+    """Training profile (docs/method.md 7); rl-train = SkillGate."""
     steps: PositiveInt = 2
     """Optimizer steps of this experiment (a resume continues to this total)."""
     prompts_per_step: PositiveInt = 2

@@ -1,4 +1,4 @@
-"""Stage `grpo`: a GRPO run owned by an experiment (METHOD.md 10), trained on Ray Train workers.
+"""Stage `grpo`: a GRPO run owned by an experiment (docs/method.md 10), trained on Ray Train workers.
 
     train_grpo(GRPOConfig(profile="selector_clean_oracle_action_credit"),
                {"sft_model": model, "rl_data": rl_data, "bench": bench}, out_dir)
@@ -83,7 +83,7 @@ def prepare_experiment(config: GRPOConfig, inputs: Mapping[str, str | Path]) -> 
     try:
         return create_experiment(root, experiment_id, algorithm=f"grpo:{config.profile}", data=str(paths["rl_data"]),
                                  init=str(paths["sft_model"]),
-                                 hypothesis=f"GRPO with profile {config.profile} (METHOD.md 7)")
+                                 hypothesis=f"GRPO with profile {config.profile} (docs/method.md 7)")
     except ExperimentExists:  # another process created it just now
         return open_experiment(root, experiment_id)[1]
 

@@ -1,4 +1,4 @@
-"""GRPO losses: the plain clipped loss and SkillGate's two-stream selector loss (METHOD.md 6).
+"""GRPO losses: the plain clipped loss and SkillGate's two-stream selector loss (docs/method.md 6).
 
 Every input is a per-token tensor of one shape (a packed 1-D sequence or a [batch, seq] block):
 log-probs under the current, rollout (old) and reference policies, advantages broadcast to
@@ -184,7 +184,7 @@ def selector_grpo_loss(
     if bool(both.any()):
         raise ValueError(
             f"a token with both weights > 0 at {both.nonzero().flatten().tolist()[:10]}: the task and "
-            "selector streams must be disjoint (METHOD.md 6); refusing to train on this batch"
+            "selector streams must be disjoint (docs/method.md 6); refusing to train on this batch"
         )
     task_sum = (
         w_task_t * clipped_policy_term(logp, old, a_task_t, clip_low=clip_low, clip_high=clip_high)

@@ -1,4 +1,4 @@
-"""The seven training profiles (METHOD.md 7): what differs between the compared RL runs.
+"""The seven training profiles (docs/method.md 7): what differs between the compared RL runs.
 
 All profiles share the GRPO base recipe; a profile fixes only the slate the agent sees, how
 advantages are built (behaviour term, selector utility), the selector coefficient lambda and the
@@ -81,13 +81,13 @@ class Profile:
     @property
     def checks_spans(self) -> bool:
         """True for every profile that shows a slate: its groups pass the same fail-closed span checks
-        (METHOD.md 4), whether or not its credit reads the spans, so every arm is filtered by one rule."""
+        (docs/method.md 4), whether or not its credit reads the spans, so every arm is filtered by one rule."""
         return self.slate != "none"
 
     @property
     def forces_acceptance(self) -> bool:
         """True for the plain-GRPO profiles (no_skill, mixed_task_reward): after 64 rejected groups or
-        300 rejected samples in one rollout step, zero-variance groups are accepted anyway (METHOD.md 5).
+        300 rejected samples in one rollout step, zero-variance groups are accepted anyway (docs/method.md 5).
         Every profile applies the dynamic filter; only these two ever waive it."""
         return self.loss == "plain_clipped" and self.behaviour == "none"
 
@@ -147,11 +147,11 @@ _ALL = (
 )
 
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in _ALL})
-"""name -> Profile, read-only, in METHOD.md 7 table order."""
+"""name -> Profile, read-only, in docs/method.md 7 table order."""
 
 
 def profile_names() -> tuple[str, ...]:
-    """The valid profile names, in METHOD.md 7 table order."""
+    """The valid profile names, in docs/method.md 7 table order."""
     return tuple(PROFILES)
 
 

@@ -3,7 +3,7 @@
 A group is one prompt's G episodes (for hybrid_slate a *pair*: G without skills and G with the
 slate, judged together). Each round draws as many prompts as groups are still missing, plays all
 their episodes in one lockstep batch (so the policy generates for every live episode at once), then
-judges each group in draw order with the step's `RolloutStepFilter` (METHOD.md 4-5). Rejected
+judges each group in draw order with the step's `RolloutStepFilter` (docs/method.md 4-5). Rejected
 groups are replaced by new draws in the next round, until the worker has its share of accepted
 groups or has spent its rejection budget (then it trains on what it has and says so in metrics).
 
@@ -43,7 +43,7 @@ REJECTION_DETAILS_CAP = 16
 """Rejected groups kept with their detail per worker and step (the counts by reason keep every one)."""
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class RLTask:
     """One training prompt, as rl-data-prep froze it."""
@@ -71,19 +71,19 @@ class Episode:
     trajectory: Trajectory
     """The exact token stream and grade."""
     spans: SpanReport
-    """Selection actions and mismatch counters (METHOD.md 4)."""
+    """Selection actions and mismatch counters (docs/method.md 4)."""
     with_slate: bool
     """False for the no-skill episodes of no_skill / hybrid_slate."""
 
     @property
     def aborted(self) -> bool:
-        """An infrastructure failure (METHOD.md 2): the group is rejected, never scored."""
+        """An infrastructure failure (docs/method.md 2): the group is rejected, never scored."""
         return self.trajectory.status == EpisodeStatus.ABORTED
 
     @property
     def score(self) -> float | None:
-        """raw_score for the task advantage (METHOD.md 5); None for an aborted episode. A verifier that ran
-        and wrote no numeric reward grades 0 (METHOD.md 3: "missing or non-numeric score -> 0 with a flag";
+        """raw_score for the task advantage (docs/method.md 5); None for an aborted episode. A verifier that ran
+        and wrote no numeric reward grades 0 (docs/method.md 3: "missing or non-numeric score -> 0 with a flag";
         the flag is the trajectory's missing_reward): were the group dropped instead, an agent that keeps
         the tests from writing a reward would escape its 0."""
         t = self.trajectory

@@ -1,9 +1,9 @@
 """Accepted groups -> training samples: advantages per profile, token weights per conversion chunk.
 
-Per group (METHOD.md 5, 7): the task advantage on raw scores, plus the profile's episode-level
+Per group (docs/method.md 5, 7): the task advantage on raw scores, plus the profile's episode-level
 behaviour term (mixed_separated, hybrid_slate) or its selector advantages per read action (the
 two-stream profiles). Per conversion chunk (`chunk_groups` groups converted together, seed 4):
-token weights (METHOD.md 6), so each stream carries the chunk's mass B. A chunk whose weights break
+token weights (docs/method.md 6), so each stream carries the chunk's mass B. A chunk whose weights break
 a rule (`TokenWeightError`) is dropped whole and counted as credit_failed: fail closed.
 
 Every per-token array is aligned with the episode's response ids (prompt excluded), float64 here;

@@ -1,4 +1,4 @@
-"""Stages `bc` and `dpo`: the supervised selection baselines of METHOD.md 7, from the SFT model.
+"""Stages `bc` and `dpo`: the supervised selection baselines of docs/method.md 7, from the SFT model.
 
 - Gold Selector BC (`train_bc`): SFT (TRL SFTTrainer + LoRA, merged) on [system, user, first
   assistant turn that reads only the gold skill]; the loss covers that turn only.
@@ -66,11 +66,11 @@ class DPOStageConfig(LoRATrainingConfig):
     max_tasks: NonNegativeInt = 4
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     pairs_per_task: PositiveInt = 5
-    """Pairs per task: one per misleading skill, in slate order (METHOD.md 7: 5, every misleading skill)."""
+    """Pairs per task: one per misleading skill, in slate order (docs/method.md 7: 5, every misleading skill)."""
     beta: PositiveFloat = 0.1
-    """DPO beta (METHOD.md 7: 0.1)."""
+    """DPO beta (docs/method.md 7: 0.1)."""
     loss_type: str = "sigmoid"
-    """TRL DPO loss (METHOD.md 7: sigmoid, the original DPO loss)."""
+    """TRL DPO loss (docs/method.md 7: sigmoid, the original DPO loss)."""
     skill_reasoning: bool = True
     """Open the turns with <skill_reasoning>, as the teacher does."""
 

@@ -1,4 +1,4 @@
-"""The `<available_skills>` block of the system prompt (METHOD.md 2).
+"""The `<available_skills>` block of the system prompt (docs/method.md 2).
 
     block = render_available_skills(slate)
     # <available_skills>

@@ -1,4 +1,4 @@
-"""The shape of a well-formed slate (METHOD.md 1, 4): 16 unique names, 1 oracle and 5/5/5.
+"""The shape of a well-formed slate (docs/method.md 1, 4): 16 unique names, 1 oracle and 5/5/5.
 
 The one rule that both building a slate (skills.slates) and judging a training group
 (credit.groups) apply, kept below both.

@@ -1,4 +1,4 @@
-"""Slates: the 16 skills a task's prompt advertises, in a seeded order (METHOD.md 1-2).
+"""Slates: the 16 skills a task's prompt advertises, in a seeded order (docs/method.md 1-2).
 
     slate = build_slate(task_id="t1", bench="procedural", split="train", instruction=text,
                         oracle="gold", misleading=[...5 names...], retriever=retriever)
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 SHUFFLE_TAGS: dict[str, str] = {"train": "slate-train-shuffle", "eval": "slate-shuffle"}
-"""Seed tag per split (METHOD.md 2): training and evaluation slates of one task order differently."""
+"""Seed tag per split (docs/method.md 2): training and evaluation slates of one task order differently."""
 IRRELEVANT_TAG = "slate-irrelevant"
 """Seed tag of the irrelevant draw; split-free, so a task's members are the same in both splits."""
 IRRELEVANT_OUTSIDE_TOP = 50

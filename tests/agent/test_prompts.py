@@ -1,4 +1,4 @@
-"""Prompt building (METHOD.md 2)."""
+"""Prompt building (docs/method.md 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shared tool-call parser (METHOD.md 2)."""
+"""The shared tool-call parser (docs/method.md 2)."""
 
 from __future__ import annotations
 

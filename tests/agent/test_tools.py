@@ -1,4 +1,4 @@
-"""The nine agent tools against real sandboxes (METHOD.md 2), plus their pure parts.
+"""The nine agent tools against real sandboxes (docs/method.md 2), plus their pure parts.
 
 Most sandbox tests run on bubblewrap (one sandbox for the module, a fresh folder and ToolBox per
 test); a representative subset runs on both backends through the `backend` fixture of

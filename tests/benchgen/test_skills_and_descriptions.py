@@ -64,7 +64,7 @@ def test_front_matter_never_says_which_skill_is_the_oracle(small_suite: Path):
 
 
 def test_skill_procedures_are_not_span_mismatches(small_suite):
-    """Running a skill's procedure must not look like an unattributable skill read (METHOD.md 4.3):
+    """Running a skill's procedure must not look like an unattributable skill read (docs/method.md 4.3):
     an exec whose arguments name a reader command (cat, head, python3, ...) and a /skills/ path that
     is not a SKILL.md would be a span mismatch and reject the whole RL group."""
     from skillgate_core.credit.spans import READER_COMMANDS

@@ -1,4 +1,4 @@
-"""Behaviour terms of the mixed_separated and hybrid_slate ablations (METHOD.md 7), hand-computed."""
+"""Behaviour terms of the mixed_separated and hybrid_slate ablations (docs/method.md 7), hand-computed."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from skillgate_core.credit import (
     task_advantages,
 )
 
-O, M, R, I, U = "oracle", "misleading", "relevant", "irrelevant", "unadvertised"  # noqa: E741  (METHOD.md 11 notation)
+O, M, R, I, U = "oracle", "misleading", "relevant", "irrelevant", "unadvertised"  # noqa: E741  (docs/method.md 11 notation)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Fail-closed group validation: every rejection has a reason and a detail (METHOD.md 4, 5)."""
+"""Fail-closed group validation: every rejection has a reason and a detail (docs/method.md 4, 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""METHOD.md 11: every test vector (1-12), to 1e-6."""
+"""docs/method.md 11: every test vector (1-12), to 1e-6."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from skillgate_core.credit import (
 from skillgate_core.evaluation.metrics import pass_at_k
 from skillgate_core.rl.loss import clipped_policy_term, low_variance_kl
 
-O, M, R, I, U = "oracle", "misleading", "relevant", "irrelevant", "unadvertised"  # noqa: E741  (METHOD.md 11 notation)
+O, M, R, I, U = "oracle", "misleading", "relevant", "irrelevant", "unadvertised"  # noqa: E741  (docs/method.md 11 notation)
 TOL = 1e-6
 
 

@@ -1,4 +1,4 @@
-"""Token weights: layouts, shared call spans, and every error rule of METHOD.md 6."""
+"""Token weights: layouts, shared call spans, and every error rule of docs/method.md 6."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from skillgate_core.credit import (
     token_weights,
 )
 
-O, M = "oracle", "misleading"  # noqa: E741  (METHOD.md 11 notation)
+O, M = "oracle", "misleading"  # noqa: E741  (docs/method.md 11 notation)
 
 
 def action(call, identity, category=O, path_index=0) -> SelectionAction:

@@ -1,4 +1,4 @@
-"""Evaluation metrics and protocol fingerprints (METHOD.md 8, vector 9)."""
+"""Evaluation metrics and protocol fingerprints (docs/method.md 8, vector 9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GRPO losses (METHOD.md 6): normaliser, plain vs two-stream, KL gradient, input checks."""
+"""GRPO losses (docs/method.md 6): normaliser, plain vs two-stream, KL gradient, input checks."""
 
 from __future__ import annotations
 

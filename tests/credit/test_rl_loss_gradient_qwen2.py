@@ -21,7 +21,7 @@ from skillgate_core.credit import (
 )
 from skillgate_core.rl.loss import global_token_normaliser, selector_grpo_loss
 
-O, M = "oracle", "misleading"  # noqa: E741  (METHOD.md 11 notation)
+O, M = "oracle", "misleading"  # noqa: E741  (docs/method.md 11 notation)
 SEQ = 24
 """Token ids per episode; the model scores SEQ - 1 next-token log-probs."""
 

@@ -1,4 +1,4 @@
-"""The profile registry (METHOD.md 7) and pass@k (METHOD.md 8)."""
+"""The profile registry (docs/method.md 7) and pass@k (docs/method.md 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Selection-span detection (METHOD.md 4) on a real byte-level BPE tokenizer."""
+"""Selection-span detection (docs/method.md 4) on a real byte-level BPE tokenizer."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_spans_feed_selector_advantages_and_token_weights(tok):
 
 
 def test_tool_names_are_normalised_before_the_read_test(tok):
-    # METHOD.md 4.2: `functions.Read` reads like `read`; `Tools.EXEC` running cat reads like `exec`.
+    # docs/method.md 4.2: `functions.Read` reads like `read`; `Tools.EXEC` running cat reads like `exec`.
     text = call("functions.Read", path="/skills/oracle-x/SKILL.md")
     t = turn(tok, text, [("functions.Read", {"path": "/skills/oracle-x/SKILL.md"})])
     report = detect_selection_spans([t], tok, gold_name="oracle-x", slate=SLATE)
@@ -223,7 +223,7 @@ def test_an_open_recorded_for_a_call_that_does_not_exist_cannot_be_judged(tok):
 def test_an_unattributed_read_makes_the_episode_unclean_and_joins_the_baseline():
     reads, attributed = [["oracle"], ["oracle"], ["oracle", "oracle"]], [[True], [False], [False, True]]
     assert selector_advantages(reads, "clean_oracle", attributed) == [[0.75], [-0.25], [-0.25, -0.25]]
-    # Without the flags every read is an action: the METHOD.md 11 vectors are unchanged.
+    # Without the flags every read is an action: the docs/method.md 11 vectors are unchanged.
     assert selector_advantages(reads, "clean_oracle") == [[0.5], [0.5], [-0.5, -0.5]]
     with pytest.raises(ValueError, match="align"):
         selector_advantages(reads, "clean_oracle", [[True]])

@@ -1,4 +1,4 @@
-"""Protocol spec files made concrete on a bench: identity, fingerprint inputs, refusals (METHOD.md 8)."""
+"""Protocol spec files made concrete on a bench: identity, fingerprint inputs, refusals (docs/method.md 8)."""
 
 from __future__ import annotations
 

@@ -212,3 +212,18 @@ def test_a_protocol_longer_than_the_models_positions_is_said(skillgate_home, tin
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*context tokens.*")
         run_evaluation(short, ref, EvalRunConfig(batch_episodes=1, sandbox_workers=1, max_trials=1), progress=False)
+
+
+def test_each_evaluation_bar_is_labelled_with_its_method(skillgate_home, tiny_model_dir, bench, tiny_spec, capsys):
+    # Two arms evaluated on one protocol in one run (the demo's eval70 and eval70:mixed-task-reward) used to
+    # show two bars with the same label, the protocol id: which arm is which must be readable on the bar.
+    resolved = build_protocol(load_spec(tiny_spec), bench, demo_repeats=1)
+    ref = resolve_policy(str(tiny_model_dir), root=state_layout().experiments)
+    labels = {}
+    for method in ("arm-skillgate", "arm-baseline"):
+        run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=1, max_trials=1, method=method, tag=method))
+        bar = capsys.readouterr().err.strip().splitlines()[-1]
+        labels[method] = bar.split(":", 1)[0]
+    assert labels["arm-skillgate"] != labels["arm-baseline"]
+    for method, label in labels.items():
+        assert method in label and resolved.protocol.protocol_id() in label, labels

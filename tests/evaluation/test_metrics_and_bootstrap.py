@@ -1,5 +1,5 @@
 """pass@k against brute force, vector 9, the behaviour cost, and the paired bootstrap against exact
-enumeration of every resample (METHOD.md 8-9)."""
+enumeration of every resample (docs/method.md 8-9)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from paper_rows import write_synthetic_evals, write_synthetic_training
+from paper_rows import synthetic_rows, write_synthetic_evals, write_synthetic_training
 from skillgate_cli import run_skillgate
 
 from skillgate_core.config import ConfigError, config_to_dict
@@ -91,3 +91,28 @@ def test_stage_sub_flow_publishes_the_report_artifact(rows_with_training, skillg
     assert markdown.startswith("# SkillGate: paper tables and figures") and "### Main results" in markdown
     figure = (report / "figures" / "eval70_v1__mixed__r4" / "selector_tradeoff.png").resolve().as_uri()
     assert f"]({figure})" in markdown and "](figures/" not in markdown
+
+
+def test_cli_on_one_repeat_rows_picks_k_with_a_note_and_an_explicit_k_is_a_clear_error(tmp_path):
+    # The default k = 4 on the rows of a 1-repeat evaluation was a ValueError traceback. Without k= the
+    # CLI uses the fewest trials per task and says so (console, report.md, paper.json); an explicit k
+    # the rows cannot give is an error naming the fix.
+    root = tmp_path / "rows"
+    for method, rows in synthetic_rows().items():
+        one = [{**r, "protocol_id": r["protocol_id"].replace("__r4__", "__r1__")} for r in rows if r["repeat"] == 0]
+        (root / method).mkdir(parents=True)
+        write_eval_rows(one, root / method / EVAL_TRIALS_FILE)
+    out = tmp_path / "paper"
+    proc = run_skillgate("paper", "build", str(root), "--out", str(out), home=tmp_path / "home")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    note = "pass@k uses k = 1: these rows hold 1 trial per task, fewer than the default k = 4"
+    assert note in " ".join(proc.stdout.split()), proc.stdout
+    assert note in (out / "report.md").read_text()
+    section = json.loads((out / "paper.json").read_text())["protocols"]
+    assert [(p["k"], p["k_note"].startswith(note)) for p in section.values()] == [(1, True)]
+
+    proc = run_skillgate("paper", "build", str(root), "--out", str(tmp_path / "x"), "k=4", home=tmp_path / "home")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "pass@4 needs >= 4 trials per task" in err and "k=1" in err, err
+    assert not (tmp_path / "x").exists()

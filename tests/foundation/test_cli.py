@@ -99,3 +99,15 @@ def test_execute_writes_only_under_skillgate_home(tmp_path):
     assert again.returncode == 0 and "up to date" in again.stdout and "reused" in again.stdout, again.stdout
     assert "Starting temporary server" not in again.stdout + again.stderr
     assert took < 15, f"an all-reused run took {took:.1f} s"
+
+
+def test_recipes_never_truncates_a_name(tmp_path):
+    # At 140 columns (and narrower) the long rl.<profile> names were cut to "rl.selector-clean-or…":
+    # a name is what the user types next, so the description wraps instead.
+    from deployments import RECIPES_DIR
+
+    names = sorted(p.stem for p in RECIPES_DIR.glob("*.toml"))
+    env = {**os.environ, "SKILLGATE_HOME": str(tmp_path), "COLUMNS": "100"}
+    out = subprocess.run([SKILLGATE, "recipes"], capture_output=True, text=True, env=env, timeout=300).stdout
+    missing = [n for n in names if not re.search(rf"(^|\s){re.escape(n)}(\s|$)", out, re.MULTILINE)]
+    assert not missing, f"names not printed whole: {missing}\n{out}"

@@ -83,14 +83,16 @@ def test_mapping_builds_nested_and_typed_values():
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({"stepz": 1}, "here.toml: unknown key 'sft.stepz' for Sample; valid keys: inner, limit, mode, name, steps, tags"),
+        ({"stepz": 1}, "here.toml: unknown key 'sft.stepz' for Sample (did you mean 'sft.steps'?); valid keys: "
+                       "inner, limit, mode, name, steps, tags"),
+        ({"qqqq": 1}, "here.toml: unknown key 'sft.qqqq' for Sample; valid keys: inner, limit, mode, name, steps, tags"),
         ({"steps": "many"}, "here.toml: sft.steps: expected int, got str 'many'"),
         ({"steps": True}, "here.toml: sft.steps: expected int, got bool True"),
         ({"mode": "c"}, "here.toml: sft.mode: expected 'a' | 'b', got str 'c'"),
         ({"tags": "one"}, "here.toml: sft.tags: expected tuple of str, got str 'one'"),
         ({"tags": ["a", 2]}, "here.toml: sft.tags[1]: expected str, got int 2"),
         ({"inner": {"lr": "x"}}, "here.toml: sft.inner.lr: expected float, got str 'x'"),
-        ({"inner": {"lrr": 1.0}}, "here.toml: unknown key 'sft.inner.lrr' for Inner"),
+        ({"inner": {"lrr": 1.0}}, "here.toml: unknown key 'sft.inner.lrr' for Inner (did you mean 'sft.inner.lr'?)"),
     ],
 )
 def test_bad_values_name_key_source_and_expected_type(values, expected):
@@ -168,3 +170,35 @@ def test_plan_reports_missing_inputs_and_unbuilt_stages(tmp_path):
     assert sft.built and set(sft.missing) == {"base_model", "trajectories"}
     assert sft.note == "missing inputs: base_model, trajectories"
     assert tables.built and tables.missing == ("eval_rows",) and tables.note == "missing inputs: eval_rows"
+
+
+def test_a_mistyped_name_gets_the_close_one(tmp_path):
+    # Each place a user types a name: a key, a stage (in a recipe, an override, --only), a table, a recipe,
+    # an input role. The error names the close match; a name close to nothing gets no guess.
+    from deployments import RECIPES_DIR
+    from skillgate_core.recipe_plan import Selection, select_entries
+    from skillgate_core.recipes import find_recipe
+
+    demo = load_recipe(RECIPES_DIR / "demo.toml")
+    cases = [
+        (lambda: resolve_recipe(demo, ["sft.max_step=3"]), "unknown key 'sft.max_step' for SFTStageConfig "
+                                                            "(did you mean 'sft.max_steps'?)"),
+        (lambda: resolve_recipe(demo, ["sff.max_steps=3"]), "stage 'sff' is not in this run's plan (did you mean 'sft'?)"),
+        (lambda: resolve_recipe(demo, ["inputs.bnch=/tmp"]), "takes role 'bnch'"),
+        (lambda: find_recipe("demoo", RECIPES_DIR), "no recipe named 'demoo' (did you mean 'demo'?)"),
+        (lambda: select_entries(demo.stages, Selection(only=("eval7",))), "'eval7' is not a stage of this recipe "
+                                                                   "(did you mean 'eval70'?)"),
+        (lambda: load_recipe(_write(tmp_path / "s.toml", '[recipe]\nname = "r"\nstages = ["sftt"]\n')),
+         "unknown stage 'sftt' (did you mean 'sft'?)"),
+        (lambda: load_recipe(_write(tmp_path / "t.toml", '[recipe]\nname = "r"\nstages = ["sft"]\n[sfft]\nx = 1\n')),
+         "unknown table [sfft] (did you mean [sft]?)"),
+        (lambda: load_recipe(_write(tmp_path / "k.toml", '[recipe]\nname = "r"\nstage = ["sft"]\n')),
+         "unknown key 'recipe.stage' (did you mean 'recipe.stages'?)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert message in str(err.value), str(err.value)
+    with pytest.raises(ConfigError) as err:
+        resolve_recipe(demo, ["sft.zzzzzzzz=3"])
+    assert "did you mean" not in str(err.value)

@@ -39,7 +39,7 @@ def test_typed_checks_types_ranges_and_converts_losslessly():
     with pytest.raises(DataclassJSONError, match=r"^s.toml: corners\[0\].x: expected int, got str 'one'$"):
         dataclass_from_json(Shape, {"name": "a", "corners": [{"x": "one"}]}, source="s.toml", strictness="typed")
     # config_from_mapping is this level, raising ConfigError.
-    with pytest.raises(ConfigError, match="unknown key 'sft.nme' for Shape; valid keys: corners, name,"):
+    with pytest.raises(ConfigError, match=r"unknown key 'sft.nme' for Shape \(did you mean 'sft.name'\?\); valid keys: corners, name,"):
         config_from_mapping(Shape, {"nme": "a"}, "r.toml", prefix="sft.")
 
 

@@ -46,7 +46,7 @@ GPU_PATH_MODULES = (
 
 
 def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> None:
-    # The GPU machine carries only what the training path needs (shared/gpu/README.md): rollouts,
+    # The GPU machine carries only what the training path needs (docs/gpu.md, What travels): rollouts,
     # credit, the trainer, the sft and eval70 stages and the paper build must not import the
     # orchestrator, the warehouse or polars at import time.
     from gpu_machine import run_without_absent

@@ -1,4 +1,4 @@
-"""Experiments, checkpoints, evaluations and the on-demand listing: the on-disk layout of METHOD.md 10."""
+"""Experiments, checkpoints, evaluations and the on-demand listing: the on-disk layout of docs/method.md 10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The resume rules of METHOD.md 10: each violation raises its own error class with its own code."""
+"""The resume rules of docs/method.md 10: each violation raises its own error class with its own code."""
 
 from __future__ import annotations
 

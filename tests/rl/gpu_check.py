@@ -1,6 +1,6 @@
 """GPU check of the distributed training layer (not a pytest module: CI has no GPU). Run on nvidia-h200-x2 on 2026-11-30: benchmarks/results/gpu_check_h200x2.json.
 
-On the GPU machine, from the repo root, with the dev bundle (shared/gpu/README.md: deepspeed, ray):
+On the GPU machine, from the repo root, with the dev bundle (docs/gpu.md, What travels: deepspeed, ray):
 
     bash .devbundle/install_bundle.sh && export PYTHONPATH=/tmp/site:$PWD:$PWD/tests/rl || exit 1
     RAY_AUTH_MODE=disabled python3 tests/rl/gpu_check.py --gpus 2 --out $OUT/gpu_check.json

@@ -38,7 +38,7 @@ def test_baseline_recipes_feed_eval_like_any_policy(tmp_path):
         assert rows[stage].inputs == {"sft_model": str(model), "rl_data": "stage:rl-data-prep"}
         assert rows["eval70"].inputs["policy_export"] == f"stage:{stage}"
     dpo = resolve_recipe(find_recipe("dpo", RECIPES_DIR)).configs["dpo"]
-    assert (dpo.beta, dpo.loss_type, dpo.pairs_per_task) == (0.1, "sigmoid", 5)  # METHOD.md 7
+    assert (dpo.beta, dpo.loss_type, dpo.pairs_per_task) == (0.1, "sigmoid", 5)  # docs/method.md 7
 
 
 def test_every_recipe_has_a_deployment_and_training_ones_take_resume():

@@ -1,4 +1,4 @@
-"""What an episode's grade means to the dynamic filter (METHOD.md 3 and 5): a verifier that ran and wrote
+"""What an episode's grade means to the dynamic filter (docs/method.md 3 and 5): a verifier that ran and wrote
 no reward is a graded 0 (flagged), an infrastructure failure rejects the whole group."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One real optimizer step (DeepSpeed ZeRO-3, in-process) on a fixed batch: the selector credit moves
-the skill-name tokens of the episode that read the oracle and failed (METHOD.md 6 credit semantics).
+the skill-name tokens of the episode that read the oracle and failed (docs/method.md 6 credit semantics).
 
 The group (G = 4, clean-oracle utility): episode 0 reads the oracle and FAILS; episode 1 reads a
 misleading skill and succeeds; episode 2 reads a misleading skill and fails; episode 3 reads nothing

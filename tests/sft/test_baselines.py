@@ -1,4 +1,4 @@
-"""Stages bc and dpo (METHOD.md 7 supervised selection baselines) on a real bench, a real tiny policy
+"""Stages bc and dpo (docs/method.md 7 supervised selection baselines) on a real bench, a real tiny policy
 (standing in for the SFT model: any HF policy dir is a valid init) and the real rl-data-prep table."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ create table training_metric (
 
 -- the curve of every experiment: one row per (experiment, step, metric), from the latest segment
 -- that trained that step; with the run's config and commit, and the digests of the data it trained
--- on and the model it started from (every metric row carries its model and dataset, ANCHORS.md)
+-- on and the model it started from (every metric row carries its model and dataset: a curve is never read apart from what made it)
 create view v_training_metric as
 select m.experiment_id, m.step, m.step + 1 as optimizer_step, m.name, m.value,
        m.segment_id, s.run_name, s.ordinal as segment_ordinal, m.run_id,

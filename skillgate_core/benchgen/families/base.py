@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 STRATEGIES: tuple[str, ...] = ("wrong-command", "wrong-output", "wrong-order", "wrong-parameter", "wrong-scope")
-"""The five misleading strategies (METHOD.md 8), one misleading skill each."""
+"""The five misleading strategies (docs/method.md 8), one misleading skill each."""
 STRATEGY_LABELS: dict[str, str] = {
     "wrong-command": "wrong command/API",
     "wrong-output": "wrong path/output contract",
@@ -97,7 +97,7 @@ class Family:
     tool_file: str
     """File name of the skill's script under scripts/. SKILL.md procedures run it directly (it is
     executable, with a shebang), never as `python3 /skills/...`: an exec naming a reader command and
-    a /skills/ path that is not a SKILL.md is a span mismatch (METHOD.md 4.3) and rejects the group."""
+    a /skills/ path that is not a SKILL.md is a span mismatch (docs/method.md 4.3) and rejects the group."""
     sample: Callable[[random.Random, str], SkillDraft]
     """(rng, domain) -> an oracle draft."""
     mutate: Callable[[SkillDraft, str, random.Random], SkillDraft]

@@ -19,7 +19,7 @@ from skillgate_core.policy.openai_chat import ChatTurn, OpenAIEndpoint, chat_com
 __all__ = ["ChatClient"]
 
 
-# A declaration, not logic: each field documented where it is declared (DESIGN.md Style).
+# A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class ChatClient:
     """Where and how to ask."""

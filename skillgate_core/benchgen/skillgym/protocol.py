@@ -34,7 +34,7 @@ def _json_object(text: str, role: str) -> dict[str, Any]:
     raise ReplyError(f"{role}: expected one JSON object in the reply, got {text[:200]!r}")
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class FitVerdict:
     fit: bool

@@ -10,7 +10,7 @@ __all__ = ["BuildRecord", "CallRecord", "Verdict"]
 Verdict = Literal["accepted", "skipped", "unresolved"]
 
 
-# Declarations below, not logic: each field documented where it is declared (DESIGN.md Style).
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class CallRecord:
     """One model call."""

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds .devbundle/ in the current repo: the packages the GPU machine lacks (docs/gpu.md, "What
+# travels"), to send there with the repo. Run it from the repo root on a machine with network:
+#   bash benchmarks/gpu/bundle/make_bundle.sh
+#   wheels/   pure or cp312 manylinux wheels (trl, datasets, pydantic, hjson, jsonschema, ...)
+#   deepspeed-*.tar.gz  (installed there from source with --no-build-isolation; ops JIT-compile on use)
+#   ray-slim.tar.xz     Ray without java jars, rllib, serve, llm, dashboard client (fits the 64 MiB carry limit)
+# On the GPU machine, start each command with:  bash .devbundle/install_bundle.sh && export PYTHONPATH=/tmp/site
+# (install_bundle.sh is copied into .devbundle/, so the bundle installs itself.)
+set -euo pipefail
+out=.devbundle; mkdir -p "$out/wheels"
+grep -qx '/.devbundle/' .git/info/exclude 2>/dev/null || { [ -d .git ] && mkdir -p .git/info && echo '/.devbundle/' >> .git/info/exclude; } || true
+plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
+python3 -m pip download -q --no-deps "${plat[@]}" -d "$out/wheels" \
+  trl datasets dill multiprocess pydantic pydantic-core annotated-types typing-inspection hjson \
+  jsonschema jsonschema-specifications referencing rpds-py tensorboardx ${EXTRA_WHEELS:-}
+python3 -m pip download -q --no-deps --no-binary=:all: -d "$out" deepspeed
+if [ ! -f "$out/ray-slim.tar.xz" ]; then
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps "${plat[@]}" -d "$tmp" ray
+  (cd "$tmp" && unzip -q ray-*.whl && rm -rf ray/jars ray/rllib ray/serve ray/llm ray/dashboard/client ray/tests \
+     && find . -name __pycache__ -prune -exec rm -rf {} + && tar -cf - ray ray-*.dist-info | xz -T2 -6) > "$out/ray-slim.tar.xz"
+  rm -rf "$tmp"
+fi
+cp "$(dirname "$0")/install_bundle.sh" "$out/"
+du -sh "$out"
