@@ -183,8 +183,8 @@ def test_an_episode_whose_container_the_agent_stopped_is_graded_and_flagged(back
     on Docker flagged with why the container was replaced."""
     task = make_task(test_sh=CMP_SH, dockerfile=BWRAP_DOCKERFILE, files={"tests/expected.txt": EXPECTED},
                      task_id="first-process-episode")
-    script = [[{"command": KILL_FIRST_PROCESS["oom-picks-pid-1"]}], [{"command": SOLVE}]]
-    policy = _ScriptedPolicy(tokenizer, [script])
+    script = [[("exec", {"command": KILL_FIRST_PROCESS["oom-picks-pid-1"]})], [("exec", {"command": SOLVE})]]
+    policy = ScriptedPolicy(tokenizer, [script])
     config = EpisodeConfig(max_turns=4, backend=backend, workers=1)  # type: ignore[arg-type]
     [done] = run_episodes([EpisodeSpec(task, None, repeat=0)], policy, tokenizer, config, sandbox_config=LIMITS)
     assert done.status == "completed" and done.score == 1.0, done.verifier_detail
