@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         until: str = typer.Option("", "--until", metavar="STAGE", help="stop after this stage"),
     ) -> None:
         """Dry run by default: print the plan of stages. With --execute, run the `skillgate` flow."""
-        from flows.skillgate import plan_run
+        from flows.run_plan import plan_run
         from skillgate_core.paths import default_home
 
         home, rule = default_home()
