@@ -23,6 +23,7 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from flows.run_plan import PlanNotRunnable, check_runnable, plan_run
 from flows.stage_flows import STAGE_FLOWS
 from skillgate_core.gathered import stage_inputs
+from skillgate_core.interrupts import interrupt_signal
 from skillgate_core.paths import state_layout
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
@@ -90,7 +91,10 @@ def skillgate(
             with tags(TRIGGER_TAG_PREFIX + trigger, RECIPE_TAG_PREFIX + resolved.name):
                 record = stage_flow(resolved.config_json(row.entry), inputs)
         except BaseException as exc:
-            lines.append(f"| {row.entry} | **failed**: {type(exc).__name__}: {str(exc)[:300]} | | |")
+            signal_name = interrupt_signal(exc)
+            ended = (f"**interrupted** by {signal_name}" if signal_name else
+                     f"**failed**: {type(exc).__name__}: {str(exc)[:300]}")
+            lines.append(f"| {row.entry} | {ended} | | |")
             create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
             raise
         outputs[row.entry] = dict(record["outputs"])

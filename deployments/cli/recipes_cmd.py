@@ -123,9 +123,14 @@ def register(app: typer.Typer) -> None:
         else:
             from prefect import tags
 
+            from deployments.cli.interrupts import stop_on_interrupt
             from flows.skillgate import RECIPE_TAG_PREFIX, skillgate
+            from flows.temporary_server import kill_temporary_servers, shield_from_terminal_interrupt
 
-            with tags(RECIPE_TAG_PREFIX + resolved.name):
+            shield_from_terminal_interrupt()  # the first Ctrl-C must leave the server to record the stop
+            with stop_on_interrupt(console, "the run: the running stage with its sandboxes and Ray workers, "
+                                   "then the Prefect server", force=kill_temporary_servers), \
+                    tags(RECIPE_TAG_PREFIX + resolved.name):
                 result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger, resume=resume,
                                    only=_split(only), start=start, until=until)
         table = Table(title=f"result of '{resolved.name}' (digest {result['digest'][:16]})")
