@@ -23,28 +23,29 @@ STOP_WITHIN_S = 30
 """Measured on the 2-core VM under load: 4-5 s from SIGINT to exit (before: still running after 120 s)."""
 
 
-def _run_and_interrupt(args: list[str], marker: str, home: Path) -> tuple[int, float, list[str]]:
-    """Start `skillgate ARGS`, send SIGINT to its process group 1 s after `marker` is printed; returns
+def _run_and_interrupt(args: list[str], started: Path, home: Path) -> tuple[int, float, list[str]]:
+    """Start `skillgate ARGS`, send SIGINT to its process group as soon as the folder `started` has an
+    entry (a stage's temp output folder: its run is recorded and its function runs); returns
     (exit code, seconds from SIGINT to exit, lines printed after the SIGINT)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(SKILLGATE_HOME=str(home), COLUMNS="120")
     proc = subprocess.Popen([SKILLGATE, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
     lines: list[tuple[float, str]] = []
-    seen = threading.Event()
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append((time.monotonic(), line.rstrip()))
-            if marker in line:
-                seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert seen.wait(300), "never started the stage:\n" + "\n".join(x for _, x in lines)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 300
+        while not (started.is_dir() and any(started.iterdir())) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the stage never started:\n" + "\n".join(x for _, x in lines)
+            time.sleep(0.05)
+        assert proc.poll() is None, "ended before the stage ran:\n" + "\n".join(x for _, x in lines)
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -68,10 +69,10 @@ def _flow_runs(home: Path) -> dict[str, str]:
 # ~18 s measured (a Prefect temporary server starts, then the stage): the one end-to-end check of a Ctrl-C
 def test_one_ctrl_c_stops_a_run_within_seconds_and_records_it_interrupted(tmp_path):
     home = tmp_path / "home"
-    # init-model spends its first seconds importing torch and transformers: the signal lands mid-stage
+    # init-model's function spends its first seconds importing torch and transformers: the signal lands mid-stage
     code, took, after = _run_and_interrupt(
         ["run", "init-model", "--execute", "init-model.corpus_lines=300", "init-model.vocab_size=600"],
-        "Beginning subflow run 'init-model/init-model'", home)
+        home / "artifacts" / "init-model", home)
     shown = "\n".join(after)
     assert code == 130, shown
     assert took < STOP_WITHIN_S, f"took {took:.1f} s to stop:\n{shown}"
