@@ -195,3 +195,14 @@ def _gcs_address() -> str:
     import ray
 
     return ray.get_runtime_context().gcs_address
+
+
+def sleeping_worker(ctx: WorkerContext, marker_dir: str) -> dict:
+    """Say it started (a file named by its rank, holding its pid), then train forever: until stopped."""
+    import os
+    import time
+    from pathlib import Path
+
+    (Path(marker_dir) / f"rank{ctx.rank}").write_text(str(os.getpid()))
+    time.sleep(3600)
+    return {"rank": ctx.rank}
