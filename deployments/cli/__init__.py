@@ -52,14 +52,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     try:
-        app()
-    except KeyboardInterrupt as exc:  # Ctrl-C: one line, never a traceback (the work recorded how it ended)
-        from rich.console import Console
-
-        from skillgate_core.interrupts import interrupt_signal
-
-        Console(stderr=True).print(f"[yellow]stopped[/] ({interrupt_signal(exc)})", highlight=False)
-        sys.exit(130)
+        app()  # a Ctrl-C ends in typer's Exit(130), without a traceback (deployments/cli/interrupts.py says what stops)
     except Exception as exc:
         message = user_error_message(exc)
         if message is None:  # a bug: its traceback is what the report needs
