@@ -44,13 +44,13 @@ def stop_on_interrupt(console: Console, what: str, force: Callable[[], None] = l
         name = signal.Signals(signum).name
         if stop_requested() is not None:
             console.print(f"[red]{name} again[/]: forced exit now; what is left is cleaned up by the next run "
-                          "(or `skillgate warehouse reap`)", highlight=False)
+                          "(or `skillgate warehouse reap`)", highlight=False, soft_wrap=True)
             try:
                 force()
             finally:
                 os._exit(EXIT_INTERRUPTED)
         request_stop(name)
-        console.print(f"[yellow]{name}[/]: stopping {what}; Ctrl-C again to force", highlight=False)
+        console.print(f"[yellow]{name}[/]: stopping {what}; Ctrl-C again to force", highlight=False, soft_wrap=True)
         raise SignalStop(name)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -13,6 +13,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -88,3 +89,42 @@ def test_one_ctrl_c_stops_a_run_within_seconds_and_records_it_interrupted(tmp_pa
     runs = _flow_runs(home)
     assert "RUNNING" not in runs.values(), runs
     assert runs["init-model (cli)"] == "CRASHED" and runs["init-model/init-model"] == "CRASHED", runs
+
+
+FORCED = """
+import sys, time
+from pathlib import Path
+from rich.console import Console
+from deployments.cli.interrupts import stop_on_interrupt
+
+forced = Path(sys.argv[1])
+with stop_on_interrupt(Console(stderr=True), "the work", force=lambda: forced.write_text("forced")):
+    try:
+        print("working", flush=True)
+        time.sleep(60)
+    finally:  # a slow way out (a library waiting on its children): the second Ctrl-C must not wait for it
+        print("cleaning up", flush=True)
+        time.sleep(60)
+"""
+
+
+def test_a_second_ctrl_c_forces_an_exit_at_once(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", FORCED, str(tmp_path / "forced")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "working\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline() == "cleaning up\n"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 130 and took < 5, (proc.returncode, took, err)
+    assert (tmp_path / "forced").read_text() == "forced"
+    assert err.splitlines() == ["SIGINT: stopping the work; Ctrl-C again to force",
+                                "SIGINT again: forced exit now; what is left is cleaned up by the next run (or "
+                                "`skillgate warehouse reap`)"], err
