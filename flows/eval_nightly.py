@@ -31,6 +31,7 @@ from skillgate_core.paths import state_layout
 from tasks.eval_nightly import compare_task, targets_task
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import check_trigger
+from warehouse.eval_cost import estimate_evaluation
 from warehouse.outputs import WarehouseInputFinder
 
 __all__ = ["RegressionDetected", "eval70_nightly"]
@@ -47,6 +48,28 @@ def _newest_bench() -> Path:
         raise FileNotFoundError("the nightly needs a bench: none is on record (run `skillgate run demo --execute` "
                                 "or a bench-build), or pass the `bench` parameter")
     return Path(found.path)
+
+
+def _say_the_cost(logger: Any, protocol: str, bench: Path, demo_repeats: int, batch: int,
+                  targets: list[dict[str, Any]]) -> None:
+    """Log, before any trial, what the evaluations will cost (warehouse/eval_cost.py); a warning on a
+    CPU-only worker, where the full protocol can take hours."""
+    import torch
+
+    from skillgate_core.evaluation.specs import build_protocol, load_spec
+
+    if not targets:
+        return
+    try:
+        resolved = build_protocol(load_spec(protocol), bench, demo_repeats=demo_repeats)
+        estimate = estimate_evaluation(resolved.protocol.fingerprint(), resolved.protocol.protocol_id(),
+                                       trials=resolved.trial_count(),
+                                       targets=[t["experiment_id"] for t in targets], batch=batch)
+    except Exception as exc:  # the estimate informs; the evaluations report their own errors
+        logger.warning("cost: no estimate (%s: %s)", type(exc).__name__, exc)
+        return
+    cpu_only = not torch.cuda.is_available()
+    (logger.warning if cpu_only else logger.info)("cost: %s", estimate.line(cpu_only))
 
 
 def _run_name() -> str:
@@ -78,7 +101,9 @@ def eval70_nightly(
     config = Eval70Config(protocol=protocol, demo_repeats=demo_repeats, tag=nightly_tag(date),
                           batch_episodes=batch_episodes)
     results: list[dict[str, Any]] = []
-    for target in targets_task(list(experiments or []), export):
+    targets = targets_task(list(experiments or []), export)
+    _say_the_cost(logger, protocol, bench_dir, demo_repeats, batch_episodes, targets)
+    for target in targets:
         try:
             stage_flow = STAGE_FLOWS["eval70"].with_options(flow_run_name=f"eval70-nightly/{target['experiment_id']}")
             with tags(TRIGGER_TAG_PREFIX + trigger, "recipe:eval70-nightly"):

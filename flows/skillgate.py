@@ -20,44 +20,17 @@ from typing import Any
 from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-from deployments import RECIPES_DIR
+from flows.run_plan import PlanNotRunnable, check_runnable, plan_run
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.config import ConfigError
 from skillgate_core.gathered import stage_inputs
+from skillgate_core.interrupts import interrupt_signal
 from skillgate_core.paths import state_layout
-from skillgate_core.recipes import ResolvedRecipe, Selection, find_recipe, resolve_recipe, resume_overrides
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
-from warehouse.outputs import WarehouseInputFinder
 
 __all__ = ["PlanNotRunnable", "RECIPE_TAG_PREFIX", "plan_run", "skillgate"]
 
 RECIPE_TAG_PREFIX = "recipe:"
-
-
-class PlanNotRunnable(ConfigError):
-    """The run's plan has inputs that nothing provides (or stages that are not built)."""
-
-
-def override_source(trigger: str) -> str:
-    """How errors name where overrides came from."""
-    return "command line" if trigger == "cli" else "flow parameter 'overrides'"
-
-
-def plan_run(recipe: str, overrides: list[str] | None = None, *, trigger: str = "cli", resume: str = "",
-             only: list[str] | None = None, start: str = "", until: str = "") -> ResolvedRecipe:
-    """Resolve and plan a run exactly as the flow will (the CLI prints this plan before running it)."""
-    found = find_recipe(recipe, RECIPES_DIR)
-    extra = resume_overrides(found, resume) if resume else []
-    selection = Selection(only=tuple(only or ()), start=start, until=until)
-    return resolve_recipe(found, [*(overrides or []), *extra], source=override_source(trigger),
-                          selection=selection, finder=WarehouseInputFinder(state_layout()), build_missing=True)
-
-
-def _check_runnable(resolved: ResolvedRecipe) -> None:
-    problems = [f"{row.entry}: {row.note}" for row in resolved.plan if row.missing or not row.built]
-    if problems:
-        raise PlanNotRunnable(f"recipe '{resolved.name}' cannot run; nothing was started:\n  " + "\n  ".join(problems))
 
 
 def _run_name(parameters: dict[str, Any]) -> str:
@@ -100,7 +73,7 @@ def skillgate(
     head = f"# skillgate `{resolved.name}` ({trigger}{', resume ' + resume if resume else ''})"
     lines = [head, "", "| stage | status | inputs | outputs |", "|---|---|---|---|"]
     try:
-        _check_runnable(resolved)
+        check_runnable(resolved)
     except PlanNotRunnable as exc:
         lines += [f"| {row.entry} | {'cannot run: ' + row.note if row.note else 'not started'} | | |"
                   for row in resolved.plan]
@@ -118,7 +91,10 @@ def skillgate(
             with tags(TRIGGER_TAG_PREFIX + trigger, RECIPE_TAG_PREFIX + resolved.name):
                 record = stage_flow(resolved.config_json(row.entry), inputs)
         except BaseException as exc:
-            lines.append(f"| {row.entry} | **failed**: {type(exc).__name__}: {str(exc)[:300]} | | |")
+            signal_name = interrupt_signal(exc)
+            ended = (f"**interrupted** by {signal_name}" if signal_name else
+                     f"**failed**: {type(exc).__name__}: {str(exc)[:300]}")
+            lines.append(f"| {row.entry} | {ended} | | |")
             create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
             raise
         outputs[row.entry] = dict(record["outputs"])

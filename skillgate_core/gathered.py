@@ -23,14 +23,19 @@ from skillgate_core.digests import path_sha256
 from skillgate_core.ownership.atomic import link_tree
 from skillgate_core.paths import StateLayout
 
-__all__ = ["gather_outputs", "stage_inputs"]
+__all__ = ["gather_outputs", "gathered_path", "source_entry", "source_paths", "stage_inputs"]
+
+
+def gathered_path(sources: Mapping[str, str | os.PathLike[str]], layout: StateLayout) -> Path:
+    """Where `gather_outputs(sources)` puts its folder (named by the sources' content); reads only."""
+    digests = {name: path_sha256(path) for name, path in sorted(sources.items())}
+    return layout.datasets / "gathered" / hashlib.sha256(canonical_json(digests).encode()).hexdigest()[:16]
 
 
 def gather_outputs(sources: Mapping[str, str | os.PathLike[str]], layout: StateLayout) -> Path:
     """The content-addressed folder with each source under its name (':' becomes '-')."""
-    digests = {name: path_sha256(path) for name, path in sorted(sources.items())}
-    key = hashlib.sha256(canonical_json(digests).encode()).hexdigest()[:16]
-    final = layout.datasets / "gathered" / key
+    final = gathered_path(sources, layout)
+    key = final.name
     if final.is_dir():
         return final
     work = final.parent / f".{key}.{uuid.uuid4().hex[:8]}.tmp"
@@ -64,10 +69,21 @@ def stage_inputs(
     gathered into one folder."""
     resolved: dict[str, str] = {}
     for role, srcs in sources.items():
-        paths = {}
-        for src in srcs:
-            entry = src[len("stage:"):] if src.startswith("stage:") else ""
-            entry, _, other = entry.partition("#")
-            paths[entry or Path(src).name] = outputs[entry][other or role] if entry else src
+        paths = source_paths(role, srcs, outputs)
         resolved[role] = next(iter(paths.values())) if len(paths) == 1 else str(gather_outputs(paths, layout))
     return resolved
+
+
+def source_entry(src: str) -> str:
+    """The entry a "stage:ENTRY" / "stage:ENTRY#ROLE" source reads from ('' for a path)."""
+    return src[len("stage:"):].partition("#")[0] if src.startswith("stage:") else ""
+
+
+def source_paths(role: str, srcs: tuple[str, ...], outputs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Name -> path of each source of one input role (see stage_inputs); several are gathered."""
+    paths = {}
+    for src in srcs:
+        entry = src[len("stage:"):] if src.startswith("stage:") else ""
+        entry, _, other = entry.partition("#")
+        paths[entry or Path(src).name] = outputs[entry][other or role] if entry else src
+    return paths

@@ -127,13 +127,14 @@ class RunFinished:
     run_id: str
     """The run."""
     status: Literal["completed", "failed", "interrupted"]
-    """Outcome; interrupted: its process died without saying so (found by warehouse/interrupted.py)."""
+    """Outcome; interrupted: stopped on request (Ctrl-C, SIGTERM: the run says so as it ends), or its
+    process died without saying so (found by warehouse/interrupted.py)."""
     finished_at: str
     """UTC ISO time."""
     reused: bool = False
     """True when an identical finished run was reused instead of recomputed."""
     error: str | None = None
-    """Error text when failed; how the process was found gone when interrupted."""
+    """Error text when failed; when interrupted, the signal that stopped it or how the process was found gone."""
     metrics: Mapping[str, Any] | None = None
     """Small JSON facts the stage reported."""
 

@@ -32,9 +32,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from skillgate_core.config import config_digest, config_to_dict
+from skillgate_core.interrupts import interrupt_signal
 from skillgate_core.ownership.layout import COMPLETE_MARKER, experiment_dir
 from skillgate_core.ownership.records import (
     CheckpointRef,
@@ -363,11 +364,20 @@ class StageRunRecorder:
         record(*events, state=self.state)
 
     def fail(self, error: BaseException) -> None:
+        """Status failed, or interrupted when `error` is how a stop someone asked for (Ctrl-C,
+        SIGTERM) ended the run (skillgate_core.interrupts): a stop is not a defect of the run."""
         now = utc_now()
-        text = f"{type(error).__name__}: {error}"[:2000]
-        ended = [SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=f"failed: {type(error).__name__}")]
+        signal_name = interrupt_signal(error)
+        status: Literal["failed", "interrupted"]
+        if signal_name is not None:
+            status, reason = "interrupted", "interrupted"
+            text = f"interrupted by {signal_name} (stopped on request; {type(error).__name__})"
+        else:
+            status, reason = "failed", f"failed: {type(error).__name__}"
+            text = f"{type(error).__name__}: {error}"[:2000]
+        ended = [SegmentEnded(segment_id=self.segment_id, ended_at=now, exit_reason=reason)]
         record(
-            RunFinished(run_id=self.run_id, status="failed", finished_at=now, error=text),
+            RunFinished(run_id=self.run_id, status=status, finished_at=now, error=text),
             *(ended if self.segment_id else []),
             state=self.state,
         )

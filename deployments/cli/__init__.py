@@ -52,7 +52,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     try:
-        app()
+        app()  # a Ctrl-C ends in typer's Exit(130), without a traceback (deployments/cli/interrupts.py says what stops)
     except Exception as exc:
         message = user_error_message(exc)
         if message is None:  # a bug: its traceback is what the report needs

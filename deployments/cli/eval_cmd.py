@@ -97,6 +97,7 @@ def register(app: typer.Typer) -> None:
         pin: str = typer.Option("", "--pin", help="refuse unless the protocol id is exactly this"),
     ) -> None:
         """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
+        from deployments.cli.interrupts import stop_on_interrupt
         from skillgate_core.evaluation.observer import observing
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
@@ -133,7 +134,10 @@ def register(app: typer.Typer) -> None:
         config = EvalRunConfig(batch_episodes=batch, sandbox_workers=workers, tag=tag, method=method,
                                device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]  # device: checked above
         try:
-            with observing(WarehouseEvalObserver(trigger="cli")):
+            # The first Ctrl-C stops at once: the requests in flight are left to their daemon threads
+            # (never waited for), the sandboxes are stopped, the evaluation is recorded interrupted by SIGINT.
+            with stop_on_interrupt(console, "the evaluation (requests in flight are abandoned, sandboxes stopped)"), \
+                    observing(WarehouseEvalObserver(trigger="cli")):
                 result = run_evaluation(resolved, ref, config, root=root)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/]: the evaluation is incomplete; run the same command to resume it "

@@ -19,12 +19,12 @@ from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resol
 console = Console()
 
 
-def _plan_table(resolved) -> Table:
+def _plan_table(resolved, outlook) -> Table:
     title = f"plan of recipe '{resolved.name}' ({resolved.recipe.source.name})"
     if resolved.selection:
         title += f" {resolved.selection.describe()}"
     table = Table(title=title)
-    for col in ("#", "stage", "built", "inputs", "note"):
+    for col in ("#", "stage", "code", "output", "inputs", "note"):
         table.add_column(col)
     for i, row in enumerate(plan_recipe(resolved), 1):
         wiring = ", ".join(f"{r} <- {src}" + (f" [dim](found: {row.found[r]})[/]" if r in row.found else "")
@@ -32,8 +32,22 @@ def _plan_table(resolved) -> Table:
         if row.missing:
             wiring += (", " if wiring else "") + ", ".join(f"[red]{r} <- ?[/]" for r in row.missing if r not in row.inputs)
         name = row.entry + (f" [cyan](added: builds {row.added_for})[/]" if row.added_for else "")
-        table.add_row(str(i), name, "yes" if row.built else "[yellow]no[/]", wiring or "-", escape(row.note))
+        o = outlook[row.entry]
+        output = "[green]on record: reused[/]" if o.reused else f"[yellow]will compute[/] [dim]({escape(o.why)})[/]"
+        table.add_row(str(i), name, "built" if row.built else "[yellow]not built[/]", output, wiring or "-",
+                      escape(row.note))
     return table
+
+
+def _say_what_overrides_recompute(resolved, changed: dict[str, str], outlook) -> None:
+    """One line per override that changes a stage's config: that stage and everything downstream recompute."""
+    from deployments.cli.run_fast import downstream_of
+
+    for entry, overrides in changed.items():
+        after = [e for e in downstream_of(resolved, {entry}) if not outlook[e].reused]
+        then = f"; downstream, {len(after)} more recompute: {', '.join(after)}" if after else ""
+        console.print(f"[yellow]{escape(overrides)}[/] changes {entry}'s config: {entry} computes anew{then}",
+                      highlight=False)
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -102,22 +116,28 @@ def register(app: typer.Typer) -> None:
         until: str = typer.Option("", "--until", metavar="STAGE", help="stop after this stage"),
     ) -> None:
         """Dry run by default: print the plan of stages. With --execute, run the `skillgate` flow."""
-        from flows.skillgate import plan_run
+        from deployments.cli.run_fast import all_reused, changed_by_overrides, plan_outlook
+        from flows.run_plan import plan_run
         from skillgate_core.paths import default_home
 
         home, rule = default_home()
         resolved = plan_run(recipe, list(overrides or []), trigger=trigger, resume=resume, only=_split(only),
                             start=start, until=until)
-        console.print(_plan_table(resolved))
+        changed = {}
+        if overrides:  # the same run without them: which stages do they change?
+            baseline = plan_run(recipe, [], trigger=trigger, resume=resume, only=_split(only), start=start,
+                                until=until)
+            changed = changed_by_overrides(resolved, baseline)
+        outlook = plan_outlook(resolved, changed)
+        console.print(_plan_table(resolved, outlook))
+        _say_what_overrides_recompute(resolved, changed, outlook)
         console.print(f"[dim]state dir: {home} ({rule})[/]")
         if resume:
             console.print(f"resume: {escape(resume)} (a resume always trains: never reused)")
         if not execute:
             console.print("[dim]dry run: add --execute to run it[/]")
             return
-        from deployments.cli.run_fast import all_reused
-
-        reused = all_reused(resolved)
+        reused = all_reused(outlook)
         result: dict[str, Any]
         if reused is not None:  # the common re-run: nothing to compute, so no Prefect server to start
             result = {"recipe": resolved.name, "digest": resolved.digest(), "stages": reused}
@@ -126,9 +146,14 @@ def register(app: typer.Typer) -> None:
         else:
             from prefect import tags
 
+            from deployments.cli.interrupts import stop_on_interrupt
             from flows.skillgate import RECIPE_TAG_PREFIX, skillgate
+            from flows.temporary_server import kill_temporary_servers, shield_from_terminal_interrupt
 
-            with tags(RECIPE_TAG_PREFIX + resolved.name):
+            shield_from_terminal_interrupt()  # the first Ctrl-C must leave the server to record the stop
+            with stop_on_interrupt(console, "the run: the running stage with its sandboxes and Ray workers, "
+                                   "then the Prefect server", force=kill_temporary_servers), \
+                    tags(RECIPE_TAG_PREFIX + resolved.name):
                 result = skillgate(recipe=recipe, overrides=list(overrides or []), trigger=trigger, resume=resume,
                                    only=_split(only), start=start, until=until)
         table = Table(title=f"result of '{resolved.name}' (digest {result['digest'][:16]})")

@@ -1,9 +1,14 @@
-"""What `skillgate run --execute` does around the flow: the up-to-date check, and the closing lines.
+"""What `skillgate run` will do, said before it does it, and the closing lines after a run.
 
-A re-run whose every stage has a finished identical run (same config digest, same input digests:
-pipeline.finished_run) computes nothing, so it starts no Prefect server and no flow run: the result
-is read from the stage folders (measured: a second `make demo` in seconds instead of ~20 s of server
-start-up alone). Anything that would compute goes through the flow as usual.
+Before: per planned stage, whether a finished identical run is on record (same config digest, same
+input digests: pipeline.finished_run), so the run reuses its output, or the stage will compute, and
+why: its config differs from the recipe's because of an override, an input it reads is recomputed
+upstream first, a resume always trains, or no run with this config on these inputs finished yet.
+Nothing is written to find out (a gathered input, which is content-addressed, is looked up, not
+built). The dry-run plan shows it; a re-run whose every stage would be reused computes nothing and
+starts no Prefect server and no flow run: the result is read from the stage folders (measured: a
+second `make demo` in seconds instead of ~20 s of server start-up alone). Anything that would
+compute goes through the flow as usual.
 
 After a run, the report (if the run built one) and one lineage query over the warehouse: for each
 evaluation of the run, which export, trained by which run, from which inputs and commit, scored what.
@@ -12,34 +17,99 @@ evaluation of the run, which export, trained by which run, from which inputs and
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from skillgate_core.gathered import stage_inputs
+from skillgate_core.config import config_digest
+from skillgate_core.gathered import gathered_path, source_entry, source_paths
 from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import finished_run
+from skillgate_core.pipeline import StageRecord, finished_run
 from skillgate_core.recipes import ResolvedRecipe
 
-__all__ = ["LINEAGE_SQL", "all_reused", "lineage_sql", "print_report_and_lineage"]
+__all__ = ["LINEAGE_SQL", "Outlook", "all_reused", "changed_by_overrides", "downstream_of", "lineage_sql",
+           "plan_outlook", "print_report_and_lineage"]
 
 
-def all_reused(resolved: ResolvedRecipe) -> dict[str, dict[str, Any]] | None:
-    """Entry -> reused record for every stage of the plan, or None as soon as one would compute."""
+@dataclass(frozen=True)
+class Outlook:
+    """What a run will do with one planned entry."""
+
+    reused: bool
+    """True: a finished identical run is on record and its output is reused (nothing computes)."""
+    why: str
+    """Why it computes (empty when reused), in words."""
+    record: StageRecord | None = None
+    """The finished run that would be reused."""
+
+
+def plan_outlook(resolved: ResolvedRecipe, changed: dict[str, str] | None = None) -> dict[str, Outlook]:
+    """Entry -> Outlook for every entry of the plan, in order, reading only (see the module docstring).
+    `changed`: entry -> the overrides that changed its config (changed_by_overrides), named in `why`."""
     layout = state_layout()
-    if any(row.missing or not row.built for row in resolved.plan):
-        return None  # the flow fails it with every reason named
+    changed = changed or {}
     outputs: dict[str, dict[str, str]] = {}
-    records: dict[str, dict[str, Any]] = {}
+    result: dict[str, Outlook] = {}
     for row in resolved.plan:
-        record = finished_run(row.stage, resolved.configs[row.entry], stage_inputs(row.sources, outputs, layout), layout)
-        if record is None:
-            return None
-        outputs[row.entry] = dict(record.outputs)
-        records[row.entry] = {"status": "reused", **record.to_json(), "run_id": None}
-    return records
+        if row.missing or not row.built:
+            result[row.entry] = Outlook(False, "cannot run (see note)")
+            continue
+        upstream = sorted({source_entry(s) for srcs in row.sources.values() for s in srcs} - {""} - set(outputs))
+        if upstream:
+            result[row.entry] = Outlook(False, f"reads what {', '.join(upstream)} will compute")
+            continue
+        inputs: dict[str, str] = {}
+        for role, srcs in row.sources.items():
+            paths = source_paths(role, srcs, outputs)
+            folder = Path(next(iter(paths.values()))) if len(paths) == 1 else gathered_path(paths, layout)
+            if folder.exists():  # a gathered folder not made yet: never read by a finished run
+                inputs[role] = str(folder)
+        config = resolved.configs[row.entry]
+        record = finished_run(row.stage, config, inputs, layout) if len(inputs) == len(row.sources) else None
+        if record is not None:
+            outputs[row.entry] = dict(record.outputs)
+            result[row.entry] = Outlook(True, "", record)
+        elif not getattr(config, "reusable", True):
+            result[row.entry] = Outlook(False, "a resume always trains")
+        elif row.entry in changed:
+            result[row.entry] = Outlook(False, f"config changed by {changed[row.entry]}")
+        else:
+            result[row.entry] = Outlook(False, "no finished run with this config on these inputs")
+    return result
+
+
+def changed_by_overrides(resolved: ResolvedRecipe, baseline: ResolvedRecipe) -> dict[str, str]:
+    """Entry -> the overrides that make its config differ from the recipe's own (`baseline`: the same
+    recipe resolved without them)."""
+    changed = {}
+    for entry, config in resolved.configs.items():
+        base = baseline.configs.get(entry)
+        if base is None or isinstance(config, dict) or isinstance(base, dict):
+            continue
+        if config_digest(config) != config_digest(base):
+            named = [o for o in resolved.overrides if o.partition("=")[0].partition(".")[0] in (entry, entry.partition(":")[0])]
+            changed[entry] = ", ".join(named) or "an override"
+    return changed
+
+
+def downstream_of(resolved: ResolvedRecipe, entries: set[str]) -> list[str]:
+    """The planned entries that read, directly or through others, an output of `entries`."""
+    reached = set(entries)
+    for row in resolved.plan:
+        if {source_entry(s) for srcs in row.sources.values() for s in srcs} & reached:
+            reached.add(row.entry)
+    return [row.entry for row in resolved.plan if row.entry in reached and row.entry not in entries]
+
+
+def all_reused(outlook: dict[str, Outlook]) -> dict[str, dict[str, Any]] | None:
+    """Entry -> reused record for every stage of the plan (`plan_outlook`), or None when one would compute."""
+    if not all(o.reused for o in outlook.values()):
+        return None
+    return {entry: {"status": "reused", **o.record.to_json(), "run_id": None}
+            for entry, o in outlook.items() if o.record is not None}
 
 
 LINEAGE_SQL = """select l.experiment_id, l.scope as benchmark, round(l.value, 3) as trial_success, l.n as trials,

@@ -22,7 +22,6 @@ from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
-from skillgate_core.policy.fast_sampler import sample_batch
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.skills import skill_location
@@ -60,6 +59,9 @@ class LocalPolicy:
         budgets = [max(1, min(v.max_new_tokens, self.sampling.max_new_tokens)) for v in views]
         cfg = replace(self.sampling, max_new_tokens=max(budgets), seed=self.sampling.seed + self._calls)
         self._calls += 1
+        # deferred: it imports torch (~2 s), which only a local model needs (not a plan, not the teacher)
+        from skillgate_core.policy.fast_sampler import sample_batch
+
         completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
         return [self._cut(c, b) for c, b in zip(completions, budgets, strict=True)]
 

@@ -58,6 +58,7 @@ from skillgate_core.evaluation.trials import (
     trial_seed,
     write_trials,
 )
+from skillgate_core.interrupts import SignalStop, interrupt_signal
 from skillgate_core.ownership import (
     EvalRecord,
     experiment_dir,
@@ -137,7 +138,7 @@ class EvalResult:
         return self.eval_dir / "rows"
 
 
-class StopRequested(KeyboardInterrupt):
+class StopRequested(SignalStop):
     """SIGTERM arrived while the runner held the main thread: stop as Ctrl-C does (status incomplete)."""
 
 
@@ -302,8 +303,10 @@ def run_evaluation(
                 ran, stopped_early = _play(resolved, ref, config, method, missing, context, info, observer,
                                            total, len(done), progress, tqdm)
     except (KeyboardInterrupt, SystemExit) as exc:
+        signal_name = interrupt_signal(exc)  # the signal that asked, as received (a Ctrl-C is SIGINT)
+        how = f"by {signal_name}" if signal_name else f"({type(exc).__name__}: {exc})"
         ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
-                            f"interrupted ({type(exc).__name__}: {exc}) after {ran} trials of this attempt")
+                            f"interrupted {how} after {ran} trials of this attempt")
         observer.ended(info, ended, None)
         raise
     except BaseException as exc:

@@ -22,7 +22,7 @@ from skillgate_core.config_ranges import (
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import parse_urls
-from skillgate_core.rl.loss import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
+from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 
 __all__ = ["VARIANTS", "GRPOConfig", "RolloutSource"]

@@ -24,12 +24,14 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from skillgate_core.config import canonical_json, config_digest
+from skillgate_core.interrupts import interrupt_signal
 from skillgate_core.ownership import (
     ExperimentRecord,
     create_experiment,
@@ -140,11 +142,16 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
             launch = LaunchConfig(num_workers=config.num_workers, use_gpu=config.use_gpu,
                                   max_failures=config.max_failures, storage_path=str(out_dir / "ray"),
                                   name=f"{experiment_id}-{run_name}")
-            with follow_metrics(segment_dir / METRICS_FILE, total=config.steps, initial=start_step,
-                                desc=f"grpo {experiment_id}", style=progress_style()):
+            desc = f"grpo {experiment_id}"
+            # Ray's start, then each worker's DeepSpeed engine and the first rollouts: minutes under load
+            print(f"{desc}: starting Ray and {config.num_workers} Ray Train workers (DeepSpeed ZeRO-3); "
+                  "the first step follows their start-up", file=sys.stderr, flush=True)
+            with follow_metrics(segment_dir / METRICS_FILE, total=config.steps, initial=start_step, desc=desc,
+                                style=progress_style(), waiting="still starting (Ray, DeepSpeed, first rollouts)"):
                 results = launch_ray(grpo_worker, job, launch).results
-    except BaseException:
-        report("segment_ended", segment=finish_segment(root, experiment_id, run_name, "failed"))
+    except BaseException as exc:
+        ended = "interrupted" if interrupt_signal(exc) else "failed"
+        report("segment_ended", segment=finish_segment(root, experiment_id, run_name, ended))
         raise
     report("segment_ended", segment=finish_segment(root, experiment_id, run_name, "completed"))
     summary = results[0]

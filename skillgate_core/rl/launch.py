@@ -35,8 +35,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.interrupts import SignalStop, request_stop, stop_requested
 from skillgate_core.library_noise import quiet_library_output
 from skillgate_core.paths import apply_cache_env, state_layout
 
@@ -216,6 +219,39 @@ def init_ray(config: LaunchConfig) -> bool:
     return True
 
 
+def _interruptible(trainer_cls: type) -> type:
+    """`trainer_cls` whose Ctrl-C stops the training and then does what this process's own handler does.
+
+    Ray Train replaces the SIGINT handler while `fit()` runs with one that aborts the run's controller
+    and later exits through SystemExit (recorded as a failure, `SystemExit: 1`), and never puts the
+    previous handler back. This one aborts the controller on the first signal (the Ray workers and
+    their DeepSpeed engines stop; on a cluster that outlives this process too), then hands the
+    signal to the handler that was there before (the command line's: one line, the stop recorded,
+    SignalStop raised), or raises SignalStop itself."""
+    import ray
+
+    class Interruptible(trainer_cls):
+        def _register_sigint_handler(self, controller: Any) -> None:
+            before = signal.getsignal(signal.SIGINT)
+
+            def handler(signum: int, frame: Any) -> None:
+                if stop_requested() is None:
+                    with contextlib.suppress(Exception):
+                        ray.get(controller.abort.remote(), timeout=ABORT_WAIT_S)
+                if callable(before) and before is not signal.default_int_handler:
+                    before(signum, frame)
+                request_stop(signal.Signals(signum).name)
+                raise SignalStop(signal.Signals(signum).name)
+
+            signal.signal(signal.SIGINT, handler)
+
+    return Interruptible
+
+
+ABORT_WAIT_S = 15.0
+"""How long a Ctrl-C waits for Ray Train to abort its workers before the driver unwinds anyway."""
+
+
 def launch_ray(fn: WorkerFn, fn_config: object, config: LaunchConfig) -> LaunchResult:
     """Run fn(ctx, fn_config) on config.num_workers Ray Train workers (TorchTrainer); block until
     done; every rank's return value. Raises Ray's TrainingFailedError if the run fails."""
@@ -235,11 +271,12 @@ def launch_ray(fn: WorkerFn, fn_config: object, config: LaunchConfig) -> LaunchR
         raise FileExistsError(f"{run_dir} exists: Ray would resume that run; pick a new name or resume=True")
     run_dir.mkdir(parents=True, exist_ok=True)
     started = init_ray(config)
+    sigint_before = signal.getsignal(signal.SIGINT)
     try:
         resources: dict[str, float] = {"CPU": config.cpus_per_worker}
         if config.use_gpu:
             resources["GPU"] = 1
-        trainer = TorchTrainer(
+        trainer = _interruptible(TorchTrainer)(
             _ray_worker,
             train_loop_config={"fn": fn, "config": fn_config, "run_dir": str(run_dir), "use_gpu": config.use_gpu},
             torch_config=TorchConfig(backend="nccl" if config.use_gpu else "gloo", timeout_s=config.timeout_s),
@@ -255,9 +292,11 @@ def launch_ray(fn: WorkerFn, fn_config: object, config: LaunchConfig) -> LaunchR
         )
         result = trainer.fit()
     finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, sigint_before)  # Ray Train's handler would outlive the run otherwise
         if started:
             ray.shutdown()
-    results = result.return_value  # type: ignore[attr-defined]  # a V2 Result; Ray annotates fit() with V1's
+    results = result.return_value  # a V2 Result (Ray annotates fit() with V1's)
     if results is None or len(results) != config.num_workers:
         raise RuntimeError(f"expected {config.num_workers} worker results, got {results!r}")
     return LaunchResult(name=name, run_dir=run_dir, results=tuple(results))

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import torch
 from numpy.typing import ArrayLike
 
+from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
+
 __all__ = [
     "KL_CLAMP",
     "SEED_BETA",
@@ -44,12 +46,6 @@ __all__ = [
     "selector_grpo_loss",
 ]
 
-SEED_CLIP_LOW = 0.2
-"""Lower clip range (seed): rho is clipped at 1 - 0.2."""
-SEED_CLIP_HIGH = 0.28
-"""Upper clip range (seed, asymmetric 'clip-higher'): rho is clipped at 1 + 0.28."""
-SEED_BETA = 3e-5
-"""KL coefficient (seed)."""
 KL_CLAMP = 10.0
 """The per-token KL value is clamped to [-KL_CLAMP, KL_CLAMP] so one wild token cannot dominate."""
 _D_SAFE = 30.0

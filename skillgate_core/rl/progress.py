@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,21 +125,30 @@ def step_progress(*, total: int, initial: int, desc: str, style: ProgressStyle, 
 
 @contextmanager
 def follow_metrics(path: Path, *, total: int, initial: int, desc: str, style: ProgressStyle,
-                   poll_s: float = 1.0, stream: TextIO | None = None) -> Iterator[StepProgress]:
+                   poll_s: float = 1.0, stream: TextIO | None = None, waiting: str = "",
+                   waiting_every_s: float = 30.0) -> Iterator[StepProgress]:
     """While the body runs, tick a progress (in this process) once per step row appended to `path`.
 
     Rows are JSON lines with a 0-based "step"; steps below `initial` (done before a resume) are
     skipped, and a step is counted once however many rows it has. The file may
     appear late (the workers create it); a partial last line is read on the next poll.
+    `waiting`: until the first step, one line `DESC: WAITING (N s)` every `waiting_every_s` on
+    `stream` (stderr), so minutes of start-up (Ray, DeepSpeed, the first rollouts) are not silence.
     """
     progress = step_progress(total=total, initial=initial, desc=desc, style=style, under_ray=False, stream=stream)
     stop = threading.Event()
     seen: set[int] = set()
+    started = time.monotonic()
+    said = started
 
     def poll() -> None:
+        nonlocal said
         offset, tail = 0, ""
         while True:
             stopping = stop.is_set()
+            if waiting and not seen and time.monotonic() - said >= waiting_every_s:
+                said = time.monotonic()
+                print(f"{desc}: {waiting} ({said - started:.0f} s)", file=stream or sys.stderr, flush=True)
             if path.is_file():
                 with path.open() as fh:
                     fh.seek(offset)

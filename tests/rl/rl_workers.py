@@ -222,3 +222,14 @@ def checkpoint_worker(ctx: WorkerContext, case: CheckpointCase) -> dict[str, obj
     except UnsafeCheckpoint as exc:
         return {"refused": str(exc)}
     return {"global_steps": engine.global_steps}
+
+
+def sleeping_worker(ctx: WorkerContext, marker_dir: str) -> dict:
+    """Say it started (a file named by its rank, holding its pid), then train forever: until stopped."""
+    import os
+    import time
+    from pathlib import Path
+
+    (Path(marker_dir) / f"rank{ctx.rank}").write_text(str(os.getpid()))
+    time.sleep(3600)
+    return {"rank": ctx.rank}

@@ -54,3 +54,25 @@ def test_the_driver_follows_the_workers_metrics_file(tmp_path):
             time.sleep(0.2)
             fh.write('ard": 0.25}\n')
     assert out.getvalue().splitlines() == ["grpo exp: step 2/4  reward 0.500", "grpo exp: step 3/4  reward 0.250"]
+
+
+def test_until_the_first_step_the_driver_says_every_so_often_that_it_is_still_starting(tmp_path):
+    """Minutes of Ray and DeepSpeed start-up under load are not silence: a line every waiting_every_s
+    until the first step row, none after it."""
+    import json
+    import re
+    import time
+
+    from skillgate_core.rl.progress import follow_metrics
+
+    path, out = tmp_path / "metrics.jsonl", io.StringIO()
+    with follow_metrics(path, total=2, initial=0, desc="grpo exp", style="lines", poll_s=0.02, stream=out,
+                        waiting="still starting (Ray, DeepSpeed)", waiting_every_s=0.1):
+        time.sleep(0.35)
+        path.write_text(json.dumps({"step": 0, "reward": 0.5}) + "\n")
+        time.sleep(0.35)
+    lines = out.getvalue().splitlines()
+    first_step = lines.index("grpo exp: step 1/2  reward 0.500")
+    assert first_step >= 2 and all(re.fullmatch(r"grpo exp: still starting \(Ray, DeepSpeed\) \(\d+ s\)", x)
+                                   for x in lines[:first_step])
+    assert lines[first_step + 1:] == []

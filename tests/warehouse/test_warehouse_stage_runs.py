@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from skillgate_core.digests import path_sha256
+from skillgate_core.interrupts import SignalStop
 from skillgate_core.paths import StateLayout
 from skillgate_core.pipeline import StageRecord
 from skillgate_core.policy.tiny_model import TinyModelConfig
@@ -52,6 +53,17 @@ def test_a_failed_stage_run_is_recorded_with_its_error(state: StateLayout):
     res = query("select status, error from v_run", state=state).rows
     assert res == [("failed", "RuntimeError: out of memory")]
     assert query("select exit_reason from v_segment", state=state).rows == [("failed: RuntimeError",)]
+
+
+@pytest.mark.parametrize("stop", [SignalStop("SIGINT"), SignalStop("SIGTERM"), KeyboardInterrupt()],
+                         ids=["sigint", "sigterm", "python-ctrl-c"])
+def test_a_stage_run_stopped_by_a_signal_is_recorded_interrupted_with_the_signal(state: StateLayout, stop):
+    run = StageRunRecorder.start("init-model", TinyModelConfig(), trigger="cli", state=state)
+    run.fail(stop)
+    [(status, error)] = query("select status, error from v_run", state=state).rows
+    signal_name = stop.signal if isinstance(stop, SignalStop) else "SIGINT"
+    assert status == "interrupted" and error.startswith(f"interrupted by {signal_name}")
+    assert query("select exit_reason from v_segment", state=state).rows == [("interrupted",)]
 
 
 def test_a_reused_output_keeps_its_first_producer(state: StateLayout):
