@@ -355,8 +355,11 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             tqdm(total=total, initial=already, desc=f"{method} on {protocol.protocol_id()}", unit="trial",
                  disable=not progress) as bar:  # the arm on the bar: a run may evaluate several on one protocol
         packages = {}
-        for start in range(0, len(missing), config.batch_episodes):
-            batch = missing[start : start + config.batch_episodes]
+        start = 0
+        while start < len(missing):
+            # max_trials cuts the last batch: each trial depends on its own seed only, never on its batch
+            size = min(config.batch_episodes, config.max_trials - ran) if config.max_trials else config.batch_episodes
+            batch = missing[start : start + size]
             specs = []
             for _, task, repeat in batch:
                 if task.task_id not in packages:
@@ -377,7 +380,8 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             ran += len(batch)
             bar.update(len(batch))
             bar.set_postfix(resolved=sum(r["outcome"] == "resolved" for r in published), refresh=False)
-            if config.max_trials and ran >= config.max_trials and start + config.batch_episodes < len(missing):
+            start += len(batch)
+            if config.max_trials and ran >= config.max_trials and start < len(missing):
                 return ran, True
     return ran, False
 

@@ -128,14 +128,17 @@ def test_stopped_evaluation_resumes_only_the_missing_trials(skillgate_home, tiny
                                                             tmp_path, monkeypatch):
     resolved = build_protocol(load_spec(tiny_spec), bench)
     ref = resolve_policy(str(tiny_model_dir), root=state_layout().experiments)
-    first = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=1, max_trials=1), progress=False)
+    # max_trials=1 plays 1 trial even when a batch holds 4 (it used to play the whole batch, and complete)
+    first = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, max_trials=1), progress=False)
     assert (first.status, first.trials_done, first.trials_run) == ("incomplete", 1, 1)
     exp = experiment_dir(state_layout().experiments, ref.experiment_id)
     assert load_eval(exp, first.eval_id).status == "incomplete"
+    second = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=3, max_trials=2), progress=False)
+    assert (second.status, second.trials_done, second.trials_run) == ("incomplete", 3, 2)
     # another batch make-up on the resume: each trial samples from its own seed
     rest = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=3), progress=False)
-    assert (rest.status, rest.trials_done, rest.trials_run) == ("completed", 4, 3)
-    assert load_eval(exp, rest.eval_id).attempt == 2
+    assert (rest.status, rest.trials_done, rest.trials_run) == ("completed", 4, 1)
+    assert load_eval(exp, rest.eval_id).attempt == 3
     # the same rows as one uninterrupted run in a fresh state dir
     monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "reference-home"))
     ref2 = resolve_policy(str(tiny_model_dir), root=state_layout().experiments)
