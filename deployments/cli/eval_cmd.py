@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
         batch: int = typer.Option(8, "--batch", min=1, help="episodes in flight together (one lockstep batch)"),
         workers: int = typer.Option(4, "--workers", min=1, help="sandbox worker threads"),
         device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (local models)"),
-        tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder for an endpoint policy"),
+        tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder of the served model (required with an endpoint URL)"),
         concurrency: int = typer.Option(16, "--concurrency", min=1, help="endpoint requests in flight"),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key: OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY"),
         max_trials: int = typer.Option(0, "--max-trials", min=0, help="stop after N trials (incomplete; rerun resumes)"),
@@ -113,6 +113,12 @@ def register(app: typer.Typer) -> None:
                 check_api_key_env(api_key_env, "--api-key-env")
             except ValueError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
+            if not model:  # refused before anything is written: no experiment folder, no warehouse row
+                raise typer.BadParameter("an endpoint URL needs the served model's name", param_hint="--model")
+            if not tokenizer:
+                raise typer.BadParameter("an endpoint policy needs a local HF tokenizer folder of the served model "
+                                         "(to count context tokens and record each turn's token ids)",
+                                         param_hint="--tokenizer")
         folder = _bench(bench)
         spec = load_spec(protocol)
         resolved = build_protocol(spec, folder, demo_repeats=repeats)

@@ -35,3 +35,13 @@ def test_eval_protocol_shows_the_fingerprint(tmp_path, bench):
     assert shown.returncode == 0, shown.stderr
     assert "slate147__mixed__r4__" in shown.stdout and "fingerprint" in shown.stdout
     assert "the bench holds 4 of the 147 slate147 tasks" in shown.stdout
+
+
+def test_an_endpoint_without_model_or_tokenizer_is_refused_leaving_nothing_behind(tmp_path, bench):
+    home = tmp_path / "home"
+    for extra, hint in (([], "--model"), (["--model", "m"], "--tokenizer")):
+        done = run_skillgate("eval", "run", "--policy", "http://127.0.0.1:9/v1", "--bench", str(bench), *extra,
+                             home=home)
+        assert done.returncode == 2 and hint in done.stdout + done.stderr, done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+    assert not (home / "experiments").exists() or not any((home / "experiments").iterdir())
