@@ -25,7 +25,7 @@ from typing import Literal
 
 from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.digests import atomic_write_json
-from skillgate_core.evaluation.owner import resolve_policy
+from skillgate_core.evaluation.owner import PolicyRef, resolve_policy
 from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
 from skillgate_core.evaluation.runner import (
     PARQUET_FILE,
@@ -34,7 +34,7 @@ from skillgate_core.evaluation.runner import (
     EvalRunConfig,
     run_evaluation,
 )
-from skillgate_core.evaluation.specs import build_protocol, load_spec
+from skillgate_core.evaluation.specs import ResolvedProtocol, build_protocol, load_spec
 from skillgate_core.paths import state_layout
 from skillgate_core.stage_output import StageOutput
 
@@ -82,17 +82,23 @@ class Eval70Config:
                              max_trials=self.max_trials, pin=self.pin)
 
 
-def evaluate_export(config: Eval70Config, policy: str | Path, bench: str | Path, *, progress: bool = True) -> EvalResult:
-    """Resolve the owner of `policy`, build the protocol on `bench`, run (or resume) the evaluation."""
+def _resolve(config: Eval70Config, policy: str | Path, bench: str | Path) -> tuple[Path, PolicyRef, ResolvedProtocol]:
+    """(experiments root, the owner of `policy`, the protocol built on `bench`)."""
     root = state_layout().experiments
     ref = resolve_policy(str(policy), root=root)
-    resolved = build_protocol(load_spec(config.protocol), bench, demo_repeats=config.demo_repeats)
+    return root, ref, build_protocol(load_spec(config.protocol), bench, demo_repeats=config.demo_repeats)
+
+
+def evaluate_export(config: Eval70Config, policy: str | Path, bench: str | Path, *, progress: bool = True) -> EvalResult:
+    """Resolve the owner of `policy`, build the protocol on `bench`, run (or resume) the evaluation."""
+    root, ref, resolved = _resolve(config, policy, bench)
     return run_evaluation(resolved, ref, config.run_config(), root=root, progress=progress)
 
 
 def run_eval70(config: Eval70Config, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:
     """The stage function (module docstring)."""
-    result = evaluate_export(config, inputs["policy_export"], inputs["bench"])
+    root, ref, resolved = _resolve(config, inputs["policy_export"], inputs["bench"])  # once: the probe reuses both
+    result = run_evaluation(resolved, ref, config.run_config(), root=root)
     if result.status != "completed" or result.summary is None:
         raise RuntimeError(
             f"evaluation {result.experiment_id}/{result.eval_id} is {result.status}: {result.trials_done} of "
@@ -107,9 +113,7 @@ def run_eval70(config: Eval70Config, inputs: Mapping[str, Path], out_dir: Path) 
         shutil.copy2(protocol_file, target / "protocol.json")
     s = result.summary
     probe: dict[str, object] = {}
-    ref = resolve_policy(str(inputs["policy_export"]), root=state_layout().experiments)
     if config.probe and ref.model_dir is not None:
-        resolved = build_protocol(load_spec(config.protocol), inputs["bench"], demo_repeats=config.demo_repeats)
         probed = probe_selection(resolved, ref.model_dir, ProbeConfig(turn=config.probe_turn, device=config.device,
                                                                        cpu_threads=config.cpu_threads))
         write_probe(probed, target, method=s["method"])
