@@ -259,7 +259,9 @@ class Run:
         self.cfg = scale_configs(a.scale)
         steps = a.grpo_steps or fitted_grpo_steps(self.home, a, self.cfg["grpo"].steps)
         if steps:
-            self.cfg["grpo"] = replace(self.cfg["grpo"], steps=steps, checkpoint_every=steps)
+            # checkpoints as often as the scale says: an arm cut off by the budget resumes from its latest
+            self.cfg["grpo"] = replace(self.cfg["grpo"], steps=steps,
+                                       checkpoint_every=min(self.cfg["grpo"].checkpoint_every, steps))
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
@@ -380,16 +382,51 @@ def grpo_inputs(paths: dict[str, Path], profile: str) -> dict[str, Path]:
     return {"sft_model": paths["sft_model"], "rl_data": paths[f"rl_data_{profile}"], "bench": paths["bench"]}
 
 
+RESUMED_EXPORTS = "resumed_exports"
+"""In the home: <profile>.json per arm finished by a resume (its stage record is never reused, so `eval`
+finds the export here), naming the steps, the experiment and the export."""
+
+
 def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
-    """GRPO of one arm; its training files copied to out/training/<profile>/."""
+    """GRPO of one arm; its training files copied to out/training/<profile>/. An arm that an earlier
+    command of this home cut off after a checkpoint (the budget ran out) is resumed from it to the same
+    steps, so a command that ends mid-run loses at most checkpoint_every steps, never the arm."""
+    cfg = replace(run.cfg["grpo"], profile=profile)
+    inputs = grpo_inputs(paths, profile)
+    resume = _cut_off_experiment(cfg, inputs)
+    if resume:
+        print(f"[{time.strftime('%H:%M:%S')}] grpo_{profile}: resuming {resume} to step {cfg.steps}", flush=True)
+        cfg = replace(cfg, resume_experiment=resume)
     try:
-        record = run.stage(f"grpo_{profile}", "grpo", replace(run.cfg["grpo"], profile=profile),
-                           grpo_inputs(paths, profile))
+        record = run.stage(f"grpo_{profile}", "grpo", cfg, inputs)
     except BaseException:
         _salvage_training(run, profile)  # a run cut off (budget, SIGTERM) still brings back the steps it took
         raise
+    if resume:
+        (run.home / RESUMED_EXPORTS).mkdir(parents=True, exist_ok=True)
+        _write_json(run.home / RESUMED_EXPORTS / f"{profile}.json",
+                    {"steps": cfg.steps, "experiment_id": resume, "policy_export": record.outputs["policy_export"],
+                     "rl_data": str(inputs["rl_data"]), "sft_model": str(inputs["sft_model"])})
     _keep_training(run, profile, Path(record.out_dir) / "training")
     return record
+
+
+def _cut_off_experiment(cfg: Any, inputs: dict[str, Path]) -> str:
+    """The arm's experiment when a fresh run of `cfg` was cut off after a checkpoint below cfg.steps, else ''."""
+    from skillgate_core.ownership import experiment_dir, experiments_root, latest_checkpoint
+    from skillgate_core.paths import state_layout
+    from skillgate_core.pipeline import finished_run
+    from skillgate_core.rl.grpo_stage import default_experiment_id
+
+    layout = state_layout()
+    if finished_run("grpo", cfg, inputs, layout) is not None:
+        return ""
+    experiment_id = default_experiment_id(cfg, {role: Path(p).resolve() for role, p in inputs.items()})
+    exp = experiment_dir(experiments_root(layout), experiment_id)
+    if not exp.root.is_dir():
+        return ""
+    latest = latest_checkpoint(exp)
+    return experiment_id if latest is not None and 0 < latest.step < cfg.steps else ""
 
 
 def _salvage_training(run: Run, profile: str) -> None:
@@ -436,6 +473,13 @@ def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
     from skillgate_core.pipeline import finished_run
 
     done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
+    resumed = run.home / RESUMED_EXPORTS / f"{method}.json"
+    if done is None and resumed.is_file():
+        kept = json.loads(resumed.read_text())
+        inputs = grpo_inputs(paths, method)
+        if (kept["steps"] == run.cfg["grpo"].steps and kept["rl_data"] == str(inputs["rl_data"])
+                and kept["sft_model"] == str(inputs["sft_model"])):
+            return Path(kept["policy_export"])
     if done is None:
         raise SystemExit(f"arm {method} has no finished grpo run in {run.home} (a fresh machine, or part b did not "
                          f"finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")

@@ -13,9 +13,14 @@
 #   STEP=grpo    (nothing carried)             the rest of that eval (an evaluation cut off resumes), then
 #                                              rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
 #   STEP=arms    (nothing carried)             the learning result's arms (learning_result.sh PART=all, scale
-#                                              smollm2: the recipe deployments/recipes/learning-result.toml);
-#                                              LR_ARGS="--grpo-steps N" to fit the machine's time; then on the
-#                                              CPU machine: PART=d LR_COLLECTED=<lr_all.tar.gz> learning_result.sh
+#                                              smollm2: the recipe deployments/recipes/learning-result.toml): the
+#                                              SFT policy's eval70 and each arm's GRPO + eval70, in parallel. A
+#                                              second `arms` on the same machine resumes what the first cut off
+#                                              (arms from their latest checkpoint, evaluations where they stopped);
+#                                              ARMS_TAG names its tarball. Then on the CPU machine:
+#                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
+#   The learning result in one machine's 30 minutes: carry1, carry2, EVAL_TRIALS=0 run (init, collect, SFT,
+#   probes, rl-data-prep), then `arms` twice (ARMS_TAG=1, 2).
 #
 # On the CPU machine, once:
 #   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
@@ -79,9 +84,14 @@ mkdir -p "$OUT" "$keep"
       if [ "$step" = run ]; then
         echo "== $(date -u +%T) init-model, collect, sft, selection probe of base and SFT ($(left) s left)"
         drv 30 select --tag run_select; echo "select exit $?"
-        echo "== $(date -u +%T) eval of the SFT policy, ${EVAL_TRIALS:-70} trials ($(left) s left)"
-        drv 20 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag run_eval
-        echo "eval exit $?"
+        if [ "${EVAL_TRIALS:-70}" = 0 ]; then  # the learning result: its evals come in `arms`; prepare its RL data
+          echo "== $(date -u +%T) rl-data-prep of the three arms ($(left) s left)"
+          drv 20 prep --tag run_prep; echo "prep exit $?"
+        else
+          echo "== $(date -u +%T) eval of the SFT policy, ${EVAL_TRIALS:-70} trials ($(left) s left)"
+          drv 20 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag run_eval
+          echo "eval exit $?"
+        fi
       else
         echo "== $(date -u +%T) eval of the SFT policy: what STEP=run left unplayed ($(left) s left)"
         drv 300 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag grpo_eval
@@ -94,9 +104,10 @@ mkdir -p "$OUT" "$keep"
       # the learning result's arms on the machine `run` left warm: learning_result.sh PART=all at scale smollm2
       # (prep reused; the SFT policy's eval70 and each arm's GRPO + eval70 as parallel processes on the GPUs)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
-      LR_BENCH="$keep/bench.tar.xz" BWRAP_DEBS="$keep/bwrap" PART=all BUDGET_S=$(( $(left) - 10 )) \
+      LR_BENCH="$keep/bench.tar.xz" BWRAP_DEBS="$keep/bwrap" PART=${PART:-all} BUDGET_S=$(( $(left) - 10 )) \
         LR_ARGS="--scale smollm2 ${LR_ARGS:-}" bash benchmarks/gpu/learning_result.sh
-      echo "arms exit $?" ;;
+      echo "arms exit $?"
+      if [ -f "$OUT/lr_${PART:-all}.tar.gz" ]; then mv "$OUT/lr_${PART:-all}.tar.gz" "$OUT/smollm2_arms_${ARMS_TAG:-1}.tar.gz"; fi ;;
     *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms on the device)"; exit 2 ;;
   esac
   if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi

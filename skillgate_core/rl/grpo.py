@@ -227,6 +227,8 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     engine_config = EngineConfig(
         lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2),
         grad_clip=cfg.grad_clip, zero_stage=cfg.zero_stage, dtype="bf16" if cfg.bf16 else "fp32",
+        # one rank holds every shard anyway: a plain copy spares each reference forward ZeRO-3's gather hooks
+        reference_sharded=world > 1,
     )
     engine = build_engine(job.model_dir, engine_config)
     reference = build_reference(job.model_dir, engine_config, beta=cfg.beta)

@@ -210,3 +210,42 @@ def test_the_arms_steps_are_fitted_from_the_probe_and_kept_for_the_evaluations(t
     assert run.cfg["grpo"].steps == run.cfg["grpo"].checkpoint_every == 10
     explicit = lr.parse(["eval", "--out", str(tmp_path / "o"), "--home", str(home), "--grpo-steps", "3"])
     assert lr.Run(explicit, "eval").cfg["grpo"].steps == 3
+
+
+@pytest.mark.slow
+def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_steps(tmp_path):
+    # The device's budget ends a command with SIGTERM (learning_result.sh's timeout): the next command on the
+    # machine resumes the arm from its latest checkpoint (not from step 0), and `eval` finds the export (~2 min).
+    import os
+    import signal
+    import time
+
+    from skillgate_core.envs import bwrap_sandbox
+
+    if bwrap_sandbox.unavailable_reason():
+        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    driver = [sys.executable, str(GPU / "learning_result.py")]
+    common = ["--scale", "tiny-llama", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out"),
+              "--grpo-steps", "5"]
+    arm = ["arm", "--profile", "mixed_task_reward", *common]
+    first = subprocess.Popen([*driver, *arm, "--tag", "cut"], cwd=REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    experiments = tmp_path / "home" / "experiments"
+    deadline = time.monotonic() + 600
+    while not list(experiments.glob("grpo-mixed-task-reward-*/segments/*/checkpoints/step_00000002")):
+        assert first.poll() is None and time.monotonic() < deadline, "the arm ended before its second checkpoint"
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGTERM)
+    first.wait(timeout=60)
+    done = subprocess.run([*driver, *arm, "--tag", "resumed"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "resuming grpo-mixed-task-reward-" in done.stdout
+    record = json.loads((tmp_path / "out" / "arm_resumed.json").read_text())["stages"]["grpo_mixed_task_reward"]
+    assert record["metrics"]["resumed_from_step"] >= 2 and record["metrics"]["export_step"] == 5
+    assert [r["step"] for r in json.loads((tmp_path / "out" / "arm_resumed.json").read_text())["training"][
+        "mixed_task_reward"]] == [0, 1, 2, 3, 4]
+    # a finished resume is never rebuilt: `eval` takes its export
+    built = tmp_path / "home" / "bench-built" / "bench"  # where the driver built the bench (no --bench given)
+    run = _learning_result().Run(_learning_result().parse(["eval", *common, "--bench", str(built)]), "eval")
+    paths = _learning_result().prep(run)
+    assert _learning_result().export_of(run, paths, "mixed_task_reward") == Path(record["outputs"]["policy_export"])
