@@ -186,7 +186,15 @@ def recipe_configs(name: str) -> dict[str, Any]:
     tables; every arm differs from it only in its profile, which the driver sets)."""
     from skillgate_core.recipes import load_recipe, resolve_recipe
 
-    configs = resolve_recipe(load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")).configs
+    recipe = load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")
+    # without bench-build (its config lives in benchgen, which needs polars: absent on the GPU machine; the driver
+    # carries the bench) and paper-tables (the CPU machine builds the paper), whose configs are taken as they are
+    device_side = replace(recipe, stages=tuple(s for s in recipe.stages if s not in ("bench-build", "paper-tables")))
+    configs = dict(resolve_recipe(device_side).configs)
+    if "paper-tables" in recipe.stages:
+        from skillgate_core.evaluation.paper_config import PaperConfig
+
+        configs["paper-tables"] = PaperConfig(**recipe.tables.get("paper-tables", {}))
     return {"model": configs["init-model"], "collect": configs["collect"], "sft": configs["sft"],
             "data": configs["rl-data-prep"], "grpo": configs["grpo"], "eval": configs["eval70"],
             "paper": configs["paper-tables"]}
