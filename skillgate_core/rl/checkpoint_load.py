@@ -33,9 +33,12 @@ class UnsafeCheckpoint(ValueError):
 def _safe_classes() -> list[Any]:
     from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
 
     # DynamicLossScaler: what an fp16 engine saves in place of LossScaler (bf16 and fp32 save LossScaler).
-    return [LossScaler, DynamicLossScaler, ZeroStageEnum]
+    # fragment_address: a (numel, start) named tuple in a bf16 ZeRO-1/2 optimizer's state (2026-12-01: a
+    # SmolLM2 GRPO checkpoint on one H200 was refused for it; CPU runs are fp32 and never save one)
+    return [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
 
 
 @contextlib.contextmanager
