@@ -57,15 +57,15 @@ def policy_of_export_id(text: str) -> tuple[str, str]:
             try:
                 match = match_ref(con, text, state)
             except AmbiguousRef as exc:  # a prefix of an export's id is also one of its evaluations' ids
-                exports = [c for c in exc.candidates if c.kind == "export"]
-                if len(exports) != 1:
+                candidates = [c for c in exc.candidates if c.kind == "export"]
+                if len(candidates) != 1:
                     raise PolicyNotFound(f"{text}: not one export on record ({exc})") from None
-                match = exports[0]
+                match = candidates[0]
             except RefError as exc:
                 raise PolicyNotFound(f"{text}: no such folder, not an http(s) endpoint URL, and not an export id "
                                      f"on record ({exc})") from None
             if match.kind != "export":
-                exports = [r[0] for r in con.execute("select export_id from model_export where experiment_id = ? "
+                exports = [str(r[0]) for r in con.execute("select export_id from model_export where experiment_id = ? "
                                                      "order by export_id", [match.id]).fetchall()]
                 also = f"; its exports: {', '.join(exports)}" if exports else ""
                 raise PolicyNotFound(f"{text}: names {match.kind} {match.id}, not an export{also}")
