@@ -10,21 +10,26 @@ the run, an explicit input, the newest completed output of that role in the ware
 added to build it. A plan that cannot run (an input nothing provides) fails the run before any stage
 starts, with every reason in the run's state message and summary artifact; a stage that fails fails
 the run. A run never ends Completed without having done its job.
+
+The run's artifacts: `skillgate-run-summary` (each stage: status, inputs, outputs) and, when it
+evaluated or built a report, `skillgate-headline` (per arm: trial success, oracle exposure,
+clean-oracle rate; where the report is: tasks/headline.py). Paths are shown from SKILLGATE_HOME.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.artifacts import create_link_artifact, create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact
 
 from flows.run_plan import PlanNotRunnable, check_runnable, plan_run
 from flows.stage_flows import STAGE_FLOWS
 from skillgate_core.gathered import stage_inputs
 from skillgate_core.interrupts import interrupt_signal
 from skillgate_core.paths import state_layout
+from tasks.headline import publish_headline
+from tasks.home_paths import shown_path
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import TRIGGERS
 
@@ -99,14 +104,11 @@ def skillgate(
             raise
         outputs[row.entry] = dict(record["outputs"])
         results[row.entry] = {"status": "reused" if record["reused"] else "completed", **record}
-        ins = ", ".join(f"{r}: `{p}`" + (" (found)" if r in row.found else "") for r, p in inputs.items())
-        outs = ", ".join(f"{r}: `{p}`" for r, p in record["outputs"].items())
+        ins = ", ".join(f"{r}: `{shown_path(p, layout.home)}`" + (" (found)" if r in row.found else "")
+                        for r, p in inputs.items())
+        outs = ", ".join(f"{r}: `{shown_path(p, layout.home)}`" for r, p in record["outputs"].items())
         added = f" (added: builds {row.added_for})" if row.added_for else ""
         lines.append(f"| {row.entry}{added} | {results[row.entry]['status']} ({record['seconds']} s) | {ins} | {outs} |")
     create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))
-    report = next((Path(r["outputs"]["report"]) for r in results.values() if "report" in r["outputs"]), None)
-    if report is not None:
-        create_link_artifact(key="skillgate-report", link=(report / "report.md").as_uri(),
-                             link_text=f"paper report of {resolved.name}",
-                             description="tables and figures rebuilt from this run's evaluation rows")
+    publish_headline(resolved.name, results, layout.home)  # per arm: success, exposures; where the report is
     return {"recipe": resolved.name, "digest": resolved.digest(), "stages": results}

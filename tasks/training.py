@@ -11,7 +11,8 @@ The stage owns an experiment (docs/method.md 10). Around `run_stage`, the stage 
 
 Everything goes through `warehouse.record` (the spool; ingest applies it): the Ray workers that
 trained never touch the warehouse. Then a table artifact of the per-step metrics and a markdown
-artifact with the curves PNG, the export and how to resume.
+artifact with the curves PNG (a small data-URI copy the UI shows: tasks/artifact_images.py), the
+export and how to resume.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from skillgate_core.ownership import (
     load_export,
 )
 from skillgate_core.pipeline import StageRecord
+from tasks.artifact_images import png_data_uri
+from tasks.home_paths import shown_path
 from warehouse import (
     StageRunRecorder,
     left_on_disk,
@@ -129,15 +132,15 @@ def training_artifacts(stage: str, result: StageRecord) -> None:
     lines = [
         f"# {stage}: experiment `{experiment_id}`",
         "",
-        f"![training curves]({curves.as_uri()})",
+        f"![training curves]({png_data_uri(curves)})" if curves.is_file() else "(no curves drawn)",
         "",
-        f"Curves: [{curves}]({curves.as_uri()})",
+        f"Curves, full size: `{shown_path(curves)}`",
         "",
         "| | |", "|---|---|",
         f"| segment | `{m['run_name']}` (ordinal {m['segment_ordinal']}, from step {m['resumed_from_step']}) |",
         f"| steps | {m['steps']} ({'reused, nothing trained' if result.reused else 'trained now'}) |",
         f"| checkpoints | {', '.join(str(c['step']) for c in m['checkpoints']) or 'none'} |",
-        f"| export | `{m['export_id']}` at `{m['export_path']}` |",
+        f"| export | `{m['export_id']}` at `{shown_path(m['export_path'])}` |",
         *[f"| last {label} | {_cell(last.get(key))} |" for label, key in facts if last.get(key) is not None],
         "",
         f"Resume: `skillgate run RECIPE --execute --resume {experiment_id} grpo.steps=N` "

@@ -1,13 +1,20 @@
 """`skillgate eval run` (in the spirit of `harbor run`) and `skillgate eval protocol`.
 
-run: evaluate a policy (a model folder or export, or an OpenAI-compatible endpoint URL + --model)
-under a protocol (eval70_v1, slate147 or a spec .toml) on a bench; prints the metrics table and
+run: evaluate a policy (a model folder, an export folder or an export id as `skillgate experiments` /
+`skillgate lineage` print it, or an OpenAI-compatible endpoint URL + --model) under a protocol (eval70_v1, slate147 or a spec .toml) on a bench; prints the metrics table and
 where the rows and per-trial logs are. The evaluation is owned by the experiment that owns the
 model (a standalone evaluation experiment for a model no experiment owns) and recorded in the
 warehouse as it runs. Interrupted (Ctrl-C, kill) or stopped by --max-trials, it is incomplete: the
 same command resumes it and plays only the missing trials. --repeats N is a labelled non-protocol
 run: another protocol id and fingerprint, never compared with the protocol's rows.
 protocol: the protocol a spec gives on a bench (id, fingerprint, tasks, what differs from nominal).
+Without --bench, each command takes the newest bench on record (one line says which).
+
+An endpoint's model needs no local tokenizer: without --tokenizer its tokens are counted from the
+endpoint's usage, and a printed note (and the summary's token_counts_note) says what is then not
+measured. --request-timeout bounds one request; a request that times out fails its trial (recorded
+as an error saying so) and is never sent again. A refused argument is refused before anything is
+written: no experiment folder, no warehouse row.
 """
 
 from __future__ import annotations
@@ -24,9 +31,17 @@ console = Console()
 
 
 def _default_bench() -> Path:
+    """The newest bench on record (said in one line), else the seed-0 bench `skillgate bench build` makes."""
+    from deployments.cli.eval_inputs import newest_bench
     from skillgate_core.paths import state_layout
 
-    return state_layout().datasets / "bench" / "seed-0" / "bench"
+    found = newest_bench()
+    if found is None:
+        return state_layout().datasets / "bench" / "seed-0" / "bench"
+    folder, recorded = found
+    console.print(f"bench {escape(str(folder))} (the newest on record, {recorded:%Y-%m-%d %H:%M}; --bench to choose)",
+                  highlight=False, soft_wrap=True)
+    return folder
 
 
 def _bench(path: Path | None) -> Path:
@@ -80,27 +95,29 @@ def register(app: typer.Typer) -> None:
 
     @eval_app.command("run")
     def run(
-        policy: str = typer.Option(..., "--policy", help="model folder / export, or an OpenAI-compatible URL (http://host:8000/v1)"),
+        policy: str = typer.Option(..., "--policy", help="model folder, export folder or export id (skillgate experiments / lineage), or an OpenAI-compatible URL (http://host:8000/v1)"),
         model: str = typer.Option("", "--model", help="served model name (with an endpoint URL)"),
         protocol: str = typer.Option("eval70_v1", "--protocol", help="protocol spec: eval70_v1, slate147 or a .toml path"),
-        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: the newest on record)"),
         repeats: int = typer.Option(0, "--repeats", min=0, help="labelled non-protocol run with N repeats (another protocol id)"),
         tag: str = typer.Option("", "--tag", help="evaluation tag (part of the evaluation id)"),
         method: str = typer.Option("", "--method", help="row label (default: export id / model name)"),
         batch: int = typer.Option(8, "--batch", min=1, help="episodes in flight together (one lockstep batch)"),
         workers: int = typer.Option(4, "--workers", min=1, help="sandbox worker threads"),
         device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (local models)"),
-        tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder of the served model (required with an endpoint URL)"),
+        tokenizer: str = typer.Option("", "--tokenizer", help="HF tokenizer folder of the served model (without: tokens counted from the endpoint's usage)"),
         concurrency: int = typer.Option(16, "--concurrency", min=1, help="endpoint requests in flight"),
+        request_timeout: float = typer.Option(600.0, "--request-timeout", min=1.0, help="seconds one endpoint request may take; a request past it fails its trial and is not sent again"),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key: OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY"),
         max_trials: int = typer.Option(0, "--max-trials", min=0, help="stop after N trials (incomplete; rerun resumes)"),
         pin: str = typer.Option("", "--pin", help="refuse unless the protocol id is exactly this"),
     ) -> None:
         """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
+        from deployments.cli.eval_inputs import PolicyNotFound, policy_of_export_id
         from deployments.cli.interrupts import stop_on_interrupt
         from skillgate_core.evaluation.observer import observing
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
-        from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
+        from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation, token_counts
         from skillgate_core.evaluation.specs import build_protocol, load_spec
         from skillgate_core.paths import state_layout
         from skillgate_core.policy.openai_chat import check_api_key_env
@@ -108,22 +125,33 @@ def register(app: typer.Typer) -> None:
 
         if device not in ("auto", "cpu", "cuda"):
             raise typer.BadParameter(f"expected auto, cpu or cuda, got {device!r}", param_hint="--device")
+        # Every refusal comes before resolve_policy: a refused argument leaves no experiment folder, no row.
+        if not is_endpoint(policy) and not Path(policy).expanduser().exists():
+            try:  # an export id: its folder (or its endpoint) on record
+                policy, recorded_model = policy_of_export_id(policy)
+            except PolicyNotFound as exc:
+                raise typer.BadParameter(str(exc), param_hint="--policy") from None
+            if recorded_model and model and model != recorded_model:
+                raise typer.BadParameter(f"the export is the endpoint's model '{recorded_model}', not '{model}'",
+                                         param_hint="--model")
+            model = model or recorded_model
         if is_endpoint(policy):
             try:
                 check_api_key_env(api_key_env, "--api-key-env")
             except ValueError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
-            if not model:  # refused before anything is written: no experiment folder, no warehouse row
+            if not model:
                 raise typer.BadParameter("an endpoint URL needs the served model's name", param_hint="--model")
-            if not tokenizer:
-                raise typer.BadParameter("an endpoint policy needs a local HF tokenizer folder of the served model "
-                                         "(to count context tokens and record each turn's token ids)",
-                                         param_hint="--tokenizer")
+        if tokenizer and not any((Path(tokenizer).expanduser() / f).is_file()
+                                 for f in ("tokenizer.json", "tokenizer_config.json")):
+            raise typer.BadParameter(f"{tokenizer}: not a tokenizer folder (no tokenizer.json or "
+                                     "tokenizer_config.json)", param_hint="--tokenizer")
         folder = _bench(bench)
         spec = load_spec(protocol)
         resolved = build_protocol(spec, folder, demo_repeats=repeats)
         root = state_layout().experiments
-        options = {"concurrency": concurrency, "api_key_env": api_key_env} if is_endpoint(policy) else None
+        options = {"concurrency": concurrency, "api_key_env": api_key_env, "timeout_s": request_timeout,
+                   "deadline_s": max(request_timeout, 900.0)} if is_endpoint(policy) else None
         ref = resolve_policy(policy, root=root, model=model, endpoint_options=options)
         p = resolved.protocol
         console.print(f"protocol [bold]{p.protocol_id()}[/] (fingerprint {p.fingerprint()[:16]}...): "
@@ -139,6 +167,9 @@ def register(app: typer.Typer) -> None:
                       highlight=False)
         config = EvalRunConfig(batch_episodes=batch, sandbox_workers=workers, tag=tag, method=method,
                                device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]  # device: checked above
+        counted, unmeasured = token_counts(ref, config)
+        if unmeasured:
+            console.print(f"[yellow]note:[/] no --tokenizer: {escape(unmeasured)}", highlight=False)
         try:
             # The first Ctrl-C stops at once: the requests in flight are left to their daemon threads
             # (never waited for), the sandboxes are stopped, the evaluation is recorded interrupted by SIGINT.
@@ -151,6 +182,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         if result.summary is not None:
             console.print(metrics_table(result.summary, f"{result.summary['method']} on {p.protocol_id()}"))
+            if unmeasured:
+                console.print(f"token counts: {counted} (not measured: see the note above; also in summary.json)",
+                              highlight=False)
         style = "green" if result.status == "completed" else "yellow"
         console.print(f"status [{style}]{result.status}[/]: {result.trials_done}/{result.trials_total} trials "
                       f"({result.trials_run} run now)", highlight=False)
@@ -166,7 +200,7 @@ def register(app: typer.Typer) -> None:
     @eval_app.command("protocol")
     def show_protocol(
         protocol: str = typer.Argument("eval70_v1", help="protocol spec: eval70_v1, slate147 or a .toml path"),
-        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: the newest on record)"),
         repeats: int = typer.Option(0, "--repeats", min=0, help="show the labelled non-protocol variant"),
     ) -> None:
         """The protocol a spec gives on a bench: id, fingerprint and what it is made of."""
@@ -184,9 +218,9 @@ def register(app: typer.Typer) -> None:
 
     @eval_app.command("probe")
     def probe(
-        policy: Path = typer.Option(..., "--policy", help="model folder (or export folder) to probe"),
+        policy: str = typer.Option(..., "--policy", help="model folder, export folder or export id to probe"),
         protocol: str = typer.Option("eval70_v1", "--protocol", help="protocol spec: eval70_v1, slate147 or a .toml path"),
-        bench: Path = typer.Option(None, "--bench", help="bench folder (default: seed 0 in the state dir)"),
+        bench: Path = typer.Option(None, "--bench", help="bench folder (default: the newest on record)"),
         out: Path = typer.Option(None, "--out", help="folder for probe_rows.parquet + probe_summary.json"),
         turn: str = typer.Option("call", "--turn", help="scored first turn: call (the read call) or reasoning"),
         max_tasks: int = typer.Option(0, "--max-tasks", min=0, help="probe only the first N tasks (0 = all)"),
@@ -195,6 +229,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The selection probe: for each task, the policy's teacher-forced choice among the 16 slate skills
         as its first read (no episode); oracle rank-1 rate with a bootstrap interval, masses per category."""
+        from deployments.cli.eval_inputs import PolicyNotFound, policy_of_export_id
         from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
         from skillgate_core.evaluation.specs import build_protocol, load_spec
 
@@ -202,7 +237,12 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"expected auto, cpu or cuda, got {device!r}", param_hint="--device")
         if turn not in ("call", "reasoning"):
             raise typer.BadParameter(f"expected call or reasoning, got {turn!r}", param_hint="--turn")
-        model_dir = policy.expanduser().resolve()
+        if not Path(policy).expanduser().exists():
+            try:
+                policy = policy_of_export_id(policy)[0]
+            except PolicyNotFound as exc:
+                raise typer.BadParameter(str(exc), param_hint="--policy") from None
+        model_dir = Path(policy).expanduser().resolve()
         if not (model_dir / "config.json").is_file():
             raise typer.BadParameter(f"{model_dir}: not a model folder (no config.json)", param_hint="--policy")
         resolved = build_protocol(load_spec(protocol), _bench(bench))

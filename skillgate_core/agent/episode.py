@@ -226,6 +226,10 @@ class _Live:
     turn_error: str = ""
     deadline: float = 0.0
     started: float = 0.0
+    served_prompt: int | None = None
+    """A served policy without a local tokenizer: the server's count of the prompt (first request)."""
+    served_context: int = 0
+    """The same: the server's count of the context after the latest turn (that request's context + the turn)."""
 
 
 def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
@@ -268,6 +272,9 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     start = len(live.response_ids)
     lp = completion.logprobs if len(completion.logprobs) == len(completion.token_ids) else None
     _append(live, completion.token_ids, 1, lp)
+    if completion.context_tokens is not None:  # counted by the server (no local ids for prompt or observations)
+        live.served_prompt = completion.context_tokens if live.served_prompt is None else live.served_prompt
+        live.served_context = completion.context_tokens + len(completion.token_ids)
     live.view.messages.append({"role": "assistant", "content": completion.text})
     parsed = parse_tool_calls(completion.text)
     finish = completion.finish
@@ -295,7 +302,7 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     live.view.messages.append({"role": "user", "content": observation})
     _append(live, observation_ids(tokenizer, observation), 0, None)
     live.view.turn += 1
-    room = config.max_context_tokens - len(live.view.context_ids)
+    room = config.max_context_tokens - max(len(live.view.context_ids), live.served_context)
     if live.view.turn >= config.max_turns or room <= 0 or time.monotonic() >= live.deadline:
         live.status = EpisodeStatus.TRUNCATED
     live.view.max_new_tokens = max(1, min(config.max_new_tokens, room))
@@ -370,10 +377,13 @@ def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxG
 
 
 def _extra(live: _Live) -> dict[str, Any]:
-    """Flags of how the episode went: a turn whose handling failed (turn_error); the sandbox's
+    """Flags of how the episode went: a turn whose handling failed (turn_error); token counts taken from
+    a served policy's usage (endpoint_usage: the server's prompt and final context counts); the sandbox's
     container stopping by itself and being replaced, e.g. by an OOM kill of its first process the
     agent arranged (sandbox_restarts: why each one, Docker only)."""
     extra: dict[str, Any] = {"turn_error": live.turn_error} if live.turn_error else {}
+    if live.served_prompt is not None:  # counted from the endpoint's usage (agent/openai_policy.py)
+        extra["endpoint_usage"] = {"prompt_tokens": live.served_prompt, "context_tokens": live.served_context}
     restarts = list(getattr(live.box, "agent_restarts", None) or [])
     if restarts:
         extra["sandbox_restarts"] = restarts

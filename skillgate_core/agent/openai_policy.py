@@ -10,13 +10,26 @@ is), because the episode loop counts context and records token ids. It has no lo
     policy = OpenAIPolicy(OpenAIEndpoint("http://127.0.0.1:8000/v1", "qwen"), tokenizer,
                           temperature=1.0, top_p=1.0, max_new_tokens=1024, seed_of=lambda v: 7)
     run_episodes(specs, policy, tokenizer, EpisodeConfig())
+
+A hosted model often has no tokenizer one can load. With tokenizer None the tokens are counted from
+the endpoint's `usage` instead (USAGE_COUNTING_NOTE says what is then not measured): a turn's ids are
+`completion_tokens` placeholders (USAGE_ID), the turn carries the server's count of the context it was
+generated from (Completion.context_tokens), and the episodes run with USAGE_COUNTS as their tokenizer
+(it tokenizes nothing):
+
+    policy = OpenAIPolicy(endpoint, None)
+    run_episodes(specs, policy, USAGE_COUNTS, EpisodeConfig())
+
+A request still unanswered after endpoint.slow_request_s is reported once per policy (a warning
+line); a request that times out fails its turn and is never sent again (policy/openai_chat.py).
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
@@ -25,13 +38,42 @@ from skillgate_core.agent.seeded_policy import turn_seed
 from skillgate_core.policy.local_sampler import Completion
 from skillgate_core.policy.openai_chat import ChatTurn, EndpointError, OpenAIEndpoint, chat_completion
 
-__all__ = ["OpenAIPolicy"]
+__all__ = ["USAGE_COUNTING_NOTE", "USAGE_COUNTS", "USAGE_ID", "OpenAIPolicy", "UsageCounts"]
+
+USAGE_ID = -1
+"""The placeholder id of a token counted from the endpoint's usage: no tokenizer gave it an id."""
+USAGE_COUNTING_NOTE = (
+    "token counts are the endpoint's usage (no local tokenizer): the context limit is checked after each "
+    "reply from the server's count, not before a request is sent (a tool observation can take a request "
+    "past the protocol's context size; the server's own limit then applies), no token ids are recorded, "
+    "and response_tokens counts the model's turns only (observation tokens are not counted)")
+"""What an evaluation of an endpoint without a tokenizer does not measure (printed and in its summary)."""
+
+
+class UsageCounts:
+    """The episodes' tokenizer when a served model has none here: it tokenizes nothing (the prompt and
+    the observations get no ids; the policy's turns are counted from the server's usage)."""
+
+    chat_template = "(rendered by the server)"
+    name_or_path = "endpoint usage"
+
+    def apply_chat_template(self, messages: object, **kwargs: object) -> list[int]:
+        return []
+
+    def __call__(self, text: str, **kwargs: object) -> dict[str, list[int]]:
+        return {"input_ids": []}
+
+    def decode(self, ids: object, **kwargs: object) -> str:
+        return ""
+
+
+USAGE_COUNTS = UsageCounts()
 
 
 class OpenAIPolicy:
     """Turns from an OpenAI-compatible endpoint (module docstring)."""
 
-    def __init__(self, endpoint: OpenAIEndpoint, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
+    def __init__(self, endpoint: OpenAIEndpoint, tokenizer: Any | None, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 1024, seed_of: Callable[[EpisodeView], int] | None = None,
                  name: str | None = None) -> None:
         self.endpoint, self.tokenizer = endpoint, tokenizer
@@ -40,6 +82,17 @@ class OpenAIPolicy:
         self.name = name or endpoint.model
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
         self._lock = threading.Lock()
+        self._slow_reported = False
+
+    def _report_slow(self, waiting: int, asked: int) -> None:
+        """One warning line the first time requests are slow (endpoint.slow_request_s), then silence."""
+        if self._slow_reported:
+            return
+        self._slow_reported = True
+        e = self.endpoint
+        warnings.warn(f"{e.url}: {waiting} of {asked} requests still unanswered after {e.slow_request_s:g} s "
+                      f"(request timeout {e.timeout_s:g} s: a request past it fails its trial and is not sent "
+                      "again; reported once)", stacklevel=3)
 
     def _ask(self, view: EpisodeView) -> ChatTurn:
         seed = turn_seed(self.seed_of(view), view.turn) if self.seed_of is not None else None
@@ -71,6 +124,10 @@ class OpenAIPolicy:
 
         for view, future in zip(views, futures, strict=True):
             threading.Thread(target=ask, args=(view, future), name="openai-policy", daemon=True).start()
+        if not self._slow_reported:
+            _, waiting = wait(futures, timeout=self.endpoint.slow_request_s)
+            if waiting:
+                self._report_slow(len(waiting), len(futures))
         out = []
         for view, future in zip(views, futures, strict=True):
             try:
@@ -79,6 +136,11 @@ class OpenAIPolicy:
                 out.append(Completion((), (), "", "stop", error=str(exc)))
                 continue
             budget = max(1, min(view.max_new_tokens, self.max_new_tokens))
+            if self.tokenizer is None:  # counted from usage: the server's counts, placeholder ids
+                cut = turn.completion_tokens > budget  # the server ignored max_tokens: the text cannot be cut here
+                out.append(Completion((USAGE_ID,) * min(turn.completion_tokens, budget), (), turn.text,
+                                      "length" if cut else turn.finish, context_tokens=turn.prompt_tokens))
+                continue
             if turn.finish == "stop":
                 ids = turn_token_ids(self.tokenizer, turn.text)
             else:  # cut by max_tokens: no terminator was produced

@@ -74,7 +74,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.skills import slate_skills_dir, snapshot_skills
 
 __all__ = ["PARQUET_FILE", "SUMMARY_FILE", "EvalResult", "EvalRunConfig", "StopRequested", "eval_id_for",
-           "run_evaluation"]
+           "run_evaluation", "token_counts"]
 
 PARQUET_FILE = "eval_trials.parquet"
 SUMMARY_FILE = "summary.json"
@@ -103,7 +103,9 @@ class EvalRunConfig:
     pin: str = ""
     """A protocol id the run must have (e.g. the one earlier rows carry); another id is refused."""
     tokenizer: str = ""
-    """HF tokenizer folder for an endpoint policy (ids for context accounting); local models use their own."""
+    """HF tokenizer folder of an endpoint's model: context counted before each request, each turn's ids
+    recorded. '' counts tokens from the endpoint's usage instead (agent/openai_policy.USAGE_COUNTING_NOTE
+    says what is then not measured; the summary's token_counts says which). Local models use their own."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -172,7 +174,7 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
     """(policy, tokenizer) for the episodes; each trial's sampling seed is trial_seed(...)."""
     from transformers import AutoTokenizer
 
-    from skillgate_core.agent.openai_policy import OpenAIPolicy
+    from skillgate_core.agent.openai_policy import USAGE_COUNTS, OpenAIPolicy
     from skillgate_core.agent.seeded_policy import SeededPolicy
     from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
 
@@ -182,12 +184,9 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
         return trial_seed(p.seed, view.spec.task.task_id, view.spec.repeat)
 
     if ref.endpoint is not None:
-        if not config.tokenizer:
-            raise ValueError(f"policy {ref.location} is an endpoint: give a tokenizer folder (--tokenizer) to count "
-                             "context tokens and record the ids of its turns")
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer) if config.tokenizer else None
         return OpenAIPolicy(ref.endpoint, tokenizer, temperature=p.temperature, top_p=p.top_p,
-                            max_new_tokens=p.max_new_tokens, seed_of=seed_of, name=method), tokenizer
+                            max_new_tokens=p.max_new_tokens, seed_of=seed_of, name=method), tokenizer or USAGE_COUNTS
     import torch
 
     assert ref.model_dir is not None  # every policy but an endpoint has weights (PolicyRef.model_dir)
@@ -207,6 +206,16 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
     return SeededPolicy(model, tokenizer, sampling, seed_of=seed_of, name=method), tokenizer
 
 
+def token_counts(ref: PolicyRef, config: EvalRunConfig) -> tuple[str, str]:
+    """(how the evaluation counts tokens, what that leaves unmeasured or ''): an endpoint without a
+    tokenizer is counted from its usage."""
+    from skillgate_core.agent.openai_policy import USAGE_COUNTING_NOTE
+
+    if ref.endpoint is not None and not config.tokenizer:
+        return "endpoint usage", USAGE_COUNTING_NOTE
+    return "tokenizer", ""
+
+
 def _trajectory_log(trajectory: Trajectory) -> str:
     log = {k: getattr(trajectory, k) for k in ("task_id", "bench", "repeat", "policy", "prompt_profile", "status",
                                                 "score", "raw_score", "missing_reward", "verifier_detail", "backend",
@@ -215,6 +224,10 @@ def _trajectory_log(trajectory: Trajectory) -> str:
                messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
                prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids),
                skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens])
+    served = trajectory.extra.get("endpoint_usage")
+    if served:  # no ids here: the server's counts (the prompt, and the context at the last turn)
+        log.update(token_counts="endpoint usage", prompt_tokens=served["prompt_tokens"],
+                   context_tokens=served["context_tokens"])
     return json.dumps(log, indent=1, ensure_ascii=False, default=list) + "\n"
 
 
@@ -277,7 +290,8 @@ def run_evaluation(
     exp = experiment_dir(root, ref.experiment_id)
     extra = {"protocol_id": protocol_id, "spec_id": protocol.spec_id, "method": method, "policy": ref.location,
              "tag": config.tag, "demo": resolved.demo, "note": resolved.note(), "bench": str(resolved.bench),
-             "spec_source": resolved.spec.source, "trials_total": resolved.trial_count()}
+             "spec_source": resolved.spec.source, "trials_total": resolved.trial_count(),
+             "token_counts": token_counts(ref, config)[0]}
     record, previous = _open_evaluation(resolved, ref, eval_id, root, extra)
     eval_dir = exp.eval(eval_id)
     total = resolved.trial_count()
@@ -329,6 +343,7 @@ def run_evaluation(
         "policy": ref.location, "tag": config.tag, "demo": resolved.demo, "note": resolved.note(),
         "eval_dir": str(eval_dir), "attempts": record.attempt, "status": "completed",
     }
+    summary["token_counts"], summary["token_counts_note"] = token_counts(ref, config)
     atomic_write_json(eval_dir / SUMMARY_FILE, summary)
     ended = finish_eval(root, ref.experiment_id, eval_id, "completed")
     observer.ended(info, ended, summary)

@@ -75,6 +75,10 @@ class Completion:
     error: str = ""
     """Why no turn was produced (a served policy whose endpoint failed): non-empty ends that episode
     as aborted, an infrastructure error, without touching the others of the batch."""
+    context_tokens: int | None = None
+    """The server's count of the context this turn was generated from (its usage.prompt_tokens), from
+    a served policy with no local tokenizer; the episode's context is then counted from it. None:
+    the ids are real and counted locally."""
 
 
 def load_policy(model_dir: str | Path, dtype: torch.dtype | None = None, device: str = "cpu"):

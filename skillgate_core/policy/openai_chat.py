@@ -11,8 +11,13 @@ from it once, by the caller, with the policy tokenizer, only where ids are neede
     turn.text, turn.finish, turn.completion_tokens
 
 POST {base_url}/chat/completions with {model, messages, temperature, max_tokens} and top_p and seed
-when given. 429, 5xx and connection failures are retried with backoff; anything else raises
-EndpointError naming the URL, the status and the start of the body.
+when given. What is retried (with backoff) is what the server cannot still be working on: a request
+it answered with 429 or a 5xx other than 504, and one that was never wholly sent (connection refused,
+reset while sending). A request that was sent and then timed out (or whose connection closed, or a
+504 from a proxy that gave up waiting) is never sent again: the server may still be generating it,
+and a re-send would pile a second generation onto a server that is already too slow. Anything that
+is not retried raises EndpointError naming the URL and why (a timeout says so and says it was not
+re-sent).
 
 The endpoint is not trusted: a reply is read in chunks up to `max_reply_bytes` (never the whole
 body at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
@@ -70,9 +75,17 @@ class OpenAIEndpoint:
     """Environment variable holding the bearer token (unset or empty: no Authorization header); only
     OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env)."""
     timeout_s: PositiveFloat = 600.0
-    """Per-request timeout: the longest wait for the server to answer or send more bytes."""
+    """Request timeout: the longest wait for the server to answer or send more bytes. A server that does
+    not stream sends nothing until the whole turn is generated, so set this above the slowest turn
+    expected (`skillgate eval run --request-timeout`). A request that times out is not sent again: its
+    turn fails, and its trial is recorded as an error saying so."""
+    slow_request_s: PositiveFloat = 120.0
+    """A request still unanswered after this many seconds is reported once per policy (one warning
+    line: the endpoint, the requests waiting, the timeout), so a slow server is visible long before
+    the timeout."""
     retries: NonNegativeInt = 4
-    """Extra attempts after a 429 / 5xx / connection failure."""
+    """Extra attempts after a 429, a 5xx other than 504, or a request that could not be sent (module
+    docstring: what is never re-sent)."""
     deadline_s: PositiveFloat = 900.0
     """Total time of one call, every attempt and the reading of the reply included: a server that
     drips bytes cannot hold an episode (or a SIGTERM) longer than this."""
@@ -207,14 +220,15 @@ def chat_completion(
                 detail = exc.read(300).decode("utf-8", "replace")
             except (OSError, http.client.HTTPException):
                 detail = ""
-            if (exc.code == 429 or exc.code >= 500) and attempt < endpoint.retries:
+            # 504: a proxy stopped waiting, the model behind it may still be generating (never re-sent)
+            if (exc.code == 429 or (exc.code >= 500 and exc.code != 504)) and attempt < endpoint.retries:
                 _backoff(attempt, deadline)
                 continue
             raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: {detail}") from exc
         except http.client.IncompleteRead as exc:
             raise EndpointError(f"{endpoint.url}: the reply ended early ({len(exc.partial)} bytes, "
                                 f"{exc.expected} more expected)") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+        except urllib.error.URLError as exc:  # urllib wraps what fails while sending: the server has no request
             if time.monotonic() >= deadline:
                 raise EndpointError(f"{endpoint.url}: no complete reply within the deadline of "
                                     f"{endpoint.deadline_s:g} s ({exc})") from None
@@ -222,6 +236,17 @@ def chat_completion(
                 _backoff(attempt, deadline)
                 continue
             raise EndpointError(f"{endpoint.url}: {exc} (after {attempt + 1} attempts)") from exc
+        except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            # Sent, then no (whole) reply: the server may still be running it, so it is never sent again.
+            if time.monotonic() >= deadline:
+                raise EndpointError(f"{endpoint.url}: no complete reply within the deadline of "
+                                    f"{endpoint.deadline_s:g} s ({exc}); not sent again") from None
+            if isinstance(exc, TimeoutError):
+                raise EndpointError(f"{endpoint.url}: request timed out: no reply within the request timeout "
+                                    f"of {endpoint.timeout_s:g} s; not sent again (the server may still be "
+                                    "generating it)") from None
+            raise EndpointError(f"{endpoint.url}: the connection ended before a reply ({type(exc).__name__}: "
+                                f"{exc}); not sent again: the server may still be running it") from None
     text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes))
     return ChatTurn(text=text, finish="length" if reason == "length" else "stop", prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens, seconds=round(time.perf_counter() - start, 3))

@@ -78,8 +78,8 @@ def test_endpoint_policy_through_the_runner(skillgate_home, tiny_model_dir, benc
         ref = resolve_policy(server.base_url, root=state_layout().experiments, model="ref-agent")
         assert ref.kind == "endpoint" and ref.experiment_id.startswith("standalone-eval-endpoint-")
         assert (ref.model_dir, ref.label) == (None, "ref-agent")
-        with pytest.raises(ValueError, match="tokenizer"):
-            run_evaluation(resolved, ref, EvalRunConfig(), progress=False)
+        counted = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, tag="usage"), progress=False)
+        server.requests.clear()
         result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, tokenizer=str(tiny_model_dir)),
                                 progress=False)
         requests = list(server.requests)
@@ -99,6 +99,17 @@ def test_endpoint_policy_through_the_runner(skillgate_home, tiny_model_dir, benc
     assert len({r["seed"] for r in requests}) == 12
     log = json.loads((result.rows_dir / f"{result.rows[0]['task_id']}--r0" / "trajectory.json").read_text())
     assert log["turns"][0]["text"] == log["messages"][2]["content"]  # the server's text, as returned
+    assert result.summary is not None and result.summary["token_counts"] == "tokenizer"
+    assert not result.summary["token_counts_note"]
+    # no tokenizer: the same trials, counted from the server's usage (len(text) // 4 per turn here), and said so
+    assert counted.status == "completed" and [r["outcome"] for r in counted.rows] == ["resolved"] * 4
+    assert counted.summary is not None and counted.summary["token_counts"] == "endpoint usage"
+    assert "context limit is checked after each reply" in counted.summary["token_counts_note"]
+    log = json.loads((counted.rows_dir / f"{counted.rows[0]['task_id']}--r0" / "trajectory.json").read_text())
+    turns = [m["content"] for m in log["messages"] if m["role"] == "assistant"]
+    assert log["token_counts"] == "endpoint usage" and log["response_tokens"] == sum(len(t) // 4 for t in turns)
+    assert log["prompt_tokens"] == sum(len(m["content"]) for m in log["messages"][:2]) // 4
+    assert log["context_tokens"] > log["prompt_tokens"] + log["response_tokens"]  # the observations, as the server counts
 
 
 def test_collect_with_an_openai_teacher(skillgate_home, tiny_model_dir, bench, tmp_path, bwrap_ready):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from paper_rows import synthetic_rows, write_synthetic_evals, write_synthetic_training
+from PIL import Image
 from skillgate_cli import run_skillgate
 
 from skillgate_core.config import ConfigError, config_to_dict
@@ -18,6 +22,7 @@ from skillgate_core.paths import state_layout
 from skillgate_core.pipeline import run_stage
 from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe
 from skillgate_core.stages import get_stage
+from tasks.artifact_images import MAX_WIDTH
 
 RECIPES = Path(__file__).resolve().parents[2] / "deployments" / "recipes"
 
@@ -89,8 +94,14 @@ def test_stage_sub_flow_publishes_the_report_artifact(rows_with_training, skillg
     assert artifacts, "no paper-report artifact"
     markdown = artifacts[-1].data
     assert markdown.startswith("# SkillGate: paper tables and figures") and "### Main results" in markdown
-    figure = (report / "figures" / "eval70_v1__mixed__r4" / "selector_tradeoff.png").resolve().as_uri()
-    assert f"]({figure})" in markdown and "](figures/" not in markdown
+    # each figure inside the artifact (a browser never loads file:// from the UI), small, full size named
+    images = re.findall(r"!\[[^\]]*\]\((data:image/png;base64,[A-Za-z0-9+/=]+)\)", markdown)
+    assert len(images) == result["metrics"]["figures"] and "](figures/" not in markdown and "file://" not in markdown
+    assert all(len(uri) < 200_000 for uri in images)
+    with Image.open(io.BytesIO(base64.b64decode(images[0].split(",", 1)[1]))) as first:
+        assert first.width <= MAX_WIDTH and first.getextrema() != ((0, 0),)  # a real, downscaled picture
+    assert "(full size: `figures/eval70_v1__mixed__r4/selector_tradeoff.png` in the report folder)" in markdown
+    assert str(report) not in markdown
 
 
 def test_cli_on_one_repeat_rows_picks_k_with_a_note_and_an_explicit_k_is_a_clear_error(tmp_path):

@@ -108,7 +108,8 @@ def test_grpo_run_is_recorded_reused_and_resumed(skillgate_home: Path, policy: P
     data = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert [r["step"] for r in data] == [0] and data[0]["reward"] == pytest.approx(file_rows[0]["reward"], rel=1e-3)
     report = _artifact("grpo-training-report")
-    assert Path(m["curves"]).as_uri() in report.data and f"--resume {exp_id}" in report.data
+    assert "![training curves](data:image/png;base64," in report.data and f"--resume {exp_id}" in report.data
+    assert "Curves, full size: `SKILLGATE_HOME/" in report.data and "file://" not in report.data
     assert Path(m["curves"]).stat().st_size > 0
     report_ok = verify(state_layout())
     assert report_ok.ok, report_ok.drift

@@ -1,0 +1,98 @@
+"""What `skillgate eval` takes from the warehouse: the policy an export id names, and the default bench.
+
+An export id is what `skillgate experiments` prints (NAME, within its experiment) and what `skillgate
+lineage` prints (EXPERIMENT_ID/NAME, or a unique prefix of it); either names an export folder on
+record. The default bench is the newest bench on record (a bench-build output, or a bench an
+evaluation used) whose folder still holds a bench. Both are looked up here, in the CLI layer:
+skillgate_core takes paths and never reads the warehouse. Nothing here writes anything (a state dir
+without a warehouse file is not given one).
+
+    policy, model = policy_of_export_id("grpo-.../step-00000002")   # (export folder, "")
+    found = newest_bench()                                           # (folder, recorded at) or None
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from skillgate_core.ownership.exports import ENDPOINT_FILE
+from skillgate_core.paths import state_layout
+
+__all__ = ["PolicyNotFound", "newest_bench", "policy_of_export_id"]
+
+
+def _on_record() -> bool:
+    """Whether anything was recorded under the state dir (a warehouse file, or events waiting for one)."""
+    from warehouse import event_log
+
+    state = state_layout()
+    spool = event_log(state).spool
+    return state.warehouse_file.exists() or (spool.is_dir() and any(spool.iterdir()))
+
+
+class PolicyNotFound(LookupError):
+    """--policy is neither a folder, an endpoint URL nor one export on record (the message says which)."""
+
+
+def policy_of_export_id(text: str) -> tuple[str, str]:
+    """(what resolve_policy takes: the export's folder or its endpoint URL, the served model name or '')
+    of the export `text` names; PolicyNotFound naming what was searched otherwise."""
+    from warehouse import AmbiguousRef, RefError, match_ref, read_connection
+
+    state = state_layout()
+    if not _on_record():
+        raise PolicyNotFound(f"{text}: no such folder, not an http(s) endpoint URL, and no warehouse under "
+                             f"{state.home} to look an export id up in")
+    with read_connection(state) as con:
+        named = con.execute("select export_id, uri from model_export where export_name = ? order by export_id",
+                            [text]).fetchall()
+        if len(named) > 1:
+            raise PolicyNotFound(f"{text}: {len(named)} experiments have an export of that name; give one of "
+                                 + ", ".join(r[0] for r in named))
+        if named:
+            export_id, uri = named[0]
+        else:
+            try:
+                match = match_ref(con, text, state)
+            except AmbiguousRef as exc:  # a prefix of an export's id is also one of its evaluations' ids
+                candidates = [c for c in exc.candidates if c.kind == "export"]
+                if len(candidates) != 1:
+                    raise PolicyNotFound(f"{text}: not one export on record ({exc})") from None
+                match = candidates[0]
+            except RefError as exc:
+                raise PolicyNotFound(f"{text}: no such folder, not an http(s) endpoint URL, and not an export id "
+                                     f"on record ({exc})") from None
+            if match.kind != "export":
+                exports = [str(r[0]) for r in con.execute("select export_id from model_export where experiment_id = ? "
+                                                     "order by export_id", [match.id]).fetchall()]
+                also = f"; its exports: {', '.join(exports)}" if exports else ""
+                raise PolicyNotFound(f"{text}: names {match.kind} {match.id}, not an export{also}")
+            export_id, uri = match.id, match.uri
+    folder = Path(str(uri))
+    if not folder.is_dir():
+        raise PolicyNotFound(f"{text}: export {export_id} is recorded at {folder}, which no longer exists")
+    served = folder / ENDPOINT_FILE
+    if served.is_file():  # an endpoint's export: the URL and model it was evaluated as
+        endpoint = json.loads(served.read_text())
+        return str(endpoint["base_url"]), str(endpoint["model"])
+    return str(folder), ""
+
+
+def newest_bench() -> tuple[Path, datetime] | None:
+    """(the newest bench folder on record that still holds tasks.jsonl, when it was recorded), or None."""
+    from warehouse import read_connection
+
+    state = state_layout()
+    if not _on_record():
+        return None
+    with read_connection(state) as con:
+        rows = con.execute("select uri, created_at from dataset_version where kind = 'bench' "
+                           "order by created_at desc, uri").fetchall()
+    for uri, created in rows:
+        folder = Path(uri)
+        for candidate in (folder, folder / "bench"):
+            if (candidate / "tasks.jsonl").is_file():
+                return candidate, created
+    return None
