@@ -4,7 +4,7 @@ Without PREFECT_API_URL a run starts a temporary Prefect server (a uvicorn child
 Its run stops it on the way out, but a SIGKILLed run cannot: the server would run forever. So, as
 for sandboxes and stage temp folders, ownership is recorded and checked by the next run:
 
-- `mark_owner()` puts this process's identity (skillgate_core.processes: host, pid, start stamp) in
+- `mark_owner()` puts this process's identity (skillgate_core.base.processes: host, pid, start stamp) in
   SKILLGATE_PREFECT_OWNER; Prefect copies the environment into the server it spawns, so every
   server carries its owner in /proc/PID/environ, where no file in the state dir can be planted.
 - `reap_orphaned_servers()` stops each temporary server (PREFECT__SERVER_EPHEMERAL=1, an owner
@@ -22,7 +22,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from skillgate_core.processes import ProcessIdentity, current_process, process_start, process_state
+from skillgate_core.base.processes import ProcessIdentity, current_process, process_start, process_state
 
 __all__ = ["OWNER_ENV", "mark_owner", "orphaned_servers", "reap_orphaned_servers"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 
 from flows.prefect_servers import mark_owner, reap_orphaned_servers
-from skillgate_core.library_noise import quiet_library_output
-from skillgate_core.paths import apply_cache_env, state_layout
+from skillgate_core.base.library_noise import quiet_library_output
+from skillgate_core.base.paths import apply_cache_env, state_layout
 
 __all__ = ["configure_prefect_env"]
 

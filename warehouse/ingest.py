@@ -35,9 +35,9 @@ from pathlib import Path
 
 import duckdb
 
-from skillgate_core.file_locks import LockTimeout, file_lock
+from skillgate_core.base.file_locks import LockTimeout, file_lock
+from skillgate_core.base.paths import StateLayout, state_layout
 from skillgate_core.ownership.records import utc_now
-from skillgate_core.paths import StateLayout, state_layout
 from warehouse.apply import REJECTABLE, apply_events
 from warehouse.damage import WarehouseDamaged, as_os_error, damage_named, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import duckdb
 
-from skillgate_core.file_locks import file_lock
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.file_locks import file_lock
+from skillgate_core.base.paths import StateLayout, state_layout
 from warehouse.damage import is_damage
 from warehouse.ingest import IngestReport, apply_files, ingest
 from warehouse.migrate import migrate

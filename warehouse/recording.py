@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.config import config_digest, config_to_dict
-from skillgate_core.interrupts import interrupt_signal
+from skillgate_core.base.config import config_digest, config_to_dict
+from skillgate_core.base.interrupts import interrupt_signal
+from skillgate_core.base.paths import StateLayout, state_layout
+from skillgate_core.base.processes import current_process
 from skillgate_core.ownership.layout import COMPLETE_MARKER, experiment_dir
 from skillgate_core.ownership.records import (
     CheckpointRef,
@@ -46,9 +48,7 @@ from skillgate_core.ownership.records import (
     utc_now,
 )
 from skillgate_core.ownership.segments import list_checkpoints
-from skillgate_core.paths import StateLayout, state_layout
-from skillgate_core.pipeline import StageRecord
-from skillgate_core.processes import current_process
+from skillgate_core.pipeline.run import StageRecord
 from warehouse.events import (
     CheckpointSaved,
     DatasetVersion,
@@ -365,7 +365,7 @@ class StageRunRecorder:
 
     def fail(self, error: BaseException) -> None:
         """Status failed, or interrupted when `error` is how a stop someone asked for (Ctrl-C,
-        SIGTERM) ended the run (skillgate_core.interrupts): a stop is not a defect of the run."""
+        SIGTERM) ended the run (skillgate_core.base.interrupts): a stop is not a defect of the run."""
         now = utc_now()
         signal_name = interrupt_signal(error)
         status: Literal["failed", "interrupted"]

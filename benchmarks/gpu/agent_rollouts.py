@@ -222,8 +222,8 @@ def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[l
     from skillgate_core.agent.collect import load_bench_rows
     from skillgate_core.agent.episode import EpisodeSpec
     from skillgate_core.envs.task_package import load_task_package
+    from skillgate_core.formats.slate_manifest import MANIFEST_FILE
     from skillgate_core.skills import read_slate, slate_skills_dir
-    from skillgate_core.slate_manifest import MANIFEST_FILE
 
     batches = []
     for row in load_bench_rows(bench, "train")[: a.tasks]:

@@ -24,7 +24,7 @@ console = Console()
 
 
 def _default_bench() -> Path:
-    from skillgate_core.paths import state_layout
+    from skillgate_core.base.paths import state_layout
 
     return state_layout().datasets / "bench" / "seed-0" / "bench"
 
@@ -98,11 +98,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
         from deployments.cli.interrupts import stop_on_interrupt
+        from skillgate_core.base.paths import state_layout
         from skillgate_core.evaluation.observer import observing
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
         from skillgate_core.evaluation.specs import build_protocol, load_spec
-        from skillgate_core.paths import state_layout
         from skillgate_core.policy.openai_chat import check_api_key_env
         from warehouse.evaluations import WarehouseEvalObserver
 

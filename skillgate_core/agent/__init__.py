@@ -11,6 +11,6 @@
 - `collect`: the `collect` stage (teacher trajectories -> parquet with selection spans).
 """
 
-from skillgate_core.tool_calls import MAX_CALLS_PER_TURN, ParsedTurn, ToolCall, parse_tool_calls
+from skillgate_core.formats.tool_calls import MAX_CALLS_PER_TURN, ParsedTurn, ToolCall, parse_tool_calls
 
 __all__ = ["MAX_CALLS_PER_TURN", "ParsedTurn", "ToolCall", "parse_tool_calls"]

@@ -32,7 +32,16 @@ from skillgate_core.agent.episode import (  # names, not logic: one imported nam
 )
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
+from skillgate_core.base.config_ranges import (
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    check_ranges,
+)
+from skillgate_core.base.parquet_rows import write_rows
+from skillgate_core.base.safe_paths import check_task_row
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.credit.spans import (
     AssistantTurn,
     SpanReport,
@@ -41,13 +50,10 @@ from skillgate_core.credit.spans import (
 )
 from skillgate_core.envs.sandbox import reap_orphans
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.parquet_rows import write_rows
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.policy.openai_chat import OpenAIEndpoint, check_api_key_env
-from skillgate_core.safe_paths import check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
-from skillgate_core.slate_manifest import MANIFEST_FILE
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["CollectConfig", "collect_policy", "collect_trajectories", "load_bench_rows", "span_report",
            "trajectory_span_report"]

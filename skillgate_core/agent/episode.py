@@ -46,16 +46,16 @@ from typing import Any, Literal, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
-from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.credit.actions import SkillOpen
 from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, reap_orphans, start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.sandbox_group import SandboxGroup
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
+from skillgate_core.formats.tool_calls import parse_tool_calls
 from skillgate_core.policy.local_sampler import Completion
 from skillgate_core.skills import Slate
-from skillgate_core.tool_calls import parse_tool_calls
 
 __all__ = [
     "OBSERVATION_TEMPLATE",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
-from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, Probability, check_ranges
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.skills import skill_location

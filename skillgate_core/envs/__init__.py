@@ -7,7 +7,7 @@
     check_tasks(["tests/envs/tasks/good"])                 # the validity gate (nop = 0, oracle = 1)
 
 Modules: task_package (Harbor layout loader; its skills.json is parsed by
-skillgate_core.slate_manifest, below this layer), dockerfile_subset
+skillgate_core.formats.slate_manifest, below this layer), dockerfile_subset
 (the Dockerfile subset bubblewrap honours), image_root (building it without following links),
 harbor_import, sandbox (the interface), sandbox_config, bwrap_sandbox, docker_sandbox, docker_images,
 cgroups, verifier, scripted_episode, validity_gate.

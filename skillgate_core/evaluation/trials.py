@@ -27,7 +27,7 @@ from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_t
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.rows import TRIAL_SCHEMA as _ROW_SCHEMA
 from skillgate_core.evaluation.rows import write_eval_rows
-from skillgate_core.tool_calls import parse_tool_calls
+from skillgate_core.formats.tool_calls import parse_tool_calls
 
 __all__ = [
     "TRIAL_COLUMNS",

@@ -10,9 +10,9 @@ import pytest
 from skillgate_core.agent.collect import CollectConfig, load_bench_rows
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
+from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
+from skillgate_core.pipeline.run import run_stage
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
 from skillgate_core.skills import read_slate, slate_skills_dir
 

@@ -20,8 +20,8 @@ from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory,
 from skillgate_core.credit import selector_advantages
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.trials import reads_of
+from skillgate_core.formats.slate_manifest import SlateEntry
 from skillgate_core.skills import Slate
-from skillgate_core.slate_manifest import SlateEntry
 
 TASK = REPO / "tests" / "envs" / "tasks" / "good" / "hello-file"
 ORACLE = "oracle-x"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from skillgate_core.tool_calls import MAX_CALLS_PER_TURN, parse_tool_calls
+from skillgate_core.formats.tool_calls import MAX_CALLS_PER_TURN, parse_tool_calls
 
 
 def call(name: str, **args) -> str:

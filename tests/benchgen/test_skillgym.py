@@ -264,7 +264,7 @@ def test_a_builder_cannot_write_outside_its_package_even_when_every_round_fails(
 
 
 def test_write_files_inside_checks_every_path_first_and_never_follows_a_link(tmp_path: Path):
-    from skillgate_core.safe_paths import UnsafeNameError, write_files_inside
+    from skillgate_core.base.safe_paths import UnsafeNameError, write_files_inside
 
     folder, target = tmp_path / "pkg", tmp_path / "target"
     target.mkdir()

@@ -11,12 +11,12 @@ import pytest
 from skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 
+from skillgate_core.base.config import config_to_dict
+from skillgate_core.base.paths import state_layout
 from skillgate_core.benchgen import BenchBuildConfig
-from skillgate_core.config import config_to_dict
 from skillgate_core.envs.sandbox import available_backends
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
-from skillgate_core.stages import get_stage
+from skillgate_core.pipeline.run import run_stage
+from skillgate_core.pipeline.stages import get_stage
 
 MINI = BenchBuildConfig(seed=5, families=("diagnosis", "constraints"), domains=("scheduling", "service-config"),
                         train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=2, slate_tasks=2)

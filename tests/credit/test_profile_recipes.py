@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deployments import RECIPES_DIR
-from skillgate_core.recipes import list_recipes
+from skillgate_core.pipeline.recipes import list_recipes
 from skillgate_core.rl.profiles import get_profile, profile_names
 
 

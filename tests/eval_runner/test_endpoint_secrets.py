@@ -10,9 +10,9 @@ import pytest
 from chat_server import ChatServer
 
 from skillgate_core.agent.collect import CollectConfig
-from skillgate_core.config import ConfigError
+from skillgate_core.base.config import ConfigError
+from skillgate_core.pipeline.recipes import load_recipe, resolve_recipe
 from skillgate_core.policy.openai_chat import OpenAIEndpoint, chat_completion
-from skillgate_core.recipes import load_recipe, resolve_recipe
 
 HOSTILE = ("AWS_SECRET_ACCESS_KEY", "HOME", "GITHUB_TOKEN", "SKILLGATE_HOME", "OPENAI_API_KEY_X", "")
 

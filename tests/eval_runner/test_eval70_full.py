@@ -7,12 +7,12 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.rows import trial_arrow_schema
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.paths import state_layout
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("bwrap_ready")]
 

@@ -13,7 +13,7 @@ import pytest
 from hostile_server import HostileServer
 from skillgate_cli import REPO
 
-from skillgate_core.paths import state_layout
+from skillgate_core.base.paths import state_layout
 from warehouse import query
 
 pytestmark = pytest.mark.usefixtures("bwrap_ready")

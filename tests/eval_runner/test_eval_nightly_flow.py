@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.ownership import build_export, create_experiment, finish_segment, start_segment
-from skillgate_core.paths import state_layout
 
 pytestmark = pytest.mark.usefixtures("prefect_server", "bwrap_ready")
 

@@ -8,6 +8,7 @@ import random
 import pytest
 from fake_export import write_fake_model
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.nightly import compare_nightly, nightly_targets, previous_nightly
 from skillgate_core.evaluation.regression import check_regression, paired_task_bootstrap, task_successes
 from skillgate_core.ownership import (
@@ -19,7 +20,6 @@ from skillgate_core.ownership import (
     start_segment,
     write_eval_row,
 )
-from skillgate_core.paths import state_layout
 
 
 def rows(success: dict[str, list[bool]]) -> list[dict]:

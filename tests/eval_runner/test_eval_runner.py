@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from trial_schema import POLARS_TRIAL_SCHEMA
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.observer import observing
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.rows import trial_arrow_schema
@@ -32,7 +33,6 @@ from skillgate_core.ownership import (
     load_eval,
     start_segment,
 )
-from skillgate_core.paths import state_layout
 
 pytestmark = pytest.mark.usefixtures("bwrap_ready")
 
@@ -152,7 +152,7 @@ from skillgate_core.evaluation.observer import observing
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.paths import state_layout
+from skillgate_core.base.paths import state_layout
 from warehouse.evaluations import WarehouseEvalObserver
 spec, bench, model = sys.argv[1:4]
 ref = resolve_policy(model, root=state_layout().experiments)

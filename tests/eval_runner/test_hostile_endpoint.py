@@ -109,10 +109,10 @@ def test_sigterm_stops_a_process_waiting_on_a_dripping_endpoint():
 @pytest.mark.usefixtures("bwrap_ready")
 def test_an_evaluation_records_a_hostile_endpoints_trials_as_errors(skillgate_home, tiny_model_dir, bench,
                                                                      tiny_spec):
+    from skillgate_core.base.paths import state_layout
     from skillgate_core.evaluation.owner import resolve_policy
     from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
     from skillgate_core.evaluation.specs import build_protocol, load_spec
-    from skillgate_core.paths import state_layout
 
     resolved = build_protocol(load_spec(tiny_spec), bench)
     with HostileServer("deep") as server:

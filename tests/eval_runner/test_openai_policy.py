@@ -12,11 +12,11 @@ from chat_server import ChatServer, reference_agent
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories, load_bench_rows
 from skillgate_core.agent.episode import EpisodeSpec, EpisodeView
 from skillgate_core.agent.openai_policy import OpenAIPolicy
+from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.paths import state_layout
 from skillgate_core.policy.openai_chat import EndpointError, OpenAIEndpoint, chat_completion
 
 MESSAGES = [{"role": "system", "content": "# Tools"}, {"role": "user", "content": "do it"}]

@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 
 from deployments.cli import app
 from skillgate_core.agent.collect import load_bench_rows
+from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
 from skillgate_core.evaluation.specs import build_protocol, load_spec
-from skillgate_core.paths import state_layout
 
 runner = CliRunner()
 

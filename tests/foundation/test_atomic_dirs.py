@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core import atomic_dirs
-from skillgate_core.atomic_dirs import TMP_PREFIX, building_dir, publish_dir
+from skillgate_core.base import atomic as atomic_dirs
+from skillgate_core.base.atomic import TMP_PREFIX, building_dir, publish_dir
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_bad_override_is_one_clear_error_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "no recipe named 'no-such-recipe'" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["skillgate_core", "skillgate_core.recipes", "skillgate_core.pipeline"])
+@pytest.mark.parametrize("name", ["skillgate_core", "skillgate_core.pipeline.recipes", "skillgate_core.pipeline.run"])
 def test_core_never_imports_prefect_or_warehouse(name):
     code = f"import sys, {name}; bad = [m for m in ('prefect', 'warehouse') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

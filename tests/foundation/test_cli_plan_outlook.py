@@ -8,9 +8,9 @@ import re
 import subprocess
 
 from deployments import RECIPES_DIR
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
-from skillgate_core.recipes import find_recipe, resolve_recipe
+from skillgate_core.base.paths import state_layout
+from skillgate_core.pipeline.recipes import find_recipe, resolve_recipe
+from skillgate_core.pipeline.run import run_stage
 from tests.foundation.test_cli import SKILLGATE
 
 

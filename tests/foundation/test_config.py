@@ -11,15 +11,15 @@ from typing import Literal
 
 import pytest
 
-from skillgate_core.config import (
+from skillgate_core.base.config import (
     ConfigError,
     config_digest,
     config_from_mapping,
     field_docs,
     parse_override,
 )
+from skillgate_core.pipeline.recipes import load_recipe, plan_recipe, resolve_recipe
 from skillgate_core.policy.tiny_model import TinyModelConfig
-from skillgate_core.recipes import load_recipe, plan_recipe, resolve_recipe
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Sample:
 
 DIGEST_SCRIPT = (
     "from skillgate_core.policy.tiny_model import TinyModelConfig;"
-    "from skillgate_core.config import config_digest;"
+    "from skillgate_core.base.config import config_digest;"
     "print(config_digest(TinyModelConfig(vocab_size=4096, seed=7)))"
 )
 
@@ -176,8 +176,8 @@ def test_a_mistyped_name_gets_the_close_one(tmp_path):
     # Each place a user types a name: a key, a stage (in a recipe, an override, --only), a table, a recipe,
     # an input role. The error names the close match; a name close to nothing gets no guess.
     from deployments import RECIPES_DIR
-    from skillgate_core.recipe_plan import Selection, select_entries
-    from skillgate_core.recipes import find_recipe
+    from skillgate_core.pipeline.recipe_plan import Selection, select_entries
+    from skillgate_core.pipeline.recipes import find_recipe
 
     demo = load_recipe(RECIPES_DIR / "demo.toml")
     cases = [

@@ -11,13 +11,13 @@ from skillgate_cli import run_skillgate
 
 from skillgate_core.agent.episode import EpisodeConfig
 from skillgate_core.agent.policies import TeacherConfig
+from skillgate_core.base.config import ConfigError
+from skillgate_core.base.config_ranges import Range, field_ranges
 from skillgate_core.benchgen.skillgym.loop import SkillGymConfig
-from skillgate_core.config import ConfigError
-from skillgate_core.config_ranges import Range, field_ranges
 from skillgate_core.envs.sandbox_config import SandboxConfig
+from skillgate_core.pipeline.recipes import find_recipe, load_recipe, resolve_recipe
+from skillgate_core.pipeline.stages import STAGES
 from skillgate_core.policy.local_sampler import SamplingConfig
-from skillgate_core.recipes import find_recipe, load_recipe, resolve_recipe
-from skillgate_core.stages import STAGES
 
 RECIPES = Path(__file__).resolve().parents[2] / "deployments" / "recipes"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.config import ConfigError, config_from_mapping
-from skillgate_core.config_ranges import PositiveInt
-from skillgate_core.dataclass_json import DataclassJSONError, dataclass_from_json
+from skillgate_core.base.config import ConfigError, config_from_mapping
+from skillgate_core.base.config_ranges import PositiveInt
+from skillgate_core.base.dataclass_json import DataclassJSONError, dataclass_from_json
 from skillgate_core.ownership.records import ResumePoint, SegmentRecord
 from warehouse.events import EvalTrial, EvalTrials, EventFormatError, event_from_json, event_to_json
 

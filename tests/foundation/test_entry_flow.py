@@ -94,7 +94,7 @@ def test_entry_flow_runs_part_of_a_recipe_then_one_stage_from_the_warehouse(skil
         f"inputs.sft_model={stages['sft']['run_id']}",
         f"inputs.bench={stages['bench-build']['output_digests']['bench'][:10]}"])["stages"]["rl-data-prep"]
     assert named["inputs"] == stages["rl-data-prep"]["inputs"] and named["status"] == "reused"
-    from skillgate_core.config import ConfigError
+    from skillgate_core.base.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"inputs.bench: 'zz-nothing' is neither an existing path nor a reference"):
         skillgate(recipe="demo", trigger="test", only=["rl-data-prep"], overrides=["inputs.bench=zz-nothing"])
@@ -118,7 +118,7 @@ def test_a_run_that_cannot_do_its_job_fails_before_starting(skillgate_home: Path
 
 def test_errors_name_where_a_bad_value_came_from(skillgate_home: Path):
     from flows.skillgate import skillgate
-    from skillgate_core.config import ConfigError
+    from skillgate_core.base.config import ConfigError
 
     state = skillgate(recipe="init-model", overrides=["init-model.hidden_size=fast"], trigger="ui",
                       return_state=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.file_locks import LockTimeout, file_lock
+from skillgate_core.base.file_locks import LockTimeout, file_lock
 
-HOLD = "import sys, time; from pathlib import Path; from skillgate_core.file_locks import file_lock\n" \
+HOLD = "import sys, time; from pathlib import Path; from skillgate_core.base.file_locks import file_lock\n" \
        "with file_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(60)\n"
 
 

@@ -24,8 +24,8 @@ def test_skillgate_core_layers_are_kept() -> None:
 
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     # A copy of the library where skills (low) imports credit (above it) must be refused.
-    shutil.copytree(ROOT / "skillgate_core", tmp_path / "skillgate_core",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("skillgate_core", "warehouse", "tasks", "flows", "deployments"):  # the contracts' roots
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     prompt = tmp_path / "skillgate_core" / "skills" / "prompt.py"
     prompt.write_text(prompt.read_text() + "\nfrom skillgate_core.credit import actions as _upward  # noqa\n")
@@ -41,7 +41,7 @@ GPU_PATH_MODULES = (
     "skillgate_core.policy.tiny_model", "skillgate_core.agent.collect", "skillgate_core.sft.trainer",
     "skillgate_core.rl.data_prep", "skillgate_core.rl.rl_tasks", "skillgate_core.evaluation.stage",
     "skillgate_core.evaluation.runner", "skillgate_core.evaluation.trials", "skillgate_core.evaluation.paper",
-    "skillgate_core.pipeline", "skillgate_core.parquet_rows",
+    "skillgate_core.pipeline.run", "skillgate_core.base.parquet_rows",
 )
 
 
@@ -52,7 +52,7 @@ def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> No
     from gpu_machine import run_without_absent
 
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in GPU_PATH_MODULES)
-    code += "from skillgate_core.stages import get_stage\n"
+    code += "from skillgate_core.pipeline.stages import get_stage\n"
     code += "".join(f"get_stage({s!r}).run_function()\n" for s in
                     ("init-model", "collect", "sft", "rl-data-prep", "grpo", "eval70", "paper-tables"))
     result = run_without_absent(code, timeout=300)

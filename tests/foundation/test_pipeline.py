@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core import pipeline
-from skillgate_core.paths import state_layout
-from skillgate_core.stage_output import StageOutput
-from skillgate_core.stages import StageSpec
+from skillgate_core.base.paths import state_layout
+from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.pipeline import run as pipeline
+from skillgate_core.pipeline.stages import StageSpec
 
 CALLS: list[str] = []
 
@@ -81,7 +81,7 @@ def racing_stage(config: FakeConfig, inputs: dict, out_dir: Path) -> StageOutput
 
 def test_the_loser_of_two_identical_runs_takes_the_winners_record(monkeypatch: pytest.MonkeyPatch,
                                                                      skillgate_home: Path):
-    from skillgate_core.digests import path_sha256
+    from skillgate_core.base.digests import path_sha256
 
     spec = StageSpec(name="racing", summary="", inputs=(), outputs=("thing",), config=f"{__name__}:FakeConfig",
                      entrypoint=f"{__name__}:racing_stage")

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from deployments import RECIPES_DIR
-from skillgate_core.config import ConfigError
-from skillgate_core.gathered import gather_outputs, stage_inputs
-from skillgate_core.paths import state_layout
-from skillgate_core.recipe_plan import FoundInput, Selection
-from skillgate_core.recipes import find_recipe, load_recipe, resolve_recipe
+from skillgate_core.base.config import ConfigError
+from skillgate_core.base.paths import state_layout
+from skillgate_core.pipeline.gathered import gather_outputs, stage_inputs
+from skillgate_core.pipeline.recipe_plan import FoundInput, Selection
+from skillgate_core.pipeline.recipes import find_recipe, load_recipe, resolve_recipe
 
 
 class DictFinder:

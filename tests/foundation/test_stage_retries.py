@@ -11,7 +11,7 @@ SMALL = {"corpus_lines": 300, "vocab_size": 600, "hidden_size": 32}
 
 def _flaky(monkeypatch, error: BaseException, fail_times: int) -> list[int]:
     import tasks.stage
-    from skillgate_core.pipeline import run_stage
+    from skillgate_core.pipeline.run import run_stage
 
     calls: list[int] = []
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import skillgate_core
-from skillgate_core.paths import default_home, state_layout
+from skillgate_core.base.paths import default_home, state_layout
 
 REPO = Path(skillgate_core.__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ DRIVER = """
 import signal, sys
 from rich.console import Console
 from deployments.cli.interrupts import stop_on_interrupt
-from skillgate_core.interrupts import interrupt_signal
+from skillgate_core.base.interrupts import interrupt_signal
 from skillgate_core.rl.launch import LaunchConfig, launch_ray
 from rl_workers import sleeping_worker
 

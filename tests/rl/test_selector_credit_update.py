@@ -21,6 +21,7 @@ import torch
 from skillgate_core.agent.collect import trajectory_span_report
 from skillgate_core.agent.episode import OBSERVATION_TEMPLATE, Trajectory, TurnRecord
 from skillgate_core.credit import RejectReason
+from skillgate_core.formats.slate_manifest import Slate, SlateEntry
 from skillgate_core.rl.grpo import update_policy
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import run_in_process
@@ -31,7 +32,6 @@ from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.rollouts import Episode, Group, RLTask, RolloutStats, behaviour_tally
 from skillgate_core.rl.samples import build_samples
 from skillgate_core.rl.step_metrics import rank_summary, step_metrics
-from skillgate_core.slate_manifest import Slate, SlateEntry
 
 GOLD, MISLEADING = "csv-column-sum", "csv-row-count"
 NAMES = [GOLD] + [f"mis-{i}" for i in range(4)] + [MISLEADING] + [f"rel-{i}" for i in range(5)] + [

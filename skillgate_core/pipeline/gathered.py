@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from skillgate_core.config import canonical_json
-from skillgate_core.digests import path_sha256
-from skillgate_core.ownership.atomic import link_tree
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.atomic import link_tree
+from skillgate_core.base.config import canonical_json
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout
 
 __all__ = ["gather_outputs", "gathered_path", "source_entry", "source_paths", "stage_inputs"]
 

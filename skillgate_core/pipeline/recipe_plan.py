@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from skillgate_core.config import ConfigError
-from skillgate_core.stages import UnknownStageError, get_stage, stage_names
-from skillgate_core.suggestions import did_you_mean
+from skillgate_core.base.config import ConfigError
+from skillgate_core.base.suggestions import did_you_mean
+from skillgate_core.pipeline.stages import UnknownStageError, get_stage, stage_names
 
 __all__ = [
     "FoundInput",

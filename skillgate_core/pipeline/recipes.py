@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.config import (
+from skillgate_core.base.config import (
     ConfigError,
     canonical_json,
     config_digest,
@@ -50,7 +50,8 @@ from skillgate_core.config import (
     config_to_dict,
     parse_override,
 )
-from skillgate_core.recipe_plan import (
+from skillgate_core.base.suggestions import did_you_mean
+from skillgate_core.pipeline.recipe_plan import (
     InputFinder,
     PlannedStage,
     Selection,
@@ -59,8 +60,7 @@ from skillgate_core.recipe_plan import (
     plan_entries,
     validate_entries,
 )
-from skillgate_core.stages import get_stage, stage_names
-from skillgate_core.suggestions import did_you_mean
+from skillgate_core.pipeline.stages import get_stage, stage_names
 
 __all__ = [
     "PlannedStage",

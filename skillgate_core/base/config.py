@@ -1,7 +1,7 @@
 """Frozen dataclass configs: strict loading from TOML tables and `key=value` overrides, and digests.
 
 Every stage takes one frozen dataclass config. Values arrive from a recipe file (TOML) and from the
-command line; both go through `config_from_mapping` (skillgate_core.dataclass_json, "typed"), which
+command line; both go through `config_from_mapping` (skillgate_core.base.dataclass_json, "typed"), which
 rejects an unknown key, a value of the wrong type or a number outside the field's declared range
 (config_ranges.py) with a message naming the key, where it came from and what was expected.
 
@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from skillgate_core.dataclass_json import dataclass_from_json
+from skillgate_core.base.dataclass_json import dataclass_from_json
 
 __all__ = [
     "ConfigError",

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skillgate_core.stage_output import StageOutput
-from skillgate_core.suggestions import did_you_mean
+from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.base.suggestions import did_you_mean
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.atomic_dirs import publish_dir
-from skillgate_core.config import canonical_json, config_digest, config_to_dict
-from skillgate_core.dataclass_json import dataclass_from_json
-from skillgate_core.digests import atomic_write_json, path_sha256
-from skillgate_core.paths import StateLayout
-from skillgate_core.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
-from skillgate_core.stages import get_stage
+from skillgate_core.base.atomic import atomic_write_json, publish_dir
+from skillgate_core.base.config import canonical_json, config_digest, config_to_dict
+from skillgate_core.base.dataclass_json import dataclass_from_json
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.pipeline.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
+from skillgate_core.pipeline.stages import get_stage
 
 __all__ = ["RESULT_FILE", "StageRecord", "finished_run", "run_stage"]
 

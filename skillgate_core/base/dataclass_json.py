@@ -30,8 +30,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
-from skillgate_core.config_ranges import field_ranges, range_error
-from skillgate_core.suggestions import did_you_mean
+from skillgate_core.base.config_ranges import field_ranges, range_error
+from skillgate_core.base.suggestions import did_you_mean
 
 __all__ = ["DataclassJSONError", "Strictness", "dataclass_from_json"]
 

@@ -3,7 +3,7 @@ found and removed once that process is gone (and never while it runs).
 
 A stage builds its output in `artifacts/STAGE/.KEY.RANDOM/` and renames it to `artifacts/STAGE/KEY/`
 when it is done (pipeline.py). Beside the folder sits `.KEY.RANDOM.owner.json` = {host, pid,
-start} (skillgate_core.processes), written *before* the folder exists, so there is never a temp
+start} (skillgate_core.base.processes), written *before* the folder exists, so there is never a temp
 folder without an owner to ask about. A SIGKILL between the two leaves at most an owner file with no
 folder, which is removed the same way.
 
@@ -21,9 +21,9 @@ import secrets
 import shutil
 from pathlib import Path
 
-from skillgate_core.dataclass_json import dataclass_from_json
-from skillgate_core.digests import atomic_write_json
-from skillgate_core.processes import ProcessIdentity, current_process, process_state
+from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.base.dataclass_json import dataclass_from_json
+from skillgate_core.base.processes import ProcessIdentity, current_process, process_state
 
 __all__ = ["OWNER_SUFFIX", "dead_workdirs", "new_workdir", "release_workdir", "remove_dead_workdirs"]
 

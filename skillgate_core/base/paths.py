@@ -29,7 +29,7 @@ __all__ = ["StateLayout", "apply_cache_env", "default_home", "state_layout"]
 
 ENV_HOME = "SKILLGATE_HOME"
 CHECKOUT_DIR_NAME = ".skillgate"
-_CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
+_CHECKOUT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
