@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
             SkillGymConfig,
             generate_from_skill,
         )
-        from skillgate_core.envs.sandbox import BACKENDS, is_backend
+        from skillgate_core.envs.backends import BACKENDS, is_backend
         from skillgate_core.policy.openai_chat import check_api_key_env
 
         if not is_backend(backend):

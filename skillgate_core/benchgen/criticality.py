@@ -24,7 +24,7 @@ from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
 from skillgate_core.benchgen.stats import read_task_rows
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
-from skillgate_core.envs.sandbox import Backend, reap_orphans
+from skillgate_core.envs.backends import Backend, reap_orphans
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE

@@ -35,14 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.agent.episode import (
-    EpisodeConfig,
-    EpisodeSpec,
-    EpisodeView,
-    Policy,
-    Trajectory,
-    run_episodes,
-)
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, Policy, run_episodes
+from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.base.atomic import atomic_write_json, atomic_write_text
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.base.interrupts import SignalStop, interrupt_signal

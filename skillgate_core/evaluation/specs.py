@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.agent.prompts import PromptProfile, get_prompt_profile
 from skillgate_core.agent.tool_schemas import tool_schema_digest
 from skillgate_core.base.config import ConfigError, canonical_json, config_from_mapping
@@ -34,6 +33,7 @@ from skillgate_core.base.config_ranges import (
     check_ranges,
 )
 from skillgate_core.base.digests import file_sha256, path_sha256
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.evaluation.protocol import EvalProtocol
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, read_slate, snapshot_digest

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.agent.episode import Trajectory
+from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.rows import TRIAL_SCHEMA as _ROW_SCHEMA

@@ -12,10 +12,11 @@ import math
 import pytest
 from sglang_recorded_server import RecordedSGLang
 
-from skillgate_core.agent.collect import load_bench_rows, span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import SGLangPolicy, first_read_turn, turn_token_ids
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+from skillgate_core.agent.trajectory import span_report
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient

@@ -15,8 +15,8 @@ import pytest
 from sandbox_fixtures import REPO
 from scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
 
-from skillgate_core.agent.collect import span_report, trajectory_span_report
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
+from skillgate_core.agent.trajectory import Trajectory, span_report, trajectory_span_report
 from skillgate_core.credit import selector_advantages
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.trials import reads_of

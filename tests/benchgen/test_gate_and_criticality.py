@@ -10,7 +10,7 @@ import pytest
 
 from skillgate_core.benchgen import criticality_problems, gate_suite, measure_criticality, suite_stats
 from skillgate_core.benchgen.criticality import AGENTS
-from skillgate_core.envs.sandbox import available_backends
+from skillgate_core.envs.backends import available_backends
 
 pytestmark = pytest.mark.skipif(bool(available_backends()["bwrap"]), reason="bubblewrap is not usable here")
 

@@ -18,7 +18,7 @@ from skillgate_core.benchgen.skillgym import (
     generate_from_skill,
     static_problems,
 )
-from skillgate_core.envs.sandbox import available_backends
+from skillgate_core.envs.backends import available_backends
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.openai_chat import EndpointError
 

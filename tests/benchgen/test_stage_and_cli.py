@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.paths import state_layout
 from skillgate_core.benchgen import BenchBuildConfig
-from skillgate_core.envs.sandbox import available_backends
+from skillgate_core.envs.backends import available_backends
 from skillgate_core.pipeline.run import run_stage
 from skillgate_core.pipeline.stages import get_stage
 

@@ -19,7 +19,7 @@ from scripted_policy import ScriptedPolicy, tiny_tokenizer
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.tools import ToolBox
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.verifier import VerifierResult, verify
 

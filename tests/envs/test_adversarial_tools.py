@@ -17,7 +17,7 @@ import pytest
 
 from skillgate_core.agent import tools as tools_module
 from skillgate_core.agent.tools import ToolBox
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.formats.tool_calls import parse_tool_calls
 
 MAX_BRACE_EXPANSIONS = tools_module.MAX_BRACE_EXPANSIONS

@@ -58,7 +58,7 @@ def test_a_malformed_body_is_a_clear_endpoint_error(mode: str, message: str):
 def test_the_policy_enforces_max_tokens_and_turns_a_failure_into_that_episodes_error(tiny_model_dir, bench):
     from transformers import AutoTokenizer
 
-    from skillgate_core.agent.collect import load_bench_rows
+    from skillgate_core.envs.bench_index import load_bench_rows
     from skillgate_core.envs.task_package import load_task_package
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -9,10 +9,11 @@ import polars as pl
 import pytest
 from chat_server import ChatServer, reference_agent
 
-from skillgate_core.agent.collect import CollectConfig, collect_trajectories, load_bench_rows
+from skillgate_core.agent.collect import CollectConfig, collect_trajectories
 from skillgate_core.agent.episode import EpisodeSpec, EpisodeView
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.base.paths import state_layout
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation

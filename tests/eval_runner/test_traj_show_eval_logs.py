@@ -9,8 +9,8 @@ from chat_server import ChatServer, reference_agent
 from typer.testing import CliRunner
 
 from deployments.cli import app
-from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.base.paths import state_layout
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.owner import resolve_policy
 from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation

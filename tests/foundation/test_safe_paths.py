@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.base.safe_paths import UnsafeNameError, check_id
 from skillgate_core.benchgen.stats import read_task_rows
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.ownership.errors import InvalidName
 from skillgate_core.ownership.layout import check_name
 

@@ -18,8 +18,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from skillgate_core.agent.collect import trajectory_span_report
-from skillgate_core.agent.episode import OBSERVATION_TEMPLATE, Trajectory, TurnRecord
+from skillgate_core.agent.episode import OBSERVATION_TEMPLATE
+from skillgate_core.agent.trajectory import Trajectory, TurnRecord, trajectory_span_report
 from skillgate_core.credit import RejectReason
 from skillgate_core.formats.slate_manifest import Slate, SlateEntry
 from skillgate_core.rl.grpo import update_policy

@@ -41,7 +41,7 @@ def test_the_deepspeed_accelerator_line_is_dropped_in_every_skillgate_process():
     out = _import_deepspeed("import deployments.cli")  # the CLI
     assert ACCELERATOR_LINE not in out and "ds_accelerator" not in out and "done" in out, out
     # flows and tasks (a Prefect worker) set the same filter up: DeepSpeed's logger drops the line
-    from flows.settings import configure_prefect_env
+    from tasks.settings import configure_prefect_env
 
     configure_prefect_env()
     for line in (ACCELERATOR_LINE + ". If you have GPU ...", "Setting ds_accelerator to cuda (auto detect)"):

@@ -37,7 +37,7 @@ from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Ve
 from skillgate_core.policy.openai_chat import EndpointError
 
 if TYPE_CHECKING:
-    from skillgate_core.envs.sandbox import Backend
+    from skillgate_core.envs.backends import Backend
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
 

@@ -4,16 +4,16 @@ Nothing is forced: a value already in the environment (a real server's PREFECT_A
 Embedded default: PREFECT_HOME inside the state dir (so Prefect writes nothing in ~), no telemetry,
 and an ephemeral-server start-up timeout that survives a cold 2-core machine (the default of 20 s
 does not, measured: ~25-60 s for the first start). Every entry point also records itself as the
-owner of the temporary server it may start and stops those of killed runs (flows/prefect_servers.py).
+owner of the temporary server it may start and stops those of killed runs (tasks/prefect_servers.py).
 """
 
 from __future__ import annotations
 
 import os
 
-from flows.prefect_servers import mark_owner, reap_orphaned_servers
 from skillgate_core.base.library_noise import quiet_library_output
 from skillgate_core.base.paths import apply_cache_env, state_layout
+from tasks.prefect_servers import mark_owner, reap_orphaned_servers
 
 __all__ = ["configure_prefect_env"]
 
