@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.loss import (
     global_token_normaliser,
     grpo_clipped_loss,
     low_variance_kl,
     selector_grpo_loss,
 )
+from skillgate_core.rl.profiles import get_profile, profile_names
 
 D = torch.float64
 
@@ -57,6 +59,27 @@ def test_plain_loss_equals_two_stream_with_task_weights_equal_to_the_mask():
     (g_two,) = torch.autograd.grad(two.loss, logp)
     assert torch.allclose(g_plain, g_two)
     assert plain.policy_selector.item() == 0.0 and 0.0 <= plain.clip_fraction.item() <= 1.0
+
+
+def test_the_plain_profiles_one_loss_call_is_the_plain_loss_bit_for_bit():
+    """The trainer makes one loss call for every profile (rl/grpo.py `_loss`): a plain profile's samples
+    carry w_task = mask and w_sel = 0 (rl/samples.py; tests/rl/test_rollouts_and_samples.py) and its lambda
+    is 0, and there the two-stream loss is the plain clipped loss: value, parts and gradient identical."""
+    plain_profiles = [get_profile(n) for n in profile_names() if get_profile(n).loss == "plain_clipped"]
+    assert plain_profiles and all(p.selector_coef == 0.0 for p in plain_profiles)
+    assert all(GRPOConfig(profile=p.name).lambda_ == 0.0 for p in plain_profiles)
+    b = random_batch(seed=5)
+    logp = b["logp"].to(torch.float32).requires_grad_(True)
+    old, ref, adv, mask = (b[k].to(torch.float32) for k in ("logp_old", "logp_ref", "adv", "mask"))
+    plain = grpo_clipped_loss(logp, old, adv, mask, 23.0, logp_ref=ref, beta=0.04, clip_low=0.2, clip_high=0.28)
+    one_call = selector_grpo_loss(logp, old, adv, torch.randn(40), mask, torch.zeros(40), mask, 23.0,
+                                  selector_coef=0.0, logp_ref=ref, beta=0.04, clip_low=0.2, clip_high=0.28)
+    assert torch.equal(plain.loss, one_call.loss)
+    for part in ("policy_task", "policy_selector", "kl", "clip_fraction"):
+        assert torch.equal(getattr(plain, part), getattr(one_call, part)), part
+    (g_plain,) = torch.autograd.grad(plain.loss, logp)
+    (g_one,) = torch.autograd.grad(one_call.loss, logp)
+    assert torch.equal(g_plain, g_one)
 
 
 def test_loss_parts_add_up():

@@ -27,7 +27,7 @@ from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import run_in_process
 from skillgate_core.rl.logprobs import token_logprobs
 from skillgate_core.rl.loss import grpo_clipped_loss, selector_grpo_loss
-from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples
+from skillgate_core.rl.packing import PackingConfig, pack_samples
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.rollouts import Episode, Group, RLTask, RolloutStats, behaviour_tally
 from skillgate_core.rl.samples import build_samples
@@ -110,7 +110,7 @@ def _step(ctx, payload):
 
     def identity_logp() -> torch.Tensor:
         s = samples[0]
-        (mb,) = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields())], PackingConfig(max_tokens=4096))
+        (mb,) = pack_samples([s], PackingConfig(max_tokens=4096))
         with torch.no_grad():
             logp = token_logprobs(engine, mb)
         return logp[list(target.identity_token_indices)].clone()
@@ -126,7 +126,7 @@ def _step(ctx, payload):
     (grad,) = torch.autograd.grad(loss, logp)
 
     before = identity_logp()
-    normaliser, losses, update = update_policy(engine, None, samples, profile.loss, cfg, pad_token_id=0,
+    normaliser, losses, update = update_policy(engine, None, samples, cfg, pad_token_id=0,
                                                device=torch.device("cpu"))
     after = identity_logp()
     rollout = RolloutStats(drawn=["t0"], episodes=4, played=behaviour_tally(group.episodes))
