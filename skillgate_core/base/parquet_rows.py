@@ -6,7 +6,7 @@ read and written here. The writer is fixed (zstd, statistics, one row group up t
 pandas metadata), so the same rows and schema give the same bytes with the same pyarrow version,
 whether or not polars is installed. Readers elsewhere (polars on the CPU machine, the warehouse)
 read these files as before: the column names, types and values are the ones the polars writer
-produced (tests/foundation/test_parquet_rows.py).
+produced (tests/rl/test_rl_data_prep.py reads and writes them).
 
     rows = read_rows(path)                                    # list of dicts, column order kept
     write_rows(rows, path, schema=pa.schema([...]))           # fixed schema (None = inferred, as polars did)

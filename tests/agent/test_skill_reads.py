@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import REPO
-from scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
+from support.sandbox_fixtures import REPO
+from support.scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.trajectory import Trajectory, span_report, trajectory_span_report

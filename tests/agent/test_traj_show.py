@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
 from deployments.cli import app

@@ -18,7 +18,6 @@ from skillgate_core.benchgen.skillgym import (
     generate_from_skill,
     static_problems,
 )
-from skillgate_core.envs.backends import available_backends
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.openai_chat import EndpointError
 
@@ -156,7 +155,7 @@ def endpoint() -> Iterator[callable]:
         server.__exit__()
 
 
-needs_bwrap = pytest.mark.skipif(bool(available_backends()["bwrap"]), reason="bubblewrap is not usable here")
+needs_bwrap = pytest.mark.usefixtures("bwrap_ready")
 CONFIG = dict(max_repairs=5, price_in_per_mtok=0.5, price_out_per_mtok=2.0, gate_backend="bwrap", gate_repeats=1)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from scripted_policy import ScriptedPolicy, tiny_tokenizer
+from support.scripted_policy import ScriptedPolicy, tiny_tokenizer
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.tools import ToolBox

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from paper_rows import synthetic_rows, write_synthetic_evals, write_synthetic_training
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
 from skillgate_core.base.config import ConfigError, config_to_dict
 from skillgate_core.base.paths import state_layout

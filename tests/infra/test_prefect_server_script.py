@@ -32,6 +32,7 @@ def _pids(home: Path) -> tuple[int, int]:
     return int((logs / "server.pid").read_text()), int((logs / "worker.pid").read_text())
 
 
+@pytest.mark.e2e
 def test_start_is_idempotent_and_stop_leaves_nothing(tmp_path):
     home = tmp_path / "home"
     (port,) = free_ports()
@@ -137,6 +138,7 @@ def sleeper(marker: str):
 '''
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_stop_ends_a_running_flow_run_and_its_children(tmp_path):
     """stop: the worker and its running flow run (a session of its own) and that run's children end,

@@ -52,7 +52,7 @@ def test_same_inputs_give_a_byte_identical_parquet(bench, policy, tmp_path):
 def test_the_table_is_the_same_bytes_without_polars(bench, policy, tmp_path):
     # The GPU machine has no polars: the stage writes with pyarrow alone, and the file (hence the
     # stage's output digest, which keys every later stage) is the same there as here.
-    from gpu_machine import run_without_absent
+    from support.gpu_machine import run_without_absent
 
     here = prep(bench, policy, tmp_path / "here", profile="selector_clean_oracle_action_credit")
     code = ("from pathlib import Path\n"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories
 

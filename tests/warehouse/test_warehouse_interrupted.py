@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import duckdb
-from skillgate_cli import REPO, run_skillgate
+from support.skillgate_cli import REPO, run_skillgate
 
 from skillgate_core.base.paths import StateLayout
 from skillgate_core.base.processes import current_process, process_start, process_state

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 from wh_scenario import Scenario
 

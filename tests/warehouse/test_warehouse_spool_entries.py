@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from skillgate_cli import REPO, run_skillgate
+from support.skillgate_cli import REPO, run_skillgate
 from wh_scenario import run_started
 
 from skillgate_core.base.paths import StateLayout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
 pytestmark = pytest.mark.usefixtures("bwrap_ready")
 

@@ -1,5 +1,5 @@
 """Slow: the real eval70_v1 protocol (70 tasks x 4 repeats, 30 turns, 16k context) on the tiny model,
-real bubblewrap sandboxes: it completes with 280 trial rows.  `pytest -m slow tests/eval_runner`"""
+real bubblewrap sandboxes: it completes with 280 trial rows.  `pytest -m slow tests/evaluation`"""
 
 from __future__ import annotations
 

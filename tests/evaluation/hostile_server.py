@@ -16,7 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from background_server import BackgroundServer
+from support.background_server import BackgroundServer
 
 MODES = ("huge", "drip", "not_utf8", "deep", "not_json", "bad_usage", "message_not_object", "truncated", "long_reply")
 

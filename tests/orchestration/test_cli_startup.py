@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.foundation.test_cli import SKILLGATE
+from tests.orchestration.test_cli import SKILLGATE
 
 HEAVY = ("torch", "transformers", "prefect", "ray", "deepspeed", "trl", "datasets")
 """Libraries that take seconds to import: only a command that runs work may import them."""

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from skillgate_core.evaluation.probe import (

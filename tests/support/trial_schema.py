@@ -1,6 +1,6 @@
 """What a polars reader sees in eval_trials.parquet: the dtypes the runner's polars writer produced
 before the file was written with pyarrow (the GPU machine has no polars). Shared by the tests of the
-writer (tests/evaluation) and of the runner (tests/eval_runner)."""
+writer (tests/evaluation) and of the runner (tests/evaluation)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> No
     # The GPU machine carries only what the training path needs (docs/gpu.md, What travels): rollouts,
     # credit, the trainer, the sft and eval70 stages and the paper build must not import the
     # orchestrator, the warehouse or polars at import time.
-    from gpu_machine import run_without_absent
+    from support.gpu_machine import run_without_absent
 
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in GPU_PATH_MODULES)
     code += "from skillgate_core.pipeline.stages import get_stage\n"

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.foundation.test_cli import SKILLGATE
+from tests.orchestration.test_cli import SKILLGATE
 
 STOP_WITHIN_S = 30
 """Measured on the 2-core VM under load: 4-5 s from SIGINT to exit (before: still running after 120 s)."""

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 from hostile_server import HostileServer
-from skillgate_cli import REPO
+from support.ctrl_c import ctrl_c, own_group
+from support.skillgate_cli import REPO
 
 from skillgate_core.base.paths import state_layout
 from warehouse import query
@@ -26,23 +24,9 @@ def test_one_ctrl_c_stops_an_evaluation_waiting_on_a_slow_endpoint_and_records_s
     with HostileServer("drip") as server:  # headers, then one byte every few seconds: a request that never ends
         args = ["eval", "run", "--policy", server.base_url, "--model", "drip", "--tokenizer", str(tiny_model_dir),
                 "--protocol", str(tiny_spec), "--bench", str(bench), "--batch", "4"]
-        child = subprocess.Popen([sys.executable, "-c", "from deployments.cli import main; main()", *args], cwd=REPO,
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)  # its own group, as a terminal's foreground job
-        try:
-            deadline = time.monotonic() + 120
-            while server.requests < 1 and child.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert server.requests >= 1, "no request reached the endpoint"
-            time.sleep(0.5)
-            sent = time.monotonic()
-            os.killpg(child.pid, signal.SIGINT)
-            out, _ = child.communicate(timeout=60)
-            took = time.monotonic() - sent
-        finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.communicate()
+        with own_group([sys.executable, "-c", "from deployments.cli import main; main()", *args], cwd=REPO, env=env,
+                       merge_stderr=True) as child:
+            out, _, took = ctrl_c(child, ready=lambda: server.requests >= 1, wait_s=120, exit_s=60, settle_s=0.5)
     assert child.returncode == 130, out
     assert took < 10, f"took {took:.1f} s to stop:\n{out}"
     assert "Traceback" not in out, out

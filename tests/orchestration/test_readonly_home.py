@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from skillgate_cli import REPO, run_skillgate
+from support.skillgate_cli import REPO, run_skillgate
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import bwrap_ready  # noqa: F401  (fixture)
-from tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
+from support.sandbox_fixtures import bwrap_ready  # noqa: F401  (fixture)
+from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
 
 TINY_SPEC = """[protocol]
 spec_id = "tiny_v1"

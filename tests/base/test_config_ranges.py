@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
 from skillgate_core.agent.episode import EpisodeConfig
 from skillgate_core.agent.policies import TeacherConfig

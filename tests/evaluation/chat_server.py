@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from background_server import BackgroundServer
+from support.background_server import BackgroundServer
 
 from skillgate_core.skills import extract_procedure
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from background_server import BackgroundServer
+from support.background_server import BackgroundServer
 
 __all__ = ["GENERATE_FIELDS", "SAMPLING_FIELDS", "RecordedSGLang", "check_generate_body", "control_routes"]
 

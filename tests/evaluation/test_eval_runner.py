@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from trial_schema import POLARS_TRIAL_SCHEMA
+from support.trial_schema import POLARS_TRIAL_SCHEMA
 
 from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.observer import observing

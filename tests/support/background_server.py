@@ -1,6 +1,6 @@
 """A real local HTTP server for the length of a `with` block (tests only): ThreadingHTTPServer on
 127.0.0.1 (port 0 = an ephemeral one) serving from a daemon thread. The fake endpoints build on it
-(eval_runner/chat_server.py, sglang_recorded_server.py), each with its own request handler.
+(tests/evaluation/chat_server.py, sglang_recorded_server.py), each with its own request handler.
 
     with BackgroundServer(Handler) as server:
         host, port = server.address

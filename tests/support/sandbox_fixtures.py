@@ -2,7 +2,9 @@
 
 Same rules as tests/envs/conftest.py: Docker tests start `infra/dockerd.sh` when we are root and no
 daemon answers, build the local base image once, and skip with the reason where Docker cannot work
-(unless SKILLGATE_REQUIRE_DOCKER=1, which turns the skip into a failure).
+(unless SKILLGATE_REQUIRE_DOCKER=1, which turns the skip into a failure). Bubblewrap tests skip where
+bubblewrap cannot work, unless SKILLGATE_REQUIRE_BWRAP=1 (CI sets both: .ci/run): a sandbox test must
+not skip silently where the sandbox is expected. Tests that are not fixtures call `skip_without_bwrap()`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
-__all__ = ["bwrap_ready", "docker_ready", "sandbox_backend"]
+__all__ = ["bwrap_ready", "docker_ready", "sandbox_backend", "skip_without_bwrap"]
 
 
 def _unusable(reason: str) -> None:
@@ -45,13 +47,20 @@ def docker_ready() -> str:
         raise
 
 
-@pytest.fixture(scope="session")
-def bwrap_ready() -> None:
+def skip_without_bwrap() -> None:
+    """Skip the calling test where bubblewrap is unusable; fail instead when SKILLGATE_REQUIRE_BWRAP=1."""
     from skillgate_core.envs import bwrap_sandbox
 
     reason = bwrap_sandbox.unavailable_reason()
+    if reason and os.environ.get("SKILLGATE_REQUIRE_BWRAP") == "1":
+        pytest.fail(f"bubblewrap required (SKILLGATE_REQUIRE_BWRAP=1) but unusable: {reason}")
     if reason:
         pytest.skip(f"bubblewrap unusable here: {reason}")
+
+
+@pytest.fixture(scope="session")
+def bwrap_ready() -> None:
+    skip_without_bwrap()
 
 
 @pytest.fixture(params=["bwrap", "docker"])
