@@ -7,12 +7,11 @@ import os
 import re
 import subprocess
 
-from tests.orchestration.test_cli import SKILLGATE
-
 from deployments import RECIPES_DIR
 from skillgate_core.base.paths import state_layout
 from skillgate_core.pipeline.recipes import find_recipe, resolve_recipe
 from skillgate_core.pipeline.run import run_stage
+from tests.orchestration.test_cli import SKILLGATE
 
 
 def _plan(*args: str, home) -> tuple[dict[str, str], str]:
