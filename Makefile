@@ -1,11 +1,12 @@
 # make demo  -> the whole pipeline on the embedded default (no GPU, no server, no account)
-# make test  -> the fast test suite (bootstraps .venv, system packages and services first)
+# make test  -> the test suite without the slow tests (bootstraps .venv, system packages and services first)
+# make test-fast -> the same without the product-level (e2e) runs
 # make lint  -> ruff, the import-layer contracts and mypy (cache in .mypy_cache)
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.skillgate-setup
 
-.PHONY: setup demo test test-slow lint services clean-state
+.PHONY: setup demo test test-fast test-slow lint services clean-state
 
 setup: $(STAMP)
 
@@ -21,6 +22,9 @@ demo: services
 
 test: services
 	$(PY) -m pytest -q
+
+test-fast: services
+	$(PY) -m pytest -q -m "not slow and not e2e"
 
 test-slow: services
 	$(PY) -m pytest -q -m slow

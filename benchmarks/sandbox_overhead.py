@@ -46,7 +46,7 @@ from skillgate_core.envs import (  # noqa: E402
     start_sandbox,
     verify,
 )
-from skillgate_core.envs.sandbox import available_backends  # noqa: E402
+from skillgate_core.envs.backends import available_backends  # noqa: E402
 
 TASK = ROOT / "tests" / "envs" / "tasks" / "good" / "hello-file"
 TARGET_MS = {"bwrap": 20.0, "docker": 150.0}

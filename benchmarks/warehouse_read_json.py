@@ -61,7 +61,7 @@ sys.path.insert(0, str(REPO))
 
 from lineage_query import METRICS, TRIALS_PER_EVAL, result_header, timed  # noqa: E402
 
-from skillgate_core.paths import StateLayout, state_layout  # noqa: E402
+from skillgate_core.base.paths import StateLayout, state_layout  # noqa: E402
 from warehouse import (  # noqa: E402  (names, not logic: one imported name a line)
     DatasetVersion,
     EvalMetric,

@@ -3,6 +3,6 @@
 Importing this package applies the embedded-default Prefect settings before Prefect itself loads.
 """
 
-from flows.settings import configure_prefect_env
+from tasks.settings import configure_prefect_env
 
 configure_prefect_env()

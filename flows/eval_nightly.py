@@ -24,10 +24,10 @@ from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.config import config_to_dict
+from skillgate_core.base.config import config_to_dict
+from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.nightly import nightly_tag
 from skillgate_core.evaluation.stage import Eval70Config
-from skillgate_core.paths import state_layout
 from tasks.eval_nightly import compare_task, targets_task
 from tasks.stage import TRIGGER_TAG_PREFIX
 from warehouse import check_trigger

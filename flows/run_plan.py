@@ -7,9 +7,15 @@ it); it imports neither Prefect nor torch, so `skillgate run RECIPE` answers in 
 from __future__ import annotations
 
 from deployments import RECIPES_DIR
-from skillgate_core.config import ConfigError
-from skillgate_core.paths import state_layout
-from skillgate_core.recipes import ResolvedRecipe, Selection, find_recipe, resolve_recipe, resume_overrides
+from skillgate_core.base.config import ConfigError
+from skillgate_core.base.paths import state_layout
+from skillgate_core.pipeline.recipes import (
+    ResolvedRecipe,
+    Selection,
+    find_recipe,
+    resolve_recipe,
+    resume_overrides,
+)
 from warehouse.outputs import WarehouseInputFinder
 
 __all__ = ["PlanNotRunnable", "check_runnable", "override_source", "plan_run"]

@@ -5,7 +5,7 @@ Every recipe deployment in prefect.yaml points here with a recipe name, so a Pre
 nightly regression, which loops over experiments, is flows/eval_nightly.py and runs its
 evaluations through the same `eval70` stage sub-flow).
 
-The plan (skillgate_core/recipe_plan.py) decides where every input comes from: an earlier stage of
+The plan (skillgate_core/pipeline/recipe_plan.py) decides where every input comes from: an earlier stage of
 the run, an explicit input, the newest completed output of that role in the warehouse, or a stage
 added to build it. A plan that cannot run (an input nothing provides) fails the run before any stage
 starts, with every reason in the run's state message and summary artifact; a stage that fails fails
@@ -25,9 +25,9 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.run_plan import PlanNotRunnable, check_runnable, plan_run
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.gathered import stage_inputs
-from skillgate_core.interrupts import interrupt_signal
-from skillgate_core.paths import state_layout
+from skillgate_core.base.interrupts import interrupt_signal
+from skillgate_core.base.paths import state_layout
+from skillgate_core.pipeline.gathered import stage_inputs
 from tasks.headline import publish_headline
 from tasks.home_paths import shown_path
 from tasks.stage import TRIGGER_TAG_PREFIX

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from skillgate_core.stages import STAGES
+from skillgate_core.pipeline.stages import STAGES
 from tasks.stage import run_stage_task
 
 __all__ = ["STAGE_FLOWS"]

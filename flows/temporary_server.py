@@ -8,7 +8,7 @@ blocked signal stays blocked across fork and exec; uvicorn only sets handlers), 
 reaches the run alone: the run ends its flow runs through the still-running server, then stops the
 server (Prefect's exit hook: SIGTERM, which stays unblocked). `kill_temporary_servers()` is the
 forced way out (a second Ctrl-C); a server left behind by a killed run is stopped by the next run
-(flows/prefect_servers.py).
+(tasks/prefect_servers.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 # Then: prefect deployment run skillgate/rl-train   (with PREFECT_API_URL exported as printed)
 #
 # Environment:
-#   SKILLGATE_HOME   state dir (default: .skillgate in this checkout, the rule of skillgate_core/paths.py);
+#   SKILLGATE_HOME   state dir (default: .skillgate in this checkout, the rule of skillgate_core/base/paths.py);
 #                    logs and pid files in SKILLGATE_HOME/logs, PREFECT_HOME = SKILLGATE_HOME/prefect
 #   PREFECT_PORT     port of the local server (4200)
 #   PREFECT_HOST     address it listens on (127.0.0.1; 0.0.0.0 for a server others reach: it has no auth)

@@ -7,7 +7,7 @@
 #
 # Environment: RAY_PORT (GCS port, 6379), RAY_NUM_CPUS (all cores), RAY_NUM_GPUS (Ray's detection),
 #   RAY_NODE_IP (Ray's choice; the printed address uses 127.0.0.1 unless set), SKILLGATE_HOME (state
-#   dir, as skillgate_core/paths.py decides), VENV, SKILLGATE_STOP_TIMEOUT_S (30), RAY_AUTH_MODE (disabled).
+#   dir, as skillgate_core/base/paths.py decides), VENV, SKILLGATE_STOP_TIMEOUT_S (30), RAY_AUTH_MODE (disabled).
 #
 # The head runs `ray start --head --block` in a session of its own, with its temp dir (sessions, logs,
 # sockets) at SKILLGATE_HOME/ray/tmp: a path too long for Ray's unix sockets (107 bytes) moves to a

@@ -1,4 +1,4 @@
-# Sourced by the service scripts: the state dir, by the rule of skillgate_core/paths.py default_home().
+# Sourced by the service scripts: the state dir, by the rule of skillgate_core/base/paths.py default_home().
 #
 # skillgate_home REPO: $SKILLGATE_HOME when set (~ expanded, made absolute against the CURRENT
 # directory, as Path.resolve() does: call this before any cd), else REPO/.skillgate.

@@ -1,5 +1,5 @@
 """Prefect tasks only: thin wrappers that call a pure skillgate_core function and return paths + digests."""
 
-from flows.settings import configure_prefect_env
+from tasks.settings import configure_prefect_env
 
 configure_prefect_env()

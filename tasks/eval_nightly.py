@@ -11,8 +11,8 @@ from typing import Any
 
 from prefect import runtime, task
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.nightly import compare_nightly, nightly_targets
-from skillgate_core.paths import state_layout
 from warehouse.evaluations import record_regression
 
 __all__ = ["compare_task", "targets_task"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillgate_core.paths import ENV_HOME, state_layout
+from skillgate_core.base.paths import ENV_HOME, state_layout
 
 __all__ = ["shown_path"]
 

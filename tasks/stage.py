@@ -25,13 +25,13 @@ from prefect import runtime, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from skillgate_core.config import config_from_mapping
+from skillgate_core.base.config import config_from_mapping
+from skillgate_core.base.paths import state_layout
+from skillgate_core.base.stage_events import listening
 from skillgate_core.evaluation.observer import observing
 from skillgate_core.ownership import experiments_root
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
-from skillgate_core.stage_events import listening
-from skillgate_core.stages import get_stage
+from skillgate_core.pipeline.run import run_stage
+from skillgate_core.pipeline.stages import get_stage
 from tasks.paper import publish_paper_report
 from tasks.training import TrainingRecorder, training_artifacts
 from warehouse import StageRunRecorder, Trigger, check_trigger, experiment_created, record

@@ -4,7 +4,7 @@ The stage owns an experiment (docs/method.md 10). Around `run_stage`, the stage 
 
   before   opens or creates the experiment (StageSpec.experiment) and records it, so the run is
            recorded as that experiment's from its start;
-  during   records the segment as the stage reports it started and ended (skillgate_core.stage_events);
+  during   records the segment as the stage reports it started and ended (skillgate_core.base.stage_events);
   after    records what the stage returned: each checkpoint, one metric row per step per metric
            (the segment's steps of `metrics_file`), and the export (model_export of this run and
            segment); after a failure, the checkpoints and metric rows the segment left on disk.
@@ -32,7 +32,7 @@ from skillgate_core.ownership import (
     experiment_dir,
     load_export,
 )
-from skillgate_core.pipeline import StageRecord
+from skillgate_core.pipeline.run import StageRecord
 from tasks.artifact_images import png_data_uri
 from tasks.home_paths import shown_path
 from warehouse import (

@@ -1,7 +1,10 @@
 """Test-wide setup: a private SKILLGATE_HOME, and a real Prefect test server for flow tests.
 
 SKILLGATE_HOME is set before any project module is imported, so nothing a test runs writes into
-the developer's own state dir.
+the developer's own state dir. Product-level runs carry the `e2e` marker (`make test-fast` leaves
+them out; `make test` and .ci/run run them): every test that runs Prefect flows on the real test
+server (the `prefect_server` fixture) gets it here; the deployment runs (tests/infra) and the GPU
+benchmarks' smoke runs (tests/rl/test_gpu_benchmarks.py) are marked where they are written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ _SESSION_HOME = tempfile.mkdtemp(prefix="skillgate-test-home-")
 os.environ["SKILLGATE_HOME"] = _SESSION_HOME
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "prefect_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,8 @@ How it fits together (each module's docstring says more):
   events.py     the facts, as frozen dataclasses (RunStarted, ModelExported, EvalTrials, ...)
   spool.py      writers append event files to SKILLGATE_HOME/warehouse-log/spool; never DuckDB
   ingest.py     the one writer: spool -> DuckDB in order, one short transaction per batch,
-                refused events to rejected/ with a reason, applied ones to archive/
+                refused events to rejected/ with a reason, applied ones to archive/; and the
+                other way, `rebuild`: delete the file -> replay the archive -> identical warehouse
   apply.py      event -> SQL; migrations/*.sql hold the tables, keys and constraints
   read.py       readers ingest first (best effort), then open read-only with retry/backoff
   queries.py    lineage queries (also views/macros in the schema) and the lineage tree; a
@@ -15,10 +16,10 @@ How it fits together (each module's docstring says more):
   runs.py       recent stage runs with their outputs (`skillgate runs`)
   refs.py       any id, digest (or unique prefix) or output path a user has -> what it names
                 (`resolve_ref(state, text)`: `skillgate lineage X`, inputs given by digest)
-  rebuild.py    delete the file -> replay the archive -> identical warehouse
   verify.py     files (skillgate_core.ownership) vs warehouse: every drift listed
   interrupted.py  runs whose process died (SIGKILL): marked interrupted, temp outputs removed
-  recording.py  record(*events), builders from ownership records, StageRunRecorder
+  recording.py  record(*events), builders from ownership records
+  stage_runs.py StageRunRecorder: one stage run, start to end (marks dead runs first)
   status.py     a look without changing anything (doctor, `skillgate warehouse status`)
   guard.py      Ray workers never record, ingest or read: the driver (a Prefect task) does
 
@@ -67,7 +68,7 @@ from warehouse.events import (
 )
 from warehouse.guard import NotInRayWorker
 from warehouse.ids import checkpoint_key, eval_key, export_key, metric_key, new_run_id, segment_key
-from warehouse.ingest import IngestReport, ingest
+from warehouse.ingest import IngestReport, RebuildReport, ingest, rebuild
 from warehouse.interrupted import DeadRun, InterruptReport, find_dead_runs, mark_interrupted
 from warehouse.migrate import LATEST_VERSION, current_version
 from warehouse.queries import (
@@ -80,9 +81,7 @@ from warehouse.queries import (
     resolve_id,
 )
 from warehouse.read import QueryResult, WarehouseBusy, query, read_connection
-from warehouse.rebuild import RebuildReport, rebuild
 from warehouse.recording import (
-    StageRunRecorder,
     checkpoint_saved,
     evaluation_started,
     experiment_created,
@@ -98,6 +97,7 @@ from warehouse.recording import (
 from warehouse.refs import AmbiguousRef, RefError, RefMatch, UnknownRef, match_ref, resolve_ref
 from warehouse.runs import RUN_STATUSES, recent_runs
 from warehouse.spool import event_log
+from warehouse.stage_runs import StageRunRecorder
 from warehouse.status import WarehouseStatus, warehouse_status
 from warehouse.verify import Drift, VerifyReport, verify
 

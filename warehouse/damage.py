@@ -1,7 +1,7 @@
 """A damaged warehouse file: tell DuckDB's "this file is broken" errors from the others, and say how
 to recover.
 
-The warehouse file holds nothing that is not also in the event archive (rebuild.py), so a file that
+The warehouse file holds nothing that is not also in the event archive (ingest.rebuild), so a file that
 is truncated, overwritten or fails a block checksum loses no data: `skillgate warehouse rebuild`
 replays the archive, then ingests the spool. What must not happen is a raw DuckDB traceback that
 never mentions that, or the writer mistaking the damage for a bad event and refusing events. So the

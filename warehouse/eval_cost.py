@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.paths import StateLayout
 from warehouse.read import query
 
 __all__ = ["CostEstimate", "estimate_evaluation"]

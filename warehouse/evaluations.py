@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec
 
-from skillgate_core.config import canonical_json
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.config import canonical_json
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout, state_layout
 from skillgate_core.evaluation.nightly import NightlyComparison
 from skillgate_core.evaluation.observer import EvalInfo
 from skillgate_core.ownership import (
@@ -34,7 +35,6 @@ from skillgate_core.ownership import (
     open_experiment,
 )
 from skillgate_core.ownership.records import EvalRecord, utc_now
-from skillgate_core.paths import StateLayout, state_layout
 from warehouse.events import (
     DatasetVersion,
     EvalMetric,

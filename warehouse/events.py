@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from skillgate_core.dataclass_json import dataclass_from_json
+from skillgate_core.base.dataclass_json import dataclass_from_json
 
 __all__ = [
     "EVENT_TYPES",
@@ -98,7 +98,7 @@ class RunStarted:
     run_id: str
     """Unique run id (ids.new_run_id)."""
     stage: str
-    """Stage name (skillgate_core.stages)."""
+    """Stage name (skillgate_core.pipeline.stages)."""
     trigger: Trigger
     """Who started it."""
     git_sha: str
@@ -106,7 +106,7 @@ class RunStarted:
     git_dirty: bool
     """True when the working tree differed from the commit."""
     config_digest: str
-    """skillgate_core.config.config_digest of the stage config."""
+    """skillgate_core.base.config.config_digest of the stage config."""
     config_type: str
     """Config class name."""
     config_body: Mapping[str, Any]
@@ -165,7 +165,7 @@ class SegmentStarted:
     resumed_from_step: int | None = None
     """That checkpoint's step."""
     process_start: str | None = None
-    """Start stamp of the process (skillgate_core.processes): with host and pid it names one process,
+    """Start stamp of the process (skillgate_core.base.processes): with host and pid it names one process,
     so a later process given the same pid is not taken for it. None when unknown."""
 
 
@@ -188,7 +188,7 @@ class DatasetVersion:
 
     kind: ClassVar[str] = "dataset_version"
     sha256: str
-    """skillgate_core.digests.path_sha256 of the content."""
+    """skillgate_core.base.digests.path_sha256 of the content."""
     uri: str
     """Where it lives."""
     dataset_kind: str

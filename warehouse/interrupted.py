@@ -3,12 +3,12 @@
 A stage run records its start (a run, and a segment with host, pid and the process's start stamp)
 and its end. A process killed outright (SIGKILL, the OOM killer, a power cut) records no end: its
 run would read `running` forever and its temp output folder would stay. `mark_interrupted` finds
-the running runs of this host whose process is gone (skillgate_core.processes, so a reused pid is
+the running runs of this host whose process is gone (skillgate_core.base.processes, so a reused pid is
 not taken for the run), records RunFinished(status="interrupted") + SegmentEnded through the spool
 like any other writer, ends an experiment segment's run.json the same way and records what a
 training segment left in its folder (complete checkpoints, metrics.jsonl rows: its stage task died
 before it could), so `verify` sees the files and the warehouse agree, and removes the temp output
-folders of dead stage runs (skillgate_core.stage_workdirs). Runs of other hosts wait for a sweep on
+folders of dead stage runs (skillgate_core.pipeline.stage_workdirs). Runs of other hosts wait for a sweep on
 their own host.
 
 Two sweeps never record the same end twice: each holds the reap lock while it reads and records,
@@ -29,12 +29,12 @@ from typing import Final
 
 import duckdb
 
-from skillgate_core.file_locks import file_lock
+from skillgate_core.base.file_locks import file_lock
+from skillgate_core.base.paths import StateLayout, state_layout
+from skillgate_core.base.processes import process_state
 from skillgate_core.ownership import OwnershipError, experiments_root, finish_segment
 from skillgate_core.ownership.records import utc_now
-from skillgate_core.paths import StateLayout, state_layout
-from skillgate_core.processes import process_state
-from skillgate_core.stage_workdirs import remove_dead_workdirs
+from skillgate_core.pipeline.stage_workdirs import remove_dead_workdirs
 from warehouse.events import EventFormatError, RunFinished, SegmentEnded
 from warehouse.ingest import ingest
 from warehouse.read import read_connection

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillgate_core.paths import StateLayout, state_layout
-from skillgate_core.recipe_plan import FoundInput
+from skillgate_core.base.paths import StateLayout, state_layout
+from skillgate_core.pipeline.recipe_plan import FoundInput
 from warehouse.read import query, read_connection
 from warehouse.refs import match_ref
 from warehouse.runs import run_outputs

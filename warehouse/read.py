@@ -23,7 +23,7 @@ from typing import Any
 
 import duckdb
 
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.paths import StateLayout, state_layout
 from warehouse.damage import WarehouseDamaged, as_os_error, damage_named, is_damage, warehouse_damaged
 from warehouse.guard import refuse_in_ray_worker
 from warehouse.ingest import ensure_database, ingest, is_lock_error

@@ -35,7 +35,7 @@ from typing import Literal
 
 import duckdb
 
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.paths import StateLayout, state_layout
 
 __all__ = [
     "MIN_DIGEST_PREFIX",
@@ -222,7 +222,7 @@ def _by_content(con: Con, path: Path, home: Path) -> list[RefMatch]:
     digest, if any. (A folder elsewhere is not hashed: `skillgate lineage /` must not read the disk.)"""
     if not (path.is_file() or (path.is_dir() and path.resolve().is_relative_to(home.resolve()))):
         return []
-    from skillgate_core.digests import path_sha256
+    from skillgate_core.base.digests import path_sha256
 
     sha = path_sha256(path)
     return [replace(m, via="content") for m in _by_digest(con, sha)[0] if m.kind == "dataset"]

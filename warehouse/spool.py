@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.file_locks import file_lock
+from skillgate_core.base.file_locks import file_lock
+from skillgate_core.base.paths import StateLayout
 from skillgate_core.ownership.records import utc_now
-from skillgate_core.paths import StateLayout
 from warehouse.events import EventFormatError, event_from_json, event_to_json
 
 __all__ = [

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.paths import StateLayout, state_layout
 from warehouse.damage import damage_named
 from warehouse.interrupted import find_dead_runs
 from warehouse.migrate import LATEST_VERSION, current_version

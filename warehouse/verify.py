@@ -30,7 +30,8 @@ from typing import Any
 
 import duckdb
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout, state_layout
 from skillgate_core.ownership import (
     BadRecord,
     experiment_dir,
@@ -43,8 +44,7 @@ from skillgate_core.ownership import (
     stale_builds,
 )
 from skillgate_core.ownership.layout import ROW_FILE
-from skillgate_core.paths import StateLayout, state_layout
-from skillgate_core.stage_workdirs import dead_workdirs
+from skillgate_core.pipeline.stage_workdirs import dead_workdirs
 from warehouse.ids import checkpoint_key, eval_key, export_key, segment_key
 from warehouse.interrupted import find_dead_runs
 from warehouse.read import read_connection, row_count

@@ -219,11 +219,11 @@ def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
 
 
 def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[list[Any]]:
-    from skillgate_core.agent.collect import load_bench_rows
     from skillgate_core.agent.episode import EpisodeSpec
+    from skillgate_core.envs.bench_index import load_bench_rows
     from skillgate_core.envs.task_package import load_task_package
+    from skillgate_core.formats.slate_manifest import MANIFEST_FILE
     from skillgate_core.skills import read_slate, slate_skills_dir
-    from skillgate_core.slate_manifest import MANIFEST_FILE
 
     batches = []
     for row in load_bench_rows(bench, "train")[: a.tasks]:

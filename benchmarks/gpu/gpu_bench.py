@@ -342,7 +342,7 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
                      prompts_per_step=job.prompts_per_step, group_size=job.gens, use_gpu=cuda,
                      bf16=job.engine.dtype == "bf16", temperature=1.0, max_new_tokens=job.maxlen,
                      micro_batch_tokens=job.micro_batch_tokens, learning_rate=job.engine.lr, sampler=job.sampler)
-    state = {"engine": engine, "replica": replica, "tok": tok, "cfg": cfg, "loss": profile.loss,
+    state = {"engine": engine, "replica": replica, "tok": tok, "cfg": cfg,
              "device": torch.device(ctx.device)}
     records = []
     for i in range(job.warmup + job.steps):
@@ -372,7 +372,7 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     import numpy as np
 
     from skillgate_core.credit import task_advantages
-    from skillgate_core.policy.fast_sampler import resolve_sampler, sample_batch, static_sampler_for
+    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
     from skillgate_core.policy.local_sampler import SamplingConfig
     from skillgate_core.rl.engine import refresh_replica
     from skillgate_core.rl.grpo import update_policy
@@ -386,7 +386,9 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     batch = [job.prompts[(i * p + k) % len(job.prompts)] for k in range(p) for _ in range(g)]
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
     with timer.phase("generate"):
-        comps = sample_batch(replica, tok, batch, sampling)
+        if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
+            state["static_sampler"] = StaticSampler(replica, tok)  # one per replica, kept across steps
+        comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward
         samples = []
@@ -397,7 +399,7 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
                 ones, zeros = np.ones(len(c.token_ids)), np.zeros(len(c.token_ids))
                 samples.append(CreditedSample(f"prompt{k}", tuple(batch[k * g + j]), tuple(c.token_ids), ones,
                                               np.full(len(c.token_ids), adv[j]), zeros, ones, zeros))
-    _, losses, _ = update_policy(engine, None, samples, state["loss"], cfg, pad_token_id=tok.pad_token_id or 0,
+    _, losses, _ = update_policy(engine, None, samples, cfg, pad_token_id=tok.pad_token_id or 0,
                                  device=state["device"], timer=timer)
     with timer.phase("sync"):
         refresh_replica(replica, engine)
@@ -409,8 +411,8 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
            "generate_tok_per_s": round(sum(lengths) / max(1e-9, timer.seconds["generate"]), 1),
            "stopped": sum(c.finish == "stop" for c in comps), "reward_mean": sum(rewards) / len(rewards),
            "policy_loss": sum(float(x.policy_task) for x in losses), "micro_batches": len(losses)}
-    if resolve_sampler(sampling, replica) == "static":
-        rec["sampler"] = dict(static_sampler_for(replica, tok).stats)
+    if "static_sampler" in state:
+        rec["sampler"] = dict(state["static_sampler"].stats)
     print("ours", json.dumps(rec), flush=True)
     return rec
 

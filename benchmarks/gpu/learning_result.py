@@ -184,7 +184,7 @@ def scale_configs(scale: str) -> dict[str, Any]:
 def recipe_configs(name: str) -> dict[str, Any]:
     """The driver's config slots from a recipe of deployments/recipes/ (the SkillGate arm's grpo and eval70
     tables; every arm differs from it only in its profile, which the driver sets)."""
-    from skillgate_core.recipes import load_recipe, resolve_recipe
+    from skillgate_core.pipeline.recipes import load_recipe, resolve_recipe
 
     recipe = load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")
     # without bench-build (its config lives in benchgen, which needs polars: absent on the GPU machine; the driver
@@ -299,8 +299,8 @@ class Run:
 
     def stage(self, label: str, stage: str, config: Any, inputs: dict[str, Path]) -> Any:
         """run_stage, recorded under `label` (seconds, reused, digests, metrics), saved at once."""
-        from skillgate_core.paths import state_layout
-        from skillgate_core.pipeline import run_stage
+        from skillgate_core.base.paths import state_layout
+        from skillgate_core.pipeline.run import run_stage
 
         print(f"[{time.strftime('%H:%M:%S')}] {label}: {stage} ...", flush=True)
         started = time.perf_counter()
@@ -421,9 +421,9 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
 
 def _cut_off_experiment(cfg: Any, inputs: dict[str, Path]) -> str:
     """The arm's experiment when a fresh run of `cfg` was cut off after a checkpoint below cfg.steps, else ''."""
+    from skillgate_core.base.paths import state_layout
     from skillgate_core.ownership import experiment_dir, experiments_root, latest_checkpoint
-    from skillgate_core.paths import state_layout
-    from skillgate_core.pipeline import finished_run
+    from skillgate_core.pipeline.run import finished_run
     from skillgate_core.rl.grpo_stage import default_experiment_id
 
     layout = state_layout()
@@ -477,8 +477,8 @@ def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
     """The policy an eval method names: the SFT model, or an arm's export this home has trained."""
     if method == SFT_METHOD:
         return paths["sft_model"]
-    from skillgate_core.paths import state_layout
-    from skillgate_core.pipeline import finished_run
+    from skillgate_core.base.paths import state_layout
+    from skillgate_core.pipeline.run import finished_run
 
     done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
     resumed = run.home / RESUMED_EXPORTS / f"{method}.json"

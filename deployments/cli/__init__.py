@@ -11,8 +11,8 @@ import sys
 
 import typer
 
-from skillgate_core.library_noise import quiet_library_output
-from skillgate_core.paths import apply_cache_env
+from skillgate_core.base.library_noise import quiet_library_output
+from skillgate_core.base.paths import apply_cache_env
 
 apply_cache_env()  # before any command module imports a library that caches in ~
 quiet_library_output()  # before any library can announce itself on stdout

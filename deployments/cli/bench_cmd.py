@@ -23,7 +23,7 @@ _GATES = ("none", "sample", "all")
 
 
 def _default_dir(seed: int) -> Path:
-    from skillgate_core.paths import state_layout
+    from skillgate_core.base.paths import state_layout
 
     return state_layout().datasets / "bench" / f"seed-{seed}"
 
@@ -62,10 +62,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Generate the suite: skills, task packages, slates; optionally gate them."""
         from deployments.cli.progress import phase_progress
+        from skillgate_core.base.config import config_from_mapping, parse_override
         from skillgate_core.benchgen.stage import build_bench
         from skillgate_core.benchgen.stats import suite_stats
         from skillgate_core.benchgen.suite_config import BenchBuildConfig
-        from skillgate_core.config import config_from_mapping, parse_override
 
         if gate not in _GATES:
             raise typer.BadParameter(f"expected one of {', '.join(_GATES)}, got {gate!r}", param_hint="--gate")
@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
             SkillGymConfig,
             generate_from_skill,
         )
-        from skillgate_core.envs.sandbox import BACKENDS, is_backend
+        from skillgate_core.envs.backends import BACKENDS, is_backend
         from skillgate_core.policy.openai_chat import check_api_key_env
 
         if not is_backend(backend):

@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.paths import default_home, state_layout
+from skillgate_core.base.paths import default_home, state_layout
 
 __all__ = ["CheckRow", "run_checks"]
 

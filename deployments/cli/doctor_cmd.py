@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deployments.cli.doctor import run_checks
-from skillgate_core.paths import default_home
+from skillgate_core.base.paths import default_home
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 

@@ -10,9 +10,9 @@ import errno
 import os
 from pathlib import Path
 
-from skillgate_core.config import ConfigError
-from skillgate_core.paths import ENV_HOME, state_layout
-from skillgate_core.stages import UnknownStageError
+from skillgate_core.base.config import ConfigError
+from skillgate_core.base.paths import ENV_HOME, state_layout
+from skillgate_core.pipeline.stages import UnknownStageError
 
 __all__ = ["user_error_message"]
 

@@ -33,7 +33,7 @@ console = Console()
 def _default_bench() -> Path:
     """The newest bench on record (said in one line), else the seed-0 bench `skillgate bench build` makes."""
     from deployments.cli.eval_inputs import newest_bench
-    from skillgate_core.paths import state_layout
+    from skillgate_core.base.paths import state_layout
 
     found = newest_bench()
     if found is None:
@@ -115,11 +115,11 @@ def register(app: typer.Typer) -> None:
         """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
         from deployments.cli.eval_inputs import PolicyNotFound, policy_of_export_id
         from deployments.cli.interrupts import stop_on_interrupt
+        from skillgate_core.base.paths import state_layout
         from skillgate_core.evaluation.observer import observing
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation, token_counts
         from skillgate_core.evaluation.specs import build_protocol, load_spec
-        from skillgate_core.paths import state_layout
         from skillgate_core.policy.openai_chat import check_api_key_env
         from warehouse.evaluations import WarehouseEvalObserver
 

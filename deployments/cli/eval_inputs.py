@@ -17,8 +17,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.ownership.exports import ENDPOINT_FILE
-from skillgate_core.paths import state_layout
 
 __all__ = ["PolicyNotFound", "newest_bench", "policy_of_export_id"]
 

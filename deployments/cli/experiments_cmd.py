@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print everything as JSON"),
     ) -> None:
         """List the experiments under SKILLGATE_HOME/experiments: segments, checkpoints, exports, evaluations."""
+        from skillgate_core.base.paths import state_layout
         from skillgate_core.ownership import BadRecord, OwnershipError, describe_experiments, experiments_root
-        from skillgate_core.paths import state_layout
 
         errors = Console(stderr=True, soft_wrap=True)
         bad: list[BadRecord] = []

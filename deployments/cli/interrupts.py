@@ -4,7 +4,7 @@
         ...   # SIGINT or SIGTERM -> SignalStop raised here, once
 
 First SIGINT (or SIGTERM): one line saying what is being stopped, the signal recorded
-(skillgate_core.interrupts: the warehouse then records the run `interrupted by SIGINT`, not failed),
+(skillgate_core.base.interrupts: the warehouse then records the run `interrupted by SIGINT`, not failed),
 and SignalStop raised in the main thread, which unwinds the work: each stage, sandbox group and Ray
 launch stops what it started on the way out, and the entry flow's runs end Crashed ("aborted by an
 interrupt signal") through the Prefect server, which the Ctrl-C did not reach
@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from skillgate_core.interrupts import SignalStop, request_stop, stop_requested
+from skillgate_core.base.interrupts import SignalStop, request_stop, stop_requested
 
 __all__ = ["EXIT_INTERRUPTED", "stop_on_interrupt"]
 

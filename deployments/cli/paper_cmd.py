@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="output folder (empty, new, or an earlier paper build)"),
     ) -> None:
         """Build report.md, paper.json, tables/ (markdown + LaTeX) and figures/ (PNG)."""
-        from skillgate_core.config import config_from_mapping, parse_override
+        from skillgate_core.base.config import config_from_mapping, parse_override
         from skillgate_core.evaluation.bootstrap import TaskSetMismatchError
         from skillgate_core.evaluation.paper import PaperOutputError, PassAtKError, build_paper
         from skillgate_core.evaluation.paper_config import PaperConfig

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from deployments import RECIPES_DIR
-from skillgate_core.config import config_digest, config_to_dict, field_docs
-from skillgate_core.config_ranges import field_ranges
-from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
+from skillgate_core.base.config import config_digest, config_to_dict, field_docs
+from skillgate_core.base.config_ranges import field_ranges
+from skillgate_core.pipeline.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
 
 console = Console()
 
@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
         """Dry run by default: print the plan of stages. With --execute, run the `skillgate` flow."""
         from deployments.cli.run_fast import all_reused, changed_by_overrides, plan_outlook
         from flows.run_plan import plan_run
-        from skillgate_core.paths import default_home
+        from skillgate_core.base.paths import default_home
 
         home, rule = default_home()
         resolved = plan_run(recipe, list(overrides or []), trigger=trigger, resume=resume, only=_split(only),

@@ -24,11 +24,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from skillgate_core.config import config_digest
-from skillgate_core.gathered import gathered_path, source_entry, source_paths
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import StageRecord, finished_run
-from skillgate_core.recipes import ResolvedRecipe
+from skillgate_core.base.config import config_digest
+from skillgate_core.base.paths import state_layout
+from skillgate_core.pipeline.gathered import gathered_path, source_entry, source_paths
+from skillgate_core.pipeline.recipes import ResolvedRecipe
+from skillgate_core.pipeline.run import StageRecord, finished_run
 
 __all__ = ["LINEAGE_SQL", "Outlook", "all_reused", "changed_by_overrides", "downstream_of", "lineage_sql",
            "plan_outlook", "print_report_and_lineage"]

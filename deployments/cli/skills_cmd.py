@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from skillgate_core.digests import file_sha256
-from skillgate_core.paths import state_layout
+from skillgate_core.base.digests import file_sha256
+from skillgate_core.base.paths import state_layout
 from skillgate_core.skills import (
     SkillError,
     find_skill_dirs,

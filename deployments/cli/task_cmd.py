@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object per task instead of a table"),
     ) -> None:
         """Validity gate: nop agent scores 0 and oracle (solve.sh) scores 1, each REPEATS times."""
-        from skillgate_core.envs.sandbox import BACKENDS, is_backend
+        from skillgate_core.envs.backends import BACKENDS, is_backend
         from skillgate_core.envs.validity_gate import check_tasks, find_task_dirs
 
         if not is_backend(backend):
@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
     @task_app.command("gc")
     def gc(images: bool = typer.Option(False, "--images", help="also remove task images built on an older base")) -> None:
         """Remove sandboxes (bubblewrap sessions, Docker containers) whose owning process is gone."""
-        from skillgate_core.envs.sandbox import cleanup_orphans
+        from skillgate_core.envs.backends import cleanup_orphans
 
         removed = cleanup_orphans()
         console.print(f"removed {removed['bwrap']} bubblewrap session(s), {removed['docker']} container(s)")

@@ -56,7 +56,7 @@ def _source_path(source: str) -> Path:
     path = Path(source).expanduser()
     if path.exists():
         return path
-    from skillgate_core.paths import state_layout
+    from skillgate_core.base.paths import state_layout
     from warehouse import read_connection
     from warehouse.refs import match_ref
     from warehouse.runs import run_outputs

@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         REF is whatever `skillgate run`, `skillgate runs`, `skillgate experiments` or a stage's folder shows
         you; an ambiguous prefix lists the candidates.
         """
-        from skillgate_core.paths import state_layout
+        from skillgate_core.base.paths import state_layout
         from warehouse import RefError, lineage_tree, match_ref, read_connection
 
         state = state_layout()
@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
     @wh_app.command()
     def requeue(names: list[str] = typer.Argument(None, help="rejected event files (default: all)")) -> None:
         """Put rejected events back in the spool (after recording what they lacked) and ingest them."""
-        from skillgate_core.paths import state_layout
+        from skillgate_core.base.paths import state_layout
         from warehouse import event_log
         from warehouse import ingest as run_ingest
         from warehouse.spool import requeue_rejected

@@ -27,30 +27,29 @@ from skillgate_core.agent.episode import (  # names, not logic: one imported nam
     EpisodeSpec,
     EpisodeView,
     Policy,
-    Trajectory,
     run_episodes,
 )
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
-from skillgate_core.credit.spans import (
-    AssistantTurn,
-    SpanReport,
-    detect_selection_spans,
-    first_mention_identity,
+from skillgate_core.agent.trajectory import span_report
+from skillgate_core.base.config_ranges import (
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    check_ranges,
 )
-from skillgate_core.envs.sandbox import reap_orphans
+from skillgate_core.base.parquet_rows import write_rows
+from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.envs.backends import reap_orphans
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.parquet_rows import write_rows
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.policy.openai_chat import OpenAIEndpoint, check_api_key_env
-from skillgate_core.safe_paths import check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
-from skillgate_core.slate_manifest import MANIFEST_FILE
-from skillgate_core.stage_output import StageOutput
 
-__all__ = ["CollectConfig", "collect_policy", "collect_trajectories", "load_bench_rows", "span_report",
-           "trajectory_span_report"]
+__all__ = ["CollectConfig", "collect_policy", "collect_trajectories"]
 
 
 @dataclass(frozen=True)
@@ -108,21 +107,6 @@ class CollectConfig:
                              f"got {self.misleading_rate} + {self.no_read_rate}")
 
 
-def load_bench_rows(bench: Path, split: str) -> list[dict]:
-    """The tasks.jsonl rows of one split, sorted by task id; a clear error when the split is empty."""
-    index = bench / "tasks.jsonl"
-    if not index.is_file():
-        raise FileNotFoundError(f"{index}: missing; expected a bench built by `skillgate bench build`")
-    rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
-    for n, row in enumerate(rows, 1):
-        check_task_row(row, source=f"{index} line {n}")  # task_id and path name folders
-    chosen = sorted((r for r in rows if r.get("split") == split), key=lambda r: r["task_id"])
-    if not chosen:
-        splits = sorted({r.get("split") for r in rows})
-        raise ValueError(f"{index}: no task in split '{split}'; splits present: {', '.join(map(str, splits))}")
-    return chosen
-
-
 def collect_policy(config: CollectConfig, tokenizer) -> Policy:
     """The teacher `config` names: the reference route, or the model at the OpenAI-compatible endpoint."""
     if config.teacher == "reference":
@@ -136,41 +120,6 @@ def collect_policy(config: CollectConfig, tokenizer) -> Policy:
     return OpenAIPolicy(endpoint, tokenizer, temperature=config.teacher_temperature, top_p=1.0,
                         max_new_tokens=config.teacher_max_new_tokens, seed_of=seed_of,
                         name=f"openai:{config.teacher_model}")
-
-
-def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: bool = False) -> SpanReport:
-    """Selection-span detection (docs/method.md 4) over one trajectory's assistant turns. first_mention: the
-    labelled variant identity_first_mention (credit.spans.first_mention_identity), never the default."""
-    turns = [
-        AssistantTurn(
-            response_text=t.text,
-            token_ids=trajectory.response_ids[t.token_start : t.token_end],
-            token_offset=t.token_start,
-            dispatched=[(name, json.loads(args)) for name, args in t.calls],
-            finish="stop" if t.finish == "stop" else "length",
-        )
-        for t in trajectory.turns
-    ]
-    slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
-    report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
-                                    opens=trajectory.skill_opens)
-    return first_mention_identity(report, turns, tokenizer) if first_mention else report
-
-
-def span_report(trajectory: Trajectory, tokenizer) -> dict:
-    """Every read in order (`skill_reads`: attributed ones point at their action), the selection actions
-    and the mismatch counters of one trajectory, JSON-able; `reads` are the reads' categories."""
-    report = trajectory_span_report(trajectory, tokenizer)
-    return {
-        "reads": report.reads(),
-        "actions": [a.as_record() for a in report.actions],
-        "skill_reads": [{"skill_name": r.skill_name, "category": r.category, "action_index": r.action_index}
-                        for r in report.skill_reads],
-        "turns_checked": report.turns_checked,
-        "parse_dispatch_mismatch": report.parse_dispatch_mismatch,
-        "span_mismatch": report.span_mismatch,
-        "alignment_mismatch": report.alignment_mismatch,
-    }
 
 
 def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:

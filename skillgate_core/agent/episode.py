@@ -33,7 +33,6 @@ generation instead of waiting for it (merge=True: turns that queued meanwhile ar
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
@@ -46,16 +45,18 @@ from typing import Any, Literal, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
-from skillgate_core.config_ranges import PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.agent.trajectory import Trajectory, TurnRecord
+from skillgate_core.base.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.credit.actions import SkillOpen
-from skillgate_core.envs.sandbox import Backend, Sandbox, SandboxError, reap_orphans, start_sandbox
+from skillgate_core.envs.backends import Backend, reap_orphans, start_sandbox
+from skillgate_core.envs.sandbox import Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.sandbox_group import SandboxGroup
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, aborted, verify
+from skillgate_core.formats.tool_calls import parse_tool_calls
 from skillgate_core.policy.local_sampler import Completion
 from skillgate_core.skills import Slate
-from skillgate_core.tool_calls import parse_tool_calls
 
 __all__ = [
     "OBSERVATION_TEMPLATE",
@@ -64,8 +65,6 @@ __all__ = [
     "EpisodeView",
     "Policy",
     "SerializedPolicy",
-    "Trajectory",
-    "TurnRecord",
     "observation_ids",
     "run_episode_batches",
     "run_episodes",
@@ -142,73 +141,6 @@ class Policy(Protocol):
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]: ...
 
 
-@dataclass(frozen=True)
-class TurnRecord:
-    """One assistant turn of a trajectory."""
-
-    text: str
-    """The turn's response text."""
-    token_start: int
-    """Offset of its first sampled id in the response sequence."""
-    token_end: int
-    """Offset just past its last sampled id."""
-    finish: str
-    """stop, length (max tokens), or budget (cut by the episode's limits)."""
-    calls: tuple[tuple[str, str], ...]
-    """(tool name, canonical JSON arguments) of each dispatched call, in order."""
-    call_errors: int = 0
-    """Malformed or failed calls in this turn."""
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    """One graded episode with its exact token stream."""
-
-    task_id: str
-    bench: str
-    repeat: int
-    policy: str
-    prompt_profile: str
-    slate_names: tuple[str, ...]
-    slate_categories: tuple[str, ...]
-    gold: str | None
-    messages: tuple[dict[str, str], ...]
-    prompt_ids: tuple[int, ...]
-    response_ids: tuple[int, ...]
-    loss_mask: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    turns: tuple[TurnRecord, ...]
-    status: str
-    score: float
-    raw_score: float | None
-    missing_reward: bool
-    verifier_detail: str
-    backend: str
-    duration_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
-    skill_opens: tuple[SkillOpen, ...] | None = None
-    """Every (skill, call) the environment saw a SKILL.md / README.md opened in, in order (a skill once
-    per call; call None between calls); empty without skills. None: not observed (a record made before
-    the environment watched opens): span detection then falls back to the call texts."""
-
-    def to_row(self) -> dict[str, Any]:
-        """A flat JSON-able row (lists for sequences, JSON text for nested records)."""
-        row = {k: v for k, v in self.__dict__.items() if k not in ("messages", "turns", "extra", "skill_opens")}
-        row.update(
-            skill_opens=None if self.skill_opens is None else json.dumps([o.as_record() for o in self.skill_opens]),
-            messages=json.dumps(list(self.messages), ensure_ascii=False),
-            turns=json.dumps([t.__dict__ for t in self.turns], ensure_ascii=False),
-            extra=json.dumps(self.extra, ensure_ascii=False, sort_keys=True),
-            slate_names=list(self.slate_names),
-            slate_categories=list(self.slate_categories),
-            prompt_ids=list(self.prompt_ids),
-            response_ids=list(self.response_ids),
-            loss_mask=list(self.loss_mask),
-            logprobs=[None if math.isnan(x) else x for x in self.logprobs],
-        )
-        return row
-
-
 @dataclass
 class _Live:
     spec: EpisodeSpec
@@ -254,7 +186,7 @@ def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: Ep
 def _backend(name: str) -> Backend:
     if name not in ("auto", "docker", "bwrap"):
         raise ValueError(f"backend must be auto, docker or bwrap, got {name!r}")
-    return name  # type: ignore[return-value]  # checked just above (envs.sandbox.is_backend would narrow it)
+    return name  # type: ignore[return-value]  # checked just above (envs.backends.is_backend would narrow it)
 
 
 def _append(live: _Live, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None) -> None:

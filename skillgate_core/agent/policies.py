@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeView
-from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, Probability, check_ranges
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.skills import skill_location
@@ -45,10 +45,14 @@ class LocalPolicy:
     """Batched sampling from a local model; each call advances the seed so turns differ.
 
     `sampling.sampler` picks the sampler: transformers generate (hf) or the static-cache compiled
-    decode loop (static; the default on CUDA). Both return the same Completion contract."""
+    decode loop (static; the default on CUDA). Both return the same Completion contract.
+    `static_sampler`: the model's StaticSampler (policy.fast_sampler), which the trainer keeps for the
+    whole run and hands to each step's policy; None: the policy makes its own on first static use."""
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local") -> None:
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local",
+                 static_sampler: Any = None) -> None:
         self.model, self.tokenizer, self.sampling, self.name = model, tokenizer, sampling, name
+        self.static_sampler = static_sampler
         self._calls = 0
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
@@ -60,9 +64,12 @@ class LocalPolicy:
         cfg = replace(self.sampling, max_new_tokens=max(budgets), seed=self.sampling.seed + self._calls)
         self._calls += 1
         # deferred: it imports torch (~2 s), which only a local model needs (not a plan, not the teacher)
-        from skillgate_core.policy.fast_sampler import sample_batch
+        from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
 
-        completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg)
+        if self.static_sampler is None and resolve_sampler(cfg, self.model) == "static":
+            self.static_sampler = StaticSampler(self.model, self.tokenizer)
+        completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg,
+                                   static=self.static_sampler)
         return [self._cut(c, b) for c, b in zip(completions, budgets, strict=True)]
 
     def _cut(self, completion: Completion, budget: int) -> Completion:

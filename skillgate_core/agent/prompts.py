@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from skillgate_core.agent.tool_schemas import tool_schemas_json
-from skillgate_core.config import config_digest
+from skillgate_core.base.config import config_digest
 from skillgate_core.skills import Slate, render_available_skills
 
 __all__ = ["DEFAULT_PROFILE", "PROMPT_PROFILES", "PromptProfile", "build_messages", "get_prompt_profile",

@@ -56,7 +56,7 @@ from skillgate_core.agent.tool_results import (
 from skillgate_core.agent.tool_schemas import TOOL_NAMES
 from skillgate_core.agent.unified_diff import PatchError, apply_unified_diff, parse_unified_diff, split_lines
 from skillgate_core.envs.sandbox import Sandbox
-from skillgate_core.tool_calls import ToolCall
+from skillgate_core.formats.tool_calls import ToolCall
 
 __all__ = [
     "MAX_BRACE_EXPANSIONS",

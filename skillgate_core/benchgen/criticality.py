@@ -24,11 +24,11 @@ from skillgate_core.benchgen.agents import follower_agent, no_skill_agent
 from skillgate_core.benchgen.families import STRATEGIES
 from skillgate_core.benchgen.stats import read_task_rows
 from skillgate_core.benchgen.suite_config import FAMILY_NAMES
-from skillgate_core.envs.sandbox import Backend, reap_orphans
+from skillgate_core.envs.backends import Backend, reap_orphans
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import read_slate, slate_skills_dir
-from skillgate_core.slate_manifest import MANIFEST_FILE
 
 __all__ = ["AGENTS", "ORACLE_MIN", "OTHERS_MAX", "CriticalityReport", "Episode", "criticality_markdown",
            "criticality_problems", "measure_criticality", "sample_tasks"]

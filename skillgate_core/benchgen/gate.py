@@ -18,7 +18,7 @@ from typing import Any, Literal
 from skillgate_core.benchgen.stats import read_task_rows
 from skillgate_core.benchgen.suite import GATE_FILE
 from skillgate_core.benchgen.suite_config import SPLITS
-from skillgate_core.envs.sandbox import Backend
+from skillgate_core.envs.backends import Backend
 from skillgate_core.envs.validity_gate import GateReport, Progress, check_tasks
 
 __all__ = ["gate_rows", "gate_suite", "gate_summary", "select_for_gate"]

@@ -9,7 +9,7 @@
                                  inline (it never reads /skills)
       tests/test.sh              runs tests/check.py and writes /logs/verifier/reward.txt (1 or 0)
       tests/check.py             recomputes the expected result from the inputs (digest-checked)
-      skills.json                the ordered slate the prompt shows (skillgate_core.slate_manifest; the
+      skills.json                the ordered slate the prompt shows (skillgate_core.formats.slate_manifest; the
                                  roles are the entries' categories)
 """
 
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.base.config import canonical_json
 from skillgate_core.benchgen.engines import check_script, tool_script
 from skillgate_core.benchgen.engines.common import text_sha256
-from skillgate_core.config import canonical_json
 from skillgate_core.envs.sandbox_config import BASE_IMAGE
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, SlateError, slate_problem
-from skillgate_core.slate_manifest import MANIFEST_FILE
 
 __all__ = ["WORKDIR", "TaskPlan", "write_package"]
 

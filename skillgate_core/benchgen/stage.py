@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.benchgen.gate import gate_suite
 from skillgate_core.benchgen.suite import build_suite
 from skillgate_core.benchgen.suite_config import BenchBuildConfig
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["BenchBuildConfig", "build_bench", "default_workers"]
 

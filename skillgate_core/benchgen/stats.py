@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.base.safe_paths import check_task_row
 from skillgate_core.benchgen.suite import GATE_FILE, suite_digest
 from skillgate_core.benchgen.suite_config import DOMAIN_NAMES, FAMILY_NAMES, SPLITS
-from skillgate_core.safe_paths import check_task_row
 
 __all__ = ["read_task_rows", "suite_stats"]
 

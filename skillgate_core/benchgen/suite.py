@@ -30,6 +30,8 @@ from typing import Any
 
 import polars as pl
 
+from skillgate_core.base.config import canonical_json, config_to_dict
+from skillgate_core.base.digests import tree_manifest
 from skillgate_core.benchgen.families import FAMILIES, STRATEGIES, STRATEGY_LABELS
 from skillgate_core.benchgen.package import write_package
 from skillgate_core.benchgen.similarity import MAX_MISLEADING_SIMILARITY
@@ -43,8 +45,6 @@ from skillgate_core.benchgen.skill_plan import (
 )
 from skillgate_core.benchgen.suite_config import SPLITS, BenchBuildConfig
 from skillgate_core.benchgen.task_gen import generate_task
-from skillgate_core.config import canonical_json, config_to_dict
-from skillgate_core.digests import tree_manifest
 from skillgate_core.skills import IRRELEVANT_OUTSIDE_TOP, SkillRetriever, Split, build_retriever, build_slate
 
 __all__ = ["GATE_FILE", "SUITE_FORMAT", "SuiteSummary", "build_suite", "plan_tasks", "suite_digest"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 

@@ -47,7 +47,7 @@ from functools import cache
 from typing import Any, Literal
 
 from skillgate_core.credit.actions import Category, SelectionAction, SkillOpen, SkillRead
-from skillgate_core.tool_calls import ToolCall, canonical_arguments, parse_tool_calls
+from skillgate_core.formats.tool_calls import ToolCall, canonical_arguments, parse_tool_calls
 
 __all__ = [
     "READER_COMMANDS",

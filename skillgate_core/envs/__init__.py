@@ -7,22 +7,16 @@
     check_tasks(["tests/envs/tasks/good"])                 # the validity gate (nop = 0, oracle = 1)
 
 Modules: task_package (Harbor layout loader; its skills.json is parsed by
-skillgate_core.slate_manifest, below this layer), dockerfile_subset
+skillgate_core.formats.slate_manifest, below this layer), dockerfile_subset
 (the Dockerfile subset bubblewrap honours), image_root (building it without following links),
-harbor_import, sandbox (the interface), sandbox_config, bwrap_sandbox, docker_sandbox, docker_images,
-cgroups, verifier, scripted_episode, validity_gate.
+harbor_import, bench_index (a bench's tasks.jsonl rows), sandbox (the interface; it imports no backend),
+backends (choosing and starting one, reaping orphans), sandbox_config, bwrap_sandbox, docker_sandbox,
+docker_images, cgroups, verifier, scripted_episode, validity_gate.
 """
 
+from skillgate_core.envs.backends import available_backends, cleanup_orphans, resolve_backend, start_sandbox
 from skillgate_core.envs.harbor_import import ImportReport, import_harbor
-from skillgate_core.envs.sandbox import (
-    ExecResult,
-    Sandbox,
-    SandboxError,
-    available_backends,
-    cleanup_orphans,
-    resolve_backend,
-    start_sandbox,
-)
+from skillgate_core.envs.sandbox import ExecResult, Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import BASE_IMAGE, SandboxConfig
 from skillgate_core.envs.scripted_episode import (
     EpisodeOutcome,

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.file_locks import file_lock
 from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import DEFAULT_WORKDIR, TaskPackage
-from skillgate_core.file_locks import file_lock
 
 if TYPE_CHECKING:
     import docker  # at run time imported inside the functions that use it, as before

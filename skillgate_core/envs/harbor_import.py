@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.atomic_dirs import publish_dir
+from skillgate_core.base.atomic import publish_dir
 from skillgate_core.envs.task_package import (
     TASK_ID,
     AgentSection,

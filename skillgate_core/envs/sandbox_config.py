@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
-from skillgate_core.paths import state_layout
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.base.paths import state_layout
 
 __all__ = ["BASE_IMAGE", "SandboxConfig"]
 

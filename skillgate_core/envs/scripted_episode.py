@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.envs.sandbox import Backend, ExecResult, Sandbox, SandboxError, start_sandbox
+from skillgate_core.envs.backends import Backend, start_sandbox
+from skillgate_core.envs.sandbox import ExecResult, Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus, VerifierResult, aborted, verify

@@ -9,7 +9,7 @@
       solution/solve.sh  the reference solution (the oracle agent runs it); never shown to the agent
       tests/test.sh      the verifier: writes a score to /logs/verifier/reward.txt (or reward.json);
                          copied to /tests only after the agent's episode
-      skills.json        the ordered slate (skillgate_core.slate_manifest: entries with name, category,
+      skills.json        the ordered slate (skillgate_core.formats.slate_manifest: entries with name, category,
                          description, location; roles are the categories), optional
 
 `load_task_package(path)` checks every part and raises TaskPackageError naming the file and the
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.config import ConfigError, config_from_mapping
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.config import ConfigError, config_from_mapping
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.envs.dockerfile_subset import DockerfileError, DockerfileSpec, load_dockerfile
-from skillgate_core.slate_manifest import MANIFEST_FILE, Slate, SlateError, load_slate_manifest
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE, Slate, SlateError, load_slate_manifest
 
 __all__ = [
     "DEFAULT_WORKDIR",

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.envs.sandbox import Backend, SandboxError, reap_orphans, resolve_backend
+from skillgate_core.envs.backends import Backend, reap_orphans, resolve_backend
+from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.scripted_episode import EpisodeOutcome, nop_agent, oracle_agent, run_scripted_episode
 from skillgate_core.envs.task_package import TaskPackage, TaskPackageError, load_task_package

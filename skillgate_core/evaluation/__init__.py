@@ -13,7 +13,9 @@
 - `tables`, `figures`: the paper's tables (markdown, LaTeX) and PNG figures from those rows.
 - `paper`, `paper_config`: the deterministic paper build (`build_paper`, stage `paper-tables`).
 - `regression`, `nightly`: the nightly's seeded task-cluster bootstrap and what it compares.
-- `stage`: stage `eval70` (Eval70Config, run_eval70).
+- `stage`: stage `eval70` (Eval70Config, run_eval70); `probe`: the selection probe (which of the slate's
+  skills a policy would read first, without an episode).
+- `recorded_episodes`: recorded episodes read back for `skillgate traj show`.
 
     skillgate eval run --policy PATH|URL [--model NAME] --protocol eval70_v1
 """

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.atomic import link_tree
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.ownership import (
     ExperimentExists,
     UnknownExperiment,
@@ -39,7 +40,6 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
-from skillgate_core.ownership.atomic import link_tree
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
 

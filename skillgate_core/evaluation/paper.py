@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.config import config_to_dict
-from skillgate_core.digests import atomic_write_text, file_sha256
+from skillgate_core.base.atomic import atomic_write_text
+from skillgate_core.base.config import config_to_dict
+from skillgate_core.base.digests import file_sha256
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.evaluation import figures
 from skillgate_core.evaluation.bootstrap import PairedBootstrap, paired_bootstrap
 from skillgate_core.evaluation.metrics import summarize_trials
@@ -53,7 +55,6 @@ from skillgate_core.evaluation.tables import (
     to_markdown,
     training_summary_table,
 )
-from skillgate_core.stage_output import StageOutput
 
 __all__ = [
     "CREDIT_EPISODES_FILE",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
 
 __all__ = ["ABLATION_DESIGNS", "PaperConfig"]
 

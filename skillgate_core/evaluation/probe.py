@@ -34,7 +34,7 @@ import numpy as np
 
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
 from skillgate_core.agent.prompts import build_messages, render_prompt_ids
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.bootstrap import percentile_interval
 from skillgate_core.evaluation.specs import ProtocolTask, ResolvedProtocol
@@ -220,8 +220,8 @@ PROBE_ROWS_FILE = "probe_rows.parquet"
 
 def write_probe(result: ProbeResult, folder: Path, method: str) -> Path:
     """Write the rows and the summary (labelled with the evaluation's `method`) into `folder`."""
-    from skillgate_core.digests import atomic_write_json
-    from skillgate_core.parquet_rows import write_rows
+    from skillgate_core.base.atomic import atomic_write_json
+    from skillgate_core.base.parquet_rows import write_rows
 
     folder.mkdir(parents=True, exist_ok=True)
     write_rows(result.rows, folder / PROBE_ROWS_FILE)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.config import canonical_json, config_from_mapping, config_to_dict
-from skillgate_core.digests import atomic_write_json
+from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.base.config import canonical_json, config_from_mapping, config_to_dict
 
 __all__ = [
     "EvalProtocol",

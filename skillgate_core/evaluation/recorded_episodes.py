@@ -267,7 +267,7 @@ def _read_source(path: Path) -> list[RecordedEpisode]:
     if path.is_dir() and (path / TRAJECTORIES_FILE).is_file():
         path = path / TRAJECTORIES_FILE
     if path.is_file() and path.suffix == ".parquet":
-        from skillgate_core.parquet_rows import read_rows
+        from skillgate_core.base.parquet_rows import read_rows
 
         return [_from_parquet_row(i, str(path), row) for i, row in enumerate(read_rows(path))]
     if path.is_file() and path.suffix == ".json":

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.base.safe_paths import UnsafeNameError, check_id
 from skillgate_core.evaluation.metrics import OUTCOMES, Trial
-from skillgate_core.safe_paths import UnsafeNameError, check_id
 
 __all__ = [
     "EVAL_TRIALS_FILE",
@@ -87,8 +87,8 @@ def trial_arrow_schema() -> Any:
 
 def write_eval_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Write trial rows with the exact TRIAL_SCHEMA (the runner's format; tests use it too): columns in
-    TRIAL_SCHEMA order, a missing one null, skillgate_core.parquet_rows' fixed writer."""
-    from skillgate_core.parquet_rows import write_rows
+    TRIAL_SCHEMA order, a missing one null, skillgate_core.base.parquet_rows' fixed writer."""
+    from skillgate_core.base.parquet_rows import write_rows
 
     return write_rows(rows, path, schema=trial_arrow_schema())
 

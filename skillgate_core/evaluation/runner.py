@@ -35,16 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.agent.episode import (
-    EpisodeConfig,
-    EpisodeSpec,
-    EpisodeView,
-    Policy,
-    Trajectory,
-    run_episodes,
-)
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
-from skillgate_core.digests import atomic_write_json, atomic_write_text
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, Policy, run_episodes
+from skillgate_core.agent.trajectory import Trajectory
+from skillgate_core.base.atomic import atomic_write_json, atomic_write_text
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.interrupts import SignalStop, interrupt_signal
+from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.observer import EvalInfo, EvalObserver, current_observer
 from skillgate_core.evaluation.owner import PolicyRef
@@ -58,7 +54,6 @@ from skillgate_core.evaluation.trials import (
     trial_seed,
     write_trials,
 )
-from skillgate_core.interrupts import SignalStop, interrupt_signal
 from skillgate_core.ownership import (
     EvalRecord,
     experiment_dir,
@@ -70,7 +65,6 @@ from skillgate_core.ownership import (
     write_eval_row,
 )
 from skillgate_core.ownership.layout import check_name
-from skillgate_core.paths import state_layout
 from skillgate_core.skills import slate_skills_dir, snapshot_skills
 
 __all__ = ["PARQUET_FILE", "SUMMARY_FILE", "EvalResult", "EvalRunConfig", "StopRequested", "eval_id_for",

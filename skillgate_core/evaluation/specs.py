@@ -22,15 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.agent.prompts import PromptProfile, get_prompt_profile
 from skillgate_core.agent.tool_schemas import tool_schema_digest
-from skillgate_core.config import ConfigError, canonical_json, config_from_mapping
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Probability, check_ranges
-from skillgate_core.digests import file_sha256, path_sha256
+from skillgate_core.base.config import ConfigError, canonical_json, config_from_mapping
+from skillgate_core.base.config_ranges import (
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    check_ranges,
+)
+from skillgate_core.base.digests import file_sha256, path_sha256
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.evaluation.protocol import EvalProtocol
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, read_slate, snapshot_digest
-from skillgate_core.slate_manifest import MANIFEST_FILE
 
 __all__ = ["SPECS_DIR", "ProtocolSpec", "ProtocolTask", "ResolvedProtocol", "build_protocol", "list_specs",
            "load_spec"]

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, check_ranges
-from skillgate_core.digests import atomic_write_json
+from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.paths import state_layout
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.evaluation.owner import PolicyRef, resolve_policy
 from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
 from skillgate_core.evaluation.runner import (
@@ -35,8 +37,6 @@ from skillgate_core.evaluation.runner import (
     run_evaluation,
 )
 from skillgate_core.evaluation.specs import ResolvedProtocol, build_protocol, load_spec
-from skillgate_core.paths import state_layout
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["Eval70Config", "evaluate_export", "run_eval70"]
 

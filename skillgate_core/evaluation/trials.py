@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.agent.episode import Trajectory
+from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.rows import TRIAL_SCHEMA as _ROW_SCHEMA
 from skillgate_core.evaluation.rows import write_eval_rows
-from skillgate_core.tool_calls import parse_tool_calls
+from skillgate_core.formats.tool_calls import parse_tool_calls
 
 __all__ = [
     "TRIAL_COLUMNS",

@@ -9,7 +9,7 @@ checks the two agree. Nothing else keeps a copy: `describe_experiments` (listing
 listing from the folders when asked.
 
 Modules, lowest first (an import only points down; pyproject's import-linter contract holds it):
-errors, layout, atomic/locks/records, experiment, segments/exports, evals, listing.
+errors, layout, records, experiment, segments/exports, evals, listing (atomic publishing: base.atomic).
 
     from skillgate_core.ownership import create_experiment, start_segment, build_export
     root = experiments_root(state_layout())
@@ -18,7 +18,7 @@ errors, layout, atomic/locks/records, experiment, segments/exports, evals, listi
     build_export(root, "exp-1", "step-200", run_name="run-a", step=200, write=model.save_pretrained)
 """
 
-from skillgate_core.ownership.atomic import remove_stale_builds, stale_builds
+from skillgate_core.base.atomic import remove_stale_builds, stale_builds
 from skillgate_core.ownership.errors import (
     BadRecord,
     CheckpointExists,

@@ -23,10 +23,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from skillgate_core.atomic_dirs import building_dir
-from skillgate_core.digests import atomic_write_json
-from skillgate_core.file_locks import file_lock
-from skillgate_core.ownership.atomic import atomic_create_json, read_json
+from skillgate_core.base.atomic import atomic_create_json, atomic_write_json, building_dir, read_json
+from skillgate_core.base.file_locks import file_lock
+from skillgate_core.base.processes import current_process, process_state
 from skillgate_core.ownership.errors import (
     EvalExists,
     EvalRowExists,
@@ -39,7 +38,6 @@ from skillgate_core.ownership.experiment import open_experiment
 from skillgate_core.ownership.exports import load_export
 from skillgate_core.ownership.layout import ROW_FILE, ExperimentDir, check_name
 from skillgate_core.ownership.records import EvalRecord, read_or_report, read_record, utc_now
-from skillgate_core.processes import current_process, process_state
 
 __all__ = [
     "EVAL_STATUSES",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillgate_core.ownership.atomic import atomic_create_json
+from skillgate_core.base.atomic import atomic_create_json
 from skillgate_core.ownership.errors import ExperimentExists, OnBadRecord, UnknownExperiment
 from skillgate_core.ownership.layout import EXPERIMENT_FILE, ExperimentDir, experiment_dir
 from skillgate_core.ownership.records import ExperimentRecord, read_or_report, read_record, utc_now

@@ -36,9 +36,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.atomic_dirs import building_dir
-from skillgate_core.digests import path_sha256
-from skillgate_core.ownership.atomic import read_json, remove_stale_builds
+from skillgate_core.base.atomic import building_dir, read_json, remove_stale_builds
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.ownership.errors import ExportExists, ExportInvalid, OnBadRecord, UnknownSegment
 from skillgate_core.ownership.experiment import open_experiment
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE, ExperimentDir, check_name

@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.atomic_dirs import TMP_PREFIX
+from skillgate_core.base.atomic import TMP_PREFIX
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.base.safe_paths import NAME_RULE, is_safe_name
 from skillgate_core.ownership.errors import InvalidName
-from skillgate_core.paths import StateLayout
-from skillgate_core.safe_paths import NAME_RULE, is_safe_name
 
 __all__ = [
     "COMPLETE_MARKER",

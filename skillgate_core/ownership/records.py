@@ -1,8 +1,8 @@
 """The JSON records of the ownership layout, as frozen dataclasses (what the files hold).
 
-Each record round-trips through `to_json` / `from_json` (skillgate_core.dataclass_json, "lenient":
+Each record round-trips through `to_json` / `from_json` (skillgate_core.base.dataclass_json, "lenient":
 keys a newer version wrote are dropped); files are written with
-skillgate_core.digests.atomic_write_json. Timestamps are UTC ISO-8601 strings ending in "Z".
+skillgate_core.base.atomic.atomic_write_json. Timestamps are UTC ISO-8601 strings ending in "Z".
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
 
-from skillgate_core.dataclass_json import dataclass_from_json
+from skillgate_core.base.dataclass_json import dataclass_from_json
 from skillgate_core.ownership.errors import BadRecord, OnBadRecord
 
 __all__ = [
@@ -230,4 +230,4 @@ class EvalRecord(_JSONRecord):
     detail: str = ""
     """Why the latest attempt ended as it did ('' when completed)."""
     runner: Mapping[str, Any] = field(default_factory=dict)
-    """The process running the latest attempt: host, pid, start stamp (skillgate_core.processes)."""
+    """The process running the latest attempt: host, pid, start stamp (skillgate_core.base.processes)."""

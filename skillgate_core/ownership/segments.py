@@ -25,10 +25,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from skillgate_core.atomic_dirs import building_dir
-from skillgate_core.digests import atomic_write_json
-from skillgate_core.file_locks import file_lock
-from skillgate_core.ownership.atomic import atomic_create_json
+from skillgate_core.base.atomic import atomic_create_json, atomic_write_json, building_dir
+from skillgate_core.base.file_locks import file_lock
 from skillgate_core.ownership.errors import (
     CheckpointExists,
     CheckpointOutsideExperiment,

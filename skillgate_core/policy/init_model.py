@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.policy.smollm2 import convert_smollm2
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["InitModelConfig", "SOURCES", "init_model"]
 

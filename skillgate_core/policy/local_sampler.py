@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, Range, check_ranges
 
 if TYPE_CHECKING:
     import torch

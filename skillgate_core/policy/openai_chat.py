@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 
 __all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
 

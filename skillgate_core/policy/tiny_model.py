@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.policy.corpus import build_corpus
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig", "build_tiny_model", "train_tokenizer"]
 

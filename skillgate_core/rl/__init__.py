@@ -1,19 +1,24 @@
-"""Reinforcement learning: the GRPO losses, the training profiles, and (elsewhere) the trainer.
+"""Reinforcement learning: the GRPO trainer, its losses and profiles, and the stages around it.
 
-- `profiles`: the seven docs/method.md 7 profiles and `get_profile` (pure Python, imported here).
-- `loss`: `grpo_clipped_loss`, `selector_grpo_loss`, `low_variance_kl`, `global_token_normaliser`
-  (torch; import `skillgate_core.rl.loss` explicitly so importing this package stays cheap).
-- `data_prep`: the `rl-data-prep` stage (rl_train.parquet: frozen slates, prompt ids rendered once);
-  import it explicitly (it pulls in pyarrow and transformers).
+Imported here: `profiles` only (pure Python); import every other module explicitly, most pull in torch.
 
-The distributed training layer the GRPO loop stands on (import each module explicitly):
-- `packing`: samples -> one-row micro-batches under a token budget (no padding), packed layout.
-- `logprobs`: `token_logprobs(model, micro_batch, temperature)`: float32 per-response-token log-probs.
-- `engine`: DeepSpeed ZeRO-3 policy (`build_engine`), frozen reference (`build_reference`),
-  `backward` / `optimizer_step`, the ZeRO-3 weight gather and the colocated replica refresh.
-- `collectives`: global sums / maxima across ranks (the global normaliser N, micro-batch counts).
-- `launch`: run one per-worker function on Ray Train workers (`launch_ray`) or in this process
-  (`run_in_process`); each module's docstring shows its use.
+The method (docs/method.md 6-7):
+- `profiles`: the seven profiles and `get_profile`; `loss_seeds`: the loss's seed hyperparameters.
+- `loss`: `selector_grpo_loss` (the one the trainer calls, for every profile), `grpo_clipped_loss`
+  (what it equals for the plain profiles), `low_variance_kl`, `global_token_normaliser`.
+- `samples`: accepted groups -> `CreditedSample`s (advantages, token weights per conversion chunk).
+
+The trainer (stage `grpo`):
+- `grpo_config`: `GRPOConfig`; `grpo_stage`: the stage (experiment, segment, Ray launch, export).
+- `grpo`: the per-worker loop, top to bottom (rollouts, credit, pack, log-probs, update, sync, record).
+- `rl_tasks`, `prompt_stream`, `rollouts`: training prompts, their seeded order, one rollout step.
+- `packing`, `logprobs`, `varlen_attention`: samples -> one-row micro-batches, float32 log-probs.
+- `engine`, `checkpoint_load`: DeepSpeed ZeRO-3 engine, frozen reference, colocated replica; resume.
+- `collectives`, `launch`: global sums / maxima across ranks; Ray Train workers or this process.
+- `sglang_sync`: server-mode rollouts and the weight push.
+- `step_metrics`, `progress`, `training_curves`: one metrics row per step, rank 0's progress, the PNG.
+
+The data: `data_prep`, stage `rl-data-prep` (rl_train.parquet: frozen slates, prompt ids rendered once).
 """
 
 from skillgate_core.rl.profiles import PROFILES, Profile, UnknownProfileError, get_profile, profile_names

@@ -25,7 +25,7 @@ Columns (rl_train.parquet):
     no_skill_prompt_ids list[i32] | null, no_skill_prompt_len i32 | null,
     prompt_profile str, prompt_profile_digest str, tool_schema_digest str, tokenizer_digest str,
     max_prompt_tokens i32, skill_aliases str | null
-Same inputs and config -> a byte-identical file (rows sorted, fixed schema, skillgate_core.parquet_rows'
+Same inputs and config -> a byte-identical file (rows sorted, fixed schema, skillgate_core.base.parquet_rows'
 pyarrow writer: the same bytes with or without polars installed).
 
 Renamed slates (`renamed_rate`): a share of the tasks is played under fresh skill names (skills.aliases:
@@ -56,16 +56,17 @@ from typing import Any
 
 from skillgate_core.agent.prompts import build_messages, get_prompt_profile, render_prompt_ids
 from skillgate_core.agent.tool_schemas import tool_schema_digest
-from skillgate_core.config_ranges import NonNegativeInt, Probability, check_ranges
-from skillgate_core.digests import atomic_write_json, tree_manifest
+from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.base.config_ranges import NonNegativeInt, Probability, check_ranges
+from skillgate_core.base.digests import tree_manifest
+from skillgate_core.base.safe_paths import UnsafeNameError, check_task_row
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE, Slate
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.profiles import get_profile
-from skillgate_core.safe_paths import UnsafeNameError, check_task_row
 from skillgate_core.skills import SlateError, read_slate, snapshot_digest
 from skillgate_core.skills.aliases import alias_names, renamed_slate
-from skillgate_core.slate_manifest import MANIFEST_FILE, Slate
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["OUTPUT_FILE", "SUMMARY_FILE", "RLDataError", "RLDataPrepConfig", "prepare_rl_data", "rl_data_schema"]
 
@@ -200,7 +201,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
     """Write out_dir/rl_train.parquet (schema: module docstring) and out_dir/rl_data_summary.json."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from skillgate_core.parquet_rows import write_rows
+    from skillgate_core.base.parquet_rows import write_rows
 
     bench, model_dir = Path(inputs["bench"]), Path(inputs["sft_model"])
     if not (model_dir / "config.json").is_file():

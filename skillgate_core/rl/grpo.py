@@ -49,14 +49,14 @@ from skillgate_core.rl.engine import (
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
-from skillgate_core.rl.loss import LossOutput, global_token_normaliser, grpo_clipped_loss, selector_grpo_loss
-from skillgate_core.rl.packing import MicroBatch, PackingConfig, TrainSample, pack_samples, pad_micro_batches
+from skillgate_core.rl.loss import LossOutput, global_token_normaliser, selector_grpo_loss
+from skillgate_core.rl.packing import MicroBatch, PackingConfig, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.rl.rl_tasks import load_rl_tasks
 from skillgate_core.rl.rollouts import rollout_step, step_filter_for
-from skillgate_core.rl.samples import CreditedSample, build_samples
+from skillgate_core.rl.samples import TOKEN_FIELDS, CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
 
@@ -72,7 +72,6 @@ CREDIT_EPISODES_FILE = "credit_episodes.jsonl"
 credit-starvation figure."""
 ENGINE_DIR, ENGINE_TAG = "engine", "state"
 """Inside every checkpoint: DeepSpeed's own sharded save (model, optimizer), one file set per rank."""
-FIELDS = ("mask", "a_task", "a_sel", "w_task", "w_sel")
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,8 @@ def _sampling_seed(seed: int, step: int, rank: int) -> int:
     return int(hashlib.sha256(f"grpo-sampling::{seed}::{step}::{rank}".encode()).hexdigest()[:8], 16)
 
 
-def _policy(job: GRPOJob, replica: Any, servers: ServerRollouts | None, tokenizer: Any, step: int, rank: int) -> Any:
+def _policy(job: GRPOJob, replica: Any, servers: ServerRollouts | None, tokenizer: Any, step: int, rank: int,
+            static_sampler: Any = None) -> Any:
     cfg = job.config
     if cfg.rollout_source == "teacher":
         noise = TeacherConfig(cfg.teacher_misleading_rate, cfg.teacher_no_read_rate,
@@ -128,7 +128,7 @@ def _policy(job: GRPOJob, replica: Any, servers: ServerRollouts | None, tokenize
                               seed=_sampling_seed(cfg.seed, step, rank), sampler=cfg.sampler)
     if servers is not None:
         return servers.policy(sampling, name="policy")
-    return LocalPolicy(replica, tokenizer, sampling, name="policy")
+    return LocalPolicy(replica, tokenizer, sampling, name="policy", static_sampler=static_sampler)
 
 
 def _servers(job: GRPOJob, tokenizer: Any) -> ServerRollouts | None:
@@ -142,18 +142,17 @@ def _servers(job: GRPOJob, tokenizer: Any) -> ServerRollouts | None:
     return servers
 
 
-def _loss(profile_loss: str, logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: MicroBatch,
-          normaliser: float, cfg: GRPOConfig) -> LossOutput:
+def _loss(logp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, mb: MicroBatch, normaliser: float,
+          cfg: GRPOConfig) -> LossOutput:
+    # Every profile trains through the two-stream loss: the plain ones carry w_task = mask and w_sel = 0
+    # (rl/samples.py), where it equals grpo_clipped_loss (tests/rl/test_rl_loss.py).
     f = mb.fields
-    if profile_loss == "two_stream":
-        return selector_grpo_loss(logp, old, f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"], normaliser,
-                                  selector_coef=cfg.lambda_, logp_ref=ref, beta=cfg.beta, clip_low=cfg.clip_low,
-                                  clip_high=cfg.clip_high)
-    return grpo_clipped_loss(logp, old, f["a_task"], f["mask"], normaliser, logp_ref=ref, beta=cfg.beta,
-                             clip_low=cfg.clip_low, clip_high=cfg.clip_high)
+    return selector_grpo_loss(logp, old, f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"], normaliser,
+                              selector_coef=cfg.lambda_, logp_ref=ref, beta=cfg.beta, clip_low=cfg.clip_low,
+                              clip_high=cfg.clip_high)
 
 
-def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], loss_kind: str, cfg: GRPOConfig,
+def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], cfg: GRPOConfig,
                   *, pad_token_id: int, device: torch.device,
                   timer: StepTimer | None = None) -> tuple[float, list[Any], StepStats | None]:
     """One optimizer step on this rank's samples (collective). Returns (N, per-micro-batch loss parts,
@@ -179,9 +178,9 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
         longest = max((len(s.prompt_ids) + len(s.response_ids) for s in samples), default=0)
         packing = PackingConfig(max_tokens=max(cfg.micro_batch_tokens, longest), pad_token_id=pad_token_id,
                                 max_samples=0 if packs_varlen(engine) else 1)
-        packed = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields()) for s in samples], packing)
+        packed = pack_samples(samples, packing)
         count = collectives.all_reduce_max(len(packed))
-        micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=FIELDS)]
+        micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=TOKEN_FIELDS)]
         # 5. old and reference log-probs, before any update
         with torch.no_grad():
             old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
@@ -192,7 +191,7 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
         losses = []
         for k, mb in enumerate(micro_batches):
             logp = token_logprobs(engine, mb, cfg.temperature)
-            out = _loss(loss_kind, logp, old[k], ref[k], mb, normaliser, cfg)
+            out = _loss(logp, old[k], ref[k], mb, normaliser, cfg)
             backward(engine, out.loss)
             if mb.num_response_tokens:
                 losses.append(out)
@@ -200,20 +199,24 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], lo
     return normaliser, losses, stats
 
 
-def _fix_sampler_shapes(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -> Any:
-    """cfg.static_shapes: the replica's kept StaticSampler pads every call to this worker's largest round
-    (its groups x G episodes, 2G for a paired slate) and a cache of max_context_tokens + max_new_tokens,
-    so the rollouts compile one decode graph. The cache holds the widest context of the batch plus the
-    LONGEST turn budget of the batch (each episode keeps its own budget and rows are cut afterwards:
-    agent.policies.LocalPolicy), so it can exceed max_context_tokens by up to max_new_tokens. Returns
-    the sampler (None when the replica samples with hf)."""
-    from skillgate_core.policy.fast_sampler import resolve_sampler, static_sampler_for
+def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -> Any:
+    """The replica's one StaticSampler, kept for the whole run and handed to every step's LocalPolicy (its
+    caches and compiled decode graphs are what make it fast); None when the replica samples with hf.
+
+    cfg.static_shapes: it pads every call to this worker's largest round (its groups x G episodes, 2G
+    for a paired slate) and a cache of max_context_tokens + max_new_tokens, so the rollouts compile one
+    decode graph. The cache holds the widest context of the batch plus the LONGEST turn budget of the
+    batch (each episode keeps its own budget and rows are cut afterwards: agent.policies.LocalPolicy),
+    so it can exceed max_context_tokens by up to max_new_tokens."""
+    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler
 
     if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
         return None
+    if not cfg.static_shapes:
+        return StaticSampler(replica, tokenizer)
     per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
-    return static_sampler_for(replica, tokenizer, min_batch=max(1, cfg.prompts_per_step // world) * per_group,
-                              min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
+    return StaticSampler(replica, tokenizer, min_batch=max(1, cfg.prompts_per_step // world) * per_group,
+                         min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
 
 
 def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
@@ -233,8 +236,7 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     engine = build_engine(job.model_dir, engine_config)
     reference = build_reference(job.model_dir, engine_config, beta=cfg.beta)
     replica = load_replica(job.model_dir, engine_config) if cfg.rollout_source == "policy" else None
-    if replica is not None and cfg.static_shapes:
-        _fix_sampler_shapes(replica, tokenizer, cfg, world)
+    static_sampler = _static_sampler(replica, tokenizer, cfg, world) if replica is not None else None
 
     state = _State(step=job.start_step, cursors=[0] * world)
     if job.resume_checkpoint:
@@ -267,13 +269,13 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         # 1. rollouts: this worker's share of groups, filtered and refilled
         step_filter = step_filter_for(profile, cfg)
         with timer.phase("rollout"):
-            groups, rollout = rollout_step(tasks, stream, _policy(job, replica, servers, tokenizer, step, rank),
+            groups, rollout = rollout_step(tasks, stream, _policy(job, replica, servers, tokenizer, step, rank, static_sampler),
                                            tokenizer, profile, cfg, step_filter, target_groups=per_worker)
         # 2. credit
         samples, facts = build_samples(groups, profile, chunk_groups=cfg.chunk_groups)
         # 3-6. normaliser, packing, old/ref log-probs, one optimizer step
         with timer.phase("train"):
-            normaliser, losses, update = update_policy(engine, reference, samples, profile.loss, cfg,
+            normaliser, losses, update = update_policy(engine, reference, samples, cfg,
                                                        pad_token_id=tokenizer.pad_token_id or 0, device=device)
         state.optimizer_steps += update is not None
         # 7. the replica or the servers take the new weights (every rank enters the gather)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from skillgate_core.config_ranges import (
+from skillgate_core.base.config_ranges import (
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -191,7 +191,7 @@ class GRPOConfig:
 
     @property
     def reusable(self) -> bool:
-        """A resume is never answered from the stage cache (skillgate_core.pipeline): it always trains."""
+        """A resume is never answered from the stage cache (skillgate_core.pipeline.run): it always trains."""
         return not self.resume_experiment
 
     @property

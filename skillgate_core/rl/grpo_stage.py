@@ -7,7 +7,7 @@
    checkpoint, reopens) experiment `grpo-PROFILE-HASH` (or `config.experiment_id`);
    `resume_experiment` continues an existing one from its latest checkpoint (and is never answered
    from the stage cache: GRPOConfig.reusable). Either way this process lifetime is a new segment,
-   reported as it starts and ends (skillgate_core.stage_events: segment_started, segment_ended).
+   reported as it starts and ends (skillgate_core.base.stage_events: segment_started, segment_ended).
 2. Training: `grpo.grpo_worker` on `num_workers` Ray Train workers (or in this process), which
    publishes checkpoints into the segment every `checkpoint_every` steps and the final export.
 3. The stage's output `policy_export/` is that export (hard-linked, so no copy of the weights) plus
@@ -30,8 +30,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.config import canonical_json, config_digest
-from skillgate_core.interrupts import interrupt_signal
+from skillgate_core.base.atomic import link_tree
+from skillgate_core.base.config import canonical_json, config_digest
+from skillgate_core.base.interrupts import interrupt_signal
+from skillgate_core.base.paths import state_layout
+from skillgate_core.base.stage_events import report
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.ownership import (
     ExperimentRecord,
     create_experiment,
@@ -43,17 +47,13 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
-from skillgate_core.ownership.atomic import link_tree
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
 from skillgate_core.ownership.layout import METRICS_FILE
-from skillgate_core.paths import state_layout
 from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
 from skillgate_core.rl.progress import follow_metrics, progress_style
 from skillgate_core.rl.training_curves import plot_training_curves
-from skillgate_core.stage_events import report
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["default_experiment_id", "prepare_experiment", "train_grpo"]
 

@@ -46,9 +46,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.interrupts import SignalStop, request_stop, stop_requested
-from skillgate_core.library_noise import quiet_library_output
-from skillgate_core.paths import apply_cache_env, state_layout
+from skillgate_core.base.interrupts import SignalStop, request_stop, stop_requested
+from skillgate_core.base.library_noise import quiet_library_output
+from skillgate_core.base.paths import apply_cache_env, state_layout
 
 __all__ = [
     "LaunchConfig",

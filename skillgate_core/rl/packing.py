@@ -23,20 +23,21 @@ Under ZeRO-3 every rank must run the same number of forward/backward passes (eac
 parameters collectively): agree on the count, then pad with empty micro-batches:
 
     mbs = pack_samples(samples, PackingConfig(max_tokens=8192))
-    mbs = pad_micro_batches(mbs, all_reduce_max(len(mbs)), field_names=FIELDS)
+    mbs = pad_micro_batches(mbs, all_reduce_max(len(mbs)), field_names=TOKEN_FIELDS)  # rl.samples
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 __all__ = [
     "MicroBatch",
     "PackingConfig",
+    "Sample",
     "TrainSample",
     "block_causal_mask",
     "empty_micro_batch",
@@ -65,6 +66,33 @@ class PackingConfig:
             raise ValueError("max_tokens must be >= 2 (one prompt token and one response token)")
 
 
+class Sample(Protocol):
+    """What `pack_samples` packs: ids, and per-response-token arrays by name (rl.samples.CreditedSample,
+    TrainSample)."""
+
+    @property
+    def prompt_ids(self) -> Sequence[int]: ...
+
+    @property
+    def response_ids(self) -> Sequence[int]: ...
+
+    @property
+    def fields(self) -> Mapping[str, Any]: ...
+
+
+def _num_tokens(sample: Sample) -> int:
+    return len(sample.prompt_ids) + len(sample.response_ids)
+
+
+def _check_sample(sample: Sample, index: int) -> None:
+    if len(sample.prompt_ids) < 1:
+        raise ValueError(f"sample {index}: a sample needs at least one prompt token")
+    for name, values in sample.fields.items():
+        if len(values) != len(sample.response_ids):
+            raise ValueError(f"sample {index}: field {name!r} has {len(values)} values for "
+                             f"{len(sample.response_ids)} response tokens")
+
+
 @dataclass(frozen=True, eq=False)
 class TrainSample:
     """One episode to train on: ids as sampled, plus per-response-token float arrays."""
@@ -77,17 +105,11 @@ class TrainSample:
     """name -> per-response-token values (list, numpy array or tensor), each len(response_ids) long."""
 
     def __post_init__(self) -> None:
-        if len(self.prompt_ids) < 1:
-            raise ValueError("a sample needs at least one prompt token")
-        for name, values in self.fields.items():
-            if len(values) != len(self.response_ids):
-                raise ValueError(
-                    f"field {name!r} has {len(values)} values for {len(self.response_ids)} response tokens"
-                )
+        _check_sample(self, 0)
 
     @property
     def num_tokens(self) -> int:
-        return len(self.prompt_ids) + len(self.response_ids)
+        return _num_tokens(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,7 +178,7 @@ def _as_float32(values: object) -> torch.Tensor:
     return torch.as_tensor(values, dtype=torch.float32).reshape(-1)
 
 
-def _build(samples: Sequence[TrainSample], indices: Sequence[int], field_names: Sequence[str]) -> MicroBatch:
+def _build(samples: Sequence[Sample], indices: Sequence[int], field_names: Sequence[str]) -> MicroBatch:
     ids: list[int] = []
     positions: list[int] = []
     cu = [0]
@@ -191,27 +213,28 @@ def _build(samples: Sequence[TrainSample], indices: Sequence[int], field_names: 
     )
 
 
-def pack_samples(samples: Sequence[TrainSample], config: PackingConfig) -> list[MicroBatch]:
+def pack_samples(samples: Sequence[Sample], config: PackingConfig) -> list[MicroBatch]:
     """First-fit-decreasing packing of `samples` into micro-batches of at most config.max_tokens.
 
-    Every sample must carry the same field names. A sample longer than the budget is an error
-    (raise the budget: splitting a sequence would change its log-probs).
+    Every sample must carry the same field names, each as long as its response. A sample longer than
+    the budget is an error (raise the budget: splitting a sequence would change its log-probs).
     """
     if not samples:
         return []
     names = sorted(samples[0].fields)
     for i, s in enumerate(samples):
+        _check_sample(s, i)
         if sorted(s.fields) != names:
             raise ValueError(f"sample {i} has fields {sorted(s.fields)}, sample 0 has {names}")
-        if s.num_tokens > config.max_tokens:
+        if _num_tokens(s) > config.max_tokens:
             raise ValueError(
-                f"sample {i} has {s.num_tokens} tokens, over the micro-batch budget {config.max_tokens}"
+                f"sample {i} has {_num_tokens(s)} tokens, over the micro-batch budget {config.max_tokens}"
             )
-    order = sorted(range(len(samples)), key=lambda i: (-samples[i].num_tokens, i))
+    order = sorted(range(len(samples)), key=lambda i: (-_num_tokens(samples[i]), i))
     bins: list[list[int]] = []
     room: list[int] = []
     for i in order:
-        n = samples[i].num_tokens
+        n = _num_tokens(samples[i])
         for b, free in enumerate(room):
             if n <= free and (not config.max_samples or len(bins[b]) < config.max_samples):
                 bins[b].append(i)

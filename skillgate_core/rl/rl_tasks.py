@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from skillgate_core.base.safe_paths import UnsafeNameError, check_task_row
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.formats.slate_manifest import is_skill_name
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.rl.data_prep import OUTPUT_FILE
 from skillgate_core.rl.rollouts import RLTask
-from skillgate_core.safe_paths import UnsafeNameError, check_task_row
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import renamed_slate, write_renamed_skills
-from skillgate_core.slate_manifest import is_skill_name
 
 __all__ = ["RLTasksError", "load_rl_tasks"]
 
@@ -35,7 +35,7 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
 
     With `policy_dir`, the table must have been rendered with that policy's tokenizer (the prompt
     ids are token ids of ONE tokenizer: another one would train on ids that mean other text)."""
-    from skillgate_core.parquet_rows import read_rows
+    from skillgate_core.base.parquet_rows import read_rows
 
     table = rl_data / OUTPUT_FILE if rl_data.is_dir() else rl_data
     if not table.is_file():

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.agent.collect import trajectory_span_report
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, Trajectory, run_episodes
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, run_episodes
+from skillgate_core.agent.trajectory import Trajectory, trajectory_span_report
 from skillgate_core.credit import (
     EpisodeEvidence,
     GroupVerdict,

@@ -14,6 +14,7 @@ the loss casts to float32.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,12 +35,12 @@ from skillgate_core.credit.actions import SelectionAction
 from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import Episode, Group
 
-__all__ = ["ChunkFacts", "CreditedSample", "build_samples"]
+__all__ = ["TOKEN_FIELDS", "ChunkFacts", "CreditedSample", "build_samples"]
 
 
 @dataclass(frozen=True)
 class CreditedSample:
-    """One episode ready for the loss."""
+    """One episode ready for the loss, packed as it is (rl/packing.py): its ids, then its per-token arrays."""
 
     task_id: str
     """The task it came from."""
@@ -58,10 +59,14 @@ class CreditedSample:
     w_sel: NDArray[np.float64]
     """Selector-stream weights (0 for the plain profiles)."""
 
+    @property
     def fields(self) -> dict[str, NDArray[np.float64]]:
         """The per-response-token arrays by name (what the packer carries into micro-batches)."""
-        return {"mask": self.mask, "a_task": self.a_task, "a_sel": self.a_sel, "w_task": self.w_task,
-                "w_sel": self.w_sel}
+        return {name: getattr(self, name) for name in TOKEN_FIELDS}
+
+
+TOKEN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(CreditedSample))[3:]
+"""The names of CreditedSample's per-response-token arrays: every field after the three ids."""
 
 
 @dataclass

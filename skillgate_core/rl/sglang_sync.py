@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from skillgate_core.agent.policies import SGLangPolicy
-from skillgate_core.atomic_dirs import building_dir
+from skillgate_core.base.atomic import building_dir
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
 from skillgate_core.rl import collectives

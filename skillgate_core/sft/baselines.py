@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.agent.policies import first_read_turn, turn_token_ids
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt
+from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
 from skillgate_core.sft.trainer import (
     LoRATrainingConfig,
@@ -42,7 +43,6 @@ from skillgate_core.sft.trainer import (
     train_lora_sft,
     trainer_arguments,
 )
-from skillgate_core.stage_output import StageOutput
 
 __all__ = ["BCStageConfig", "DPOStageConfig", "bc_rows", "dpo_rows", "selection_tasks", "train_bc", "train_dpo"]
 
@@ -80,7 +80,7 @@ def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict
 
     Order: round-robin over families (each family's tasks by task id), so a small `max_tasks` still
     covers every family; deterministic."""
-    from skillgate_core.parquet_rows import read_columns, read_rows
+    from skillgate_core.base.parquet_rows import read_columns, read_rows
 
     path = Path(rl_data)
     if path.is_dir():

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillgate_core.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
-from skillgate_core.stage_output import StageOutput
+from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.base.stage_output import StageOutput
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -102,7 +102,7 @@ def sft_rows(trajectories: Path, only_resolved: bool, max_length: int, renamed_c
     each trajectory followed by that many copies under fresh skill names (needs the policy's tokenizer)."""
     import random
 
-    from skillgate_core.parquet_rows import read_columns, read_rows
+    from skillgate_core.base.parquet_rows import read_columns, read_rows
     from skillgate_core.sft.realias import renamed_copies as rename
 
     path = Path(trajectories) / "trajectories.parquet"

@@ -6,6 +6,9 @@
 - `slates`: the 16-skill slate of a task (`build_slate`), its seed, shape check and skills.json.
 - `prompt`: the `<available_skills>` block of the system prompt.
 - `snapshots`: content-addressed, verified copies of skill folders (`snapshot_skills`).
+- `aliases`: one episode's slate under fresh skill names (a data augmentation of collect).
+- `slate_shape`: a well-formed slate (16 unique names, 1 oracle, 5/5/5); `procedure`: the first bash
+  block of a SKILL.md body.
 
     from skillgate_core.skills import build_retriever, build_slate, load_library
     retriever = build_retriever(load_library("skills/"))

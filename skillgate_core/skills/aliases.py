@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from skillgate_core.slate_manifest import Slate, SlateError
+from skillgate_core.formats.slate_manifest import Slate, SlateError
 
 __all__ = ["alias_names", "alias_slate", "renamed_slate", "write_renamed_skills"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.skills.skill_md import (
     SKILL_FILE,
     DuplicateSkillError,

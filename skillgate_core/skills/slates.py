@@ -10,7 +10,7 @@ drawn (seeded) from outside that same ranking's top-50. Order: `random.Random(se
 [oracle, misleading x5, relevant x5, irrelevant x5] with seed = `slate_seed(bench, task_id, split)`.
 The order is part of the data row: read it back from skills.json, never recompute it.
 
-The skills.json format itself (Slate, SlateEntry, their parser) lives in skillgate_core.slate_manifest,
+The skills.json format itself (Slate, SlateEntry, their parser) lives in skillgate_core.formats.slate_manifest,
 below both skills and envs, so task packages and slates share one parser; it is re-exported here.
 """
 
@@ -24,10 +24,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from skillgate_core.digests import atomic_write_json
-from skillgate_core.skills.retrieval import SkillRetriever
-from skillgate_core.skills.slate_shape import SLATE_SHAPE, slate_shape_problem
-from skillgate_core.slate_manifest import (
+from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.formats.slate_manifest import (
     Slate,
     SlateCategory,
     SlateEntry,
@@ -36,6 +34,8 @@ from skillgate_core.slate_manifest import (
     load_slate_manifest,
     skill_location,
 )
+from skillgate_core.skills.retrieval import SkillRetriever
+from skillgate_core.skills.slate_shape import SLATE_SHAPE, slate_shape_problem
 
 __all__ = [
     "IRRELEVANT_OUTSIDE_TOP",

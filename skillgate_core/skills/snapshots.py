@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgate_core.atomic_dirs import publish_dir
-from skillgate_core.config import canonical_json
-from skillgate_core.digests import atomic_write_json, file_sha256
-from skillgate_core.paths import state_layout
+from skillgate_core.base.atomic import atomic_write_json, publish_dir
+from skillgate_core.base.config import canonical_json
+from skillgate_core.base.digests import file_sha256
+from skillgate_core.base.paths import state_layout
 from skillgate_core.skills.library import _raise_on_duplicates
 from skillgate_core.skills.skill_md import load_skill
 

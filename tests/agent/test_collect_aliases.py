@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from skillgate_core.agent.collect import CollectConfig, collect_trajectories, load_bench_rows
+from skillgate_core.agent.collect import CollectConfig, collect_trajectories
+from skillgate_core.envs.bench_index import load_bench_rows
+from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import load_skill, read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_names, alias_slate
-from skillgate_core.slate_manifest import MANIFEST_FILE
 
 
 def test_aliasing_renames_every_skill_and_every_mention(bench, tmp_path):

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.agent.collect import CollectConfig, load_bench_rows
+from skillgate_core.agent.collect import CollectConfig
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPolicy
+from skillgate_core.base.paths import state_layout
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
+from skillgate_core.pipeline.run import run_stage
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
 from skillgate_core.skills import read_slate, slate_skills_dir
 
@@ -54,7 +55,7 @@ def test_teacher_reading_the_oracle_resolves_with_exact_token_streams(specs, mod
 def test_noisy_teacher_reading_a_lookalike_fails_and_spans_say_so(specs, model_dir):
     from transformers import AutoTokenizer
 
-    from skillgate_core.agent.collect import span_report
+    from skillgate_core.agent.trajectory import span_report
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     trajs = run_episodes(specs[:2], TeacherPolicy(tok, TeacherConfig(misleading_rate=1.0)), tok,

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import REPO
+from support.sandbox_fixtures import REPO
 
 from skillgate_core.agent import episode
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView, run_episodes

@@ -1,7 +1,7 @@
 """The episode loop driven by SGLangPolicy against a local server answering in SGLang's format.
 
 Real bench tasks, real bubblewrap sandboxes, the real verifier and span detection; the "server" is
-tests/sglang_recorded_server.py, answering each /generate with a scripted turn (read the oracle
+tests/support/sglang_recorded_server.py, answering each /generate with a scripted turn (read the oracle
 skill, then a final answer) as token ids of the policy's own tokenizer with recorded log-probs.
 """
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from sglang_recorded_server import RecordedSGLang
+from support.sglang_recorded_server import RecordedSGLang
 
-from skillgate_core.agent.collect import load_bench_rows, span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import SGLangPolicy, first_read_turn, turn_token_ids
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+from skillgate_core.agent.trajectory import span_report
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient

@@ -12,16 +12,16 @@ import json
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import REPO
-from scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
+from support.sandbox_fixtures import REPO
+from support.scripted_policy import Call, ScriptedPolicy, tiny_tokenizer
 
-from skillgate_core.agent.collect import span_report, trajectory_span_report
-from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Trajectory, run_episodes
+from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
+from skillgate_core.agent.trajectory import Trajectory, span_report, trajectory_span_report
 from skillgate_core.credit import selector_advantages
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.trials import reads_of
+from skillgate_core.formats.slate_manifest import SlateEntry
 from skillgate_core.skills import Slate
-from skillgate_core.slate_manifest import SlateEntry
 
 TASK = REPO / "tests" / "envs" / "tasks" / "good" / "hello-file"
 ORACLE = "oracle-x"

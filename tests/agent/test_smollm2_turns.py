@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.agent.collect import load_bench_rows, span_report
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+from skillgate_core.agent.trajectory import span_report
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.smollm2 import CONTEXT_TOKENS, locate_smollm2_gguf, smollm2_tokenizer
 from skillgate_core.skills import read_slate, slate_skills_dir

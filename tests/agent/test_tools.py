@@ -30,10 +30,11 @@ from skillgate_core.agent.tools import (
     parse_unified_diff,
     truncate_middle,
 )
-from skillgate_core.envs.sandbox import Sandbox, SandboxError, start_sandbox
+from skillgate_core.envs.backends import start_sandbox
+from skillgate_core.envs.sandbox import Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage, load_task_package
-from skillgate_core.tool_calls import parse_tool_calls
+from skillgate_core.formats.tool_calls import parse_tool_calls
 
 _ENVS = Path(__file__).resolve().parents[1] / "envs"
 if str(_ENVS) not in sys.path:

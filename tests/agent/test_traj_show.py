@@ -10,14 +10,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
 from deployments.cli import app
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories
+from skillgate_core.base.paths import state_layout
 from skillgate_core.credit import selector_advantages, task_advantages
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import StageRecord
+from skillgate_core.pipeline.run import StageRecord
 from warehouse import StageRunRecorder
 
 runner = CliRunner()
@@ -91,7 +91,7 @@ def test_list_then_show_one_episode_with_its_turns_mask_and_selection(collected:
 
 
 def test_a_dataset_digest_or_the_collect_run_names_the_source(collected: Path, skillgate_home: Path):
-    from skillgate_core.digests import path_sha256
+    from skillgate_core.base.digests import path_sha256
     from skillgate_core.policy.tiny_model import TinyModelConfig
 
     sha = path_sha256(collected)

@@ -10,9 +10,8 @@ import pytest
 
 from skillgate_core.benchgen import criticality_problems, gate_suite, measure_criticality, suite_stats
 from skillgate_core.benchgen.criticality import AGENTS
-from skillgate_core.envs.sandbox import available_backends
 
-pytestmark = pytest.mark.skipif(bool(available_backends()["bwrap"]), reason="bubblewrap is not usable here")
+pytestmark = pytest.mark.usefixtures("bwrap_ready")
 
 
 def test_validity_gate_on_a_sample_of_every_family(small_suite: Path):

@@ -18,7 +18,6 @@ from skillgate_core.benchgen.skillgym import (
     generate_from_skill,
     static_problems,
 )
-from skillgate_core.envs.sandbox import available_backends
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.policy.openai_chat import EndpointError
 
@@ -156,7 +155,7 @@ def endpoint() -> Iterator[callable]:
         server.__exit__()
 
 
-needs_bwrap = pytest.mark.skipif(bool(available_backends()["bwrap"]), reason="bubblewrap is not usable here")
+needs_bwrap = pytest.mark.usefixtures("bwrap_ready")
 CONFIG = dict(max_repairs=5, price_in_per_mtok=0.5, price_out_per_mtok=2.0, gate_backend="bwrap", gate_repeats=1)
 
 
@@ -264,7 +263,7 @@ def test_a_builder_cannot_write_outside_its_package_even_when_every_round_fails(
 
 
 def test_write_files_inside_checks_every_path_first_and_never_follows_a_link(tmp_path: Path):
-    from skillgate_core.safe_paths import UnsafeNameError, write_files_inside
+    from skillgate_core.base.safe_paths import UnsafeNameError, write_files_inside
 
     folder, target = tmp_path / "pkg", tmp_path / "target"
     target.mkdir()

@@ -8,15 +8,16 @@ import re
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.sandbox_fixtures import skip_without_bwrap
+from support.skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 
+from skillgate_core.base.config import config_to_dict
+from skillgate_core.base.paths import state_layout
 from skillgate_core.benchgen import BenchBuildConfig
-from skillgate_core.config import config_to_dict
-from skillgate_core.envs.sandbox import available_backends
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
-from skillgate_core.stages import get_stage
+from skillgate_core.envs.backends import available_backends
+from skillgate_core.pipeline.run import run_stage
+from skillgate_core.pipeline.stages import get_stage
 
 MINI = BenchBuildConfig(seed=5, families=("diagnosis", "constraints"), domains=("scheduling", "service-config"),
                         train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=2, slate_tasks=2)
@@ -73,8 +74,7 @@ def test_stage_runs_as_a_prefect_sub_flow(skillgate_home: Path):
 
 def test_cli_build_shows_writing_and_gate_progress_on_stderr(tmp_path: Path):
     """The validity-gate phase of `bench build` is not silent: off a terminal, one line per phase."""
-    if available_backends()["bwrap"]:  # the gate plays bubblewrap sandboxes
-        pytest.skip(f"bubblewrap unusable here: {available_backends()['bwrap']}")
+    skip_without_bwrap()  # the gate plays bubblewrap sandboxes
     mini = ['families=["diagnosis","constraints"]', 'domains=["scheduling","service-config"]',
             "train_skills_per_cell=1", "train_tasks_per_skill=1", "eval_tasks=2", "slate_tasks=2",
             "gate_sample_per_family=1"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from benchgen_small import SMALL
 
+from skillgate_core.base.digests import tree_manifest
 from skillgate_core.benchgen import BenchBuildConfig, build_suite, suite_digest, suite_stats
 from skillgate_core.benchgen.skill_plan import GenerationError, plan_skills
 from skillgate_core.benchgen.suite import plan_tasks
-from skillgate_core.digests import tree_manifest
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_seed
 

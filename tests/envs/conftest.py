@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from envtest_paths import GOOD
-from sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: F401  (fixtures)
+from support.sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: F401  (fixtures)
 
-# One definition of sandbox readiness for every test package (tests/sandbox_fixtures.py); here the
+# One definition of sandbox readiness for every test package (tests/support/sandbox_fixtures.py); here the
 # per-backend fixture is called `backend`.
 backend = sandbox_backend
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from envtest_paths import GOOD
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.scripted_episode import EpisodeOutcome, run_scripted_episode
 from skillgate_core.envs.verifier import EpisodeStatus

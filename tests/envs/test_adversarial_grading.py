@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from scripted_policy import ScriptedPolicy, tiny_tokenizer
+from support.scripted_policy import ScriptedPolicy, tiny_tokenizer
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, run_episodes
 from skillgate_core.agent.tools import ToolBox
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.verifier import VerifierResult, verify
 

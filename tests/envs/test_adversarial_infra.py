@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from deployments.cli import app
 from skillgate_core.agent.episode import run_episodes
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 
 
@@ -45,7 +45,7 @@ def test_image_builds_have_no_network(docker_ready, make_task):
 
 _OWNER = """
 import sys, time
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.task_package import load_task_package
 box = start_sandbox(load_task_package(sys.argv[1]), backend=sys.argv[2])
 print(box.session_id, flush=True)
@@ -97,10 +97,10 @@ def test_every_run_entry_point_reaps_first(monkeypatch, tmp_path: Path):
     """Each entry point asks for the reaping before it does anything else (recorded, not run)."""
     from skillgate_core.agent import collect, episode
     from skillgate_core.benchgen import criticality
-    from skillgate_core.envs import sandbox, validity_gate
+    from skillgate_core.envs import backends, validity_gate
 
     calls: list[str] = []
-    monkeypatch.setattr(sandbox, "cleanup_orphans", lambda config=None: calls.append("reap") or {})
+    monkeypatch.setattr(backends, "cleanup_orphans", lambda config=None: calls.append("reap") or {})
     entries = {
         "check_task": lambda: validity_gate.check_task(tmp_path / "none"),
         "check_tasks": lambda: validity_gate.check_tasks([tmp_path / "none"]),

@@ -15,9 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from deployments.cli import app
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.dockerfile_subset import DockerfileError, materialize, parse_dockerfile
 from skillgate_core.envs.harbor_import import import_harbor
-from skillgate_core.envs.sandbox import SandboxError, start_sandbox
+from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.task_package import TaskPackageError, load_task_package
 from skillgate_core.envs.validity_gate import check_task
 

@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from deployments.cli import app
-from skillgate_core.envs.sandbox import SandboxError, start_sandbox
+from skillgate_core.envs.backends import start_sandbox
+from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.verifier import EpisodeStatus
 from skillgate_core.skills import SlateError, SnapshotError, slate_skills_dir, snapshot_skills, validate_skill

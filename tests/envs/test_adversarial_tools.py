@@ -17,8 +17,8 @@ import pytest
 
 from skillgate_core.agent import tools as tools_module
 from skillgate_core.agent.tools import ToolBox
-from skillgate_core.envs.sandbox import start_sandbox
-from skillgate_core.tool_calls import parse_tool_calls
+from skillgate_core.envs.backends import start_sandbox
+from skillgate_core.formats.tool_calls import parse_tool_calls
 
 MAX_BRACE_EXPANSIONS = tools_module.MAX_BRACE_EXPANSIONS
 MAX_GLOB_CHARS = tools_module.MAX_GLOB_CHARS

@@ -28,8 +28,8 @@ from skillgate_core.agent.episode import (
 )
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.formats.tool_calls import parse_tool_calls
 from skillgate_core.policy.local_sampler import Completion
-from skillgate_core.tool_calls import parse_tool_calls
 
 LIMITS = SandboxConfig(pids_limit=128, workspace_limit_mb=64, memory_limit_mb=512, command_timeout_sec=20,
                        sandbox_uid=64321)

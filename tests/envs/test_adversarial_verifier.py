@@ -15,7 +15,7 @@ import pytest
 
 from skillgate_core.agent.tools import ToolBox
 from skillgate_core.benchgen.package import TEST_SH
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.verifier import VerifierResult, verify
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from envtest_paths import GOOD, REPO
 
-from skillgate_core.envs.sandbox import SandboxError, resolve_backend, start_sandbox
+from skillgate_core.envs.backends import resolve_backend, start_sandbox
+from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import load_task_package
 
@@ -123,7 +124,7 @@ def test_orphans_of_a_killed_owner_are_cleaned(backend: str):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
     session_id = done.stdout.strip()
     assert session_id, done.stderr
-    from skillgate_core.envs.sandbox import cleanup_orphans
+    from skillgate_core.envs.backends import cleanup_orphans
 
     removed = cleanup_orphans()
     assert removed[backend] >= 1
@@ -227,7 +228,7 @@ def test_cli_gc(bwrap_ready):
 def test_the_bwrap_workspace_tmpfs_is_never_larger_than_the_memory_limit(bwrap_ready, make_task):
     """tmpfs pages are memory: a workspace larger than the sandbox's memory limit would let an agent
     take more memory by writing files than by allocating it."""
-    from skillgate_core.envs.sandbox import start_sandbox
+    from skillgate_core.envs.backends import start_sandbox
     from skillgate_core.envs.sandbox_config import SandboxConfig
 
     task = make_task(toml="[environment]\nmemory_mb = 256\nstorage_mb = 4096\n", task_id="small-memory")

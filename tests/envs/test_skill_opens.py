@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 
 
 @pytest.fixture

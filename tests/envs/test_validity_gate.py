@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from envtest_paths import BROKEN, GOOD
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 
 from skillgate_core.envs.scripted_episode import EpisodeOutcome

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from skillgate_core.envs.sandbox import start_sandbox
+from skillgate_core.envs.backends import start_sandbox
 from skillgate_core.envs.verifier import EpisodeStatus, parse_reward, verify
 
 

@@ -96,7 +96,7 @@ def test_paper_report_figures_show_in_the_prefect_ui(ui_server, tmp_path, skillg
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.stage_flows import STAGE_FLOWS
-    from skillgate_core.config import config_to_dict
+    from skillgate_core.base.config import config_to_dict
     from skillgate_core.evaluation.paper_config import PaperConfig
 
     chromium = _chromium()

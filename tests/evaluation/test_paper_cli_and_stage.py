@@ -13,15 +13,15 @@ import pyarrow.parquet as pq
 import pytest
 from paper_rows import synthetic_rows, write_synthetic_evals, write_synthetic_training
 from PIL import Image
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
-from skillgate_core.config import ConfigError, config_to_dict
+from skillgate_core.base.config import ConfigError, config_to_dict
+from skillgate_core.base.paths import state_layout
 from skillgate_core.evaluation.paper_config import PaperConfig
 from skillgate_core.evaluation.rows import EVAL_TRIALS_FILE, write_eval_rows
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
-from skillgate_core.recipes import find_recipe, plan_recipe, resolve_recipe
-from skillgate_core.stages import get_stage
+from skillgate_core.pipeline.recipes import find_recipe, plan_recipe, resolve_recipe
+from skillgate_core.pipeline.run import run_stage
+from skillgate_core.pipeline.stages import get_stage
 from tasks.artifact_images import MAX_WIDTH
 
 RECIPES = Path(__file__).resolve().parents[2] / "deployments" / "recipes"

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import polars as pl
-from gpu_machine import run_without_absent
 from polars.testing import assert_frame_equal
-from trial_schema import POLARS_TRIAL_SCHEMA
+from support.gpu_machine import run_without_absent
+from support.trial_schema import POLARS_TRIAL_SCHEMA
 
 from skillgate_core.evaluation.rows import read_eval_rows
 from skillgate_core.evaluation.trials import TRIAL_COLUMNS, write_trials

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from services import (
     REPO,
     VENV,
@@ -26,9 +27,10 @@ from services import (
     service_env,
     wait_no_leftovers,
 )
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
 # In `make test` (measured 115 s here, 87 s of it the rl-train run): the product as users meet it.
+pytestmark = pytest.mark.e2e
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from services import (
     wait_no_leftovers,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))

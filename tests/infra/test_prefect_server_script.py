@@ -32,6 +32,7 @@ def _pids(home: Path) -> tuple[int, int]:
     return int((logs / "server.pid").read_text()), int((logs / "worker.pid").read_text())
 
 
+@pytest.mark.e2e
 def test_start_is_idempotent_and_stop_leaves_nothing(tmp_path):
     home = tmp_path / "home"
     (port,) = free_ports()
@@ -104,7 +105,7 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(tmp_path):
 def test_state_dir_follows_the_rule_of_skillgate_core_paths(tmp_path):
     """$SKILLGATE_HOME (resolved against the caller's cwd, not the checkout), else the checkout's .skillgate."""
     def python_home(env: dict[str, str], cwd: Path) -> str:
-        code = "from skillgate_core.paths import default_home; print(default_home()[0])"
+        code = "from skillgate_core.base.paths import default_home; print(default_home()[0])"
         env = dict(env, PYTHONPATH=str(REPO))  # this checkout's skillgate_core, as the flow runs use it
         return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -137,6 +138,7 @@ def sleeper(marker: str):
 '''
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_stop_ends_a_running_flow_run_and_its_children(tmp_path):
     """stop: the worker and its running flow run (a session of its own) and that run's children end,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fake_models import write_model, write_safetensors
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.ownership import (
     ExportExists,
     ExportInvalid,
@@ -144,7 +144,7 @@ _CHILD = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from fake_models import write_model
     from skillgate_core.ownership import build_export
-    import skillgate_core.ownership.atomic as atomic
+    import skillgate_core.base.atomic as atomic
 
     root, moment, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 

@@ -1,8 +1,8 @@
-"""Fixtures of the policy tests: the tiny policy of tests/tiny_fixtures.py (built once per session),
+"""Fixtures of the policy tests: the tiny policy of tests/support/tiny_fixtures.py (built once per session),
 loaded once per module."""
 
 import pytest
-from tiny_fixtures import tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.policy.local_sampler import load_policy
 

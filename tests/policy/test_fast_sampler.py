@@ -72,7 +72,7 @@ def test_compiled_step_traces_whole_and_buckets_shapes(policy):
 def test_shape_floors_give_every_call_one_compiled_shape(policy):
     """min_batch / min_cache_length: calls of 3 and 1 rows with different prompt and token budgets all run
     at (4, 512), the shape the floors set (one graph), and stay exact (teacher forcing); a call larger than
-    the floors still gets its own bucket; static_sampler_for replaces a kept sampler with other floors."""
+    the floors still gets its own bucket."""
     model, tok = policy
     ps = prompts(tok)
     torch._dynamo.reset()
@@ -86,10 +86,6 @@ def test_shape_floors_give_every_call_one_compiled_shape(policy):
     assert shapes == {(4, 512)}
     sampler.sample(ps + ps[:2], SamplingConfig(max_new_tokens=4, seed=2))
     assert sampler.stats["batch_bucket"] == 8
-    kept = fast_sampler.static_sampler_for(model, tok, min_batch=32, min_cache_length=1024)
-    assert (kept.min_batch, kept.min_cache_length) == (32, 1024)
-    assert fast_sampler.static_sampler_for(model, tok) is kept
-    assert fast_sampler.static_sampler_for(model, tok, min_batch=8) is not kept
     with pytest.raises(ValueError, match="min_batch"):
         StaticSampler(model, tok, min_batch=0)
 
@@ -143,14 +139,15 @@ def test_dispatch_and_local_policy_wiring(policy):
     assert resolve_sampler(SamplingConfig(), model) == "hf"  # CPU model: auto = hf
     assert resolve_sampler(SamplingConfig(sampler="static"), model) == "static"
     cfg = SamplingConfig(max_new_tokens=8, seed=4, sampler="static")
-    kept = fast_sampler.static_sampler_for(model, tok)
-    assert fast_sampler.static_sampler_for(model, tok) is kept
-    assert [c.token_ids for c in sample_batch(model, tok, ps, cfg)] == [
+    kept = StaticSampler(model, tok)
+    assert [c.token_ids for c in sample_batch(model, tok, ps, cfg, static=kept)] == [
         c.token_ids for c in sample_completions(model, tok, ps, cfg)
     ]
-    pol = LocalPolicy(model, tok, cfg)
+    assert kept.stats  # the sampler passed in is the one that sampled
+    pol = LocalPolicy(model, tok, cfg, static_sampler=kept)
     views = [type("V", (), {"max_new_tokens": 6, "context_ids": p})() for p in ps]
     comps = pol.act(views)
+    assert pol.static_sampler is kept
     assert all(len(c.token_ids) <= 6 for c in comps)
     expected = sample_completions(model, tok, ps, dataclasses.replace(cfg, max_new_tokens=6))
     assert [c.token_ids for c in comps] == [c.token_ids for c in expected]

@@ -11,9 +11,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from skillgate_core.pipeline.stages import get_stage
 from skillgate_core.policy import smollm2
 from skillgate_core.policy.init_model import InitModelConfig, init_model
-from skillgate_core.stages import get_stage
 
 
 def test_the_stage_takes_the_init_model_config():

@@ -1,6 +1,6 @@
 """The SGLang client against recorded exchanges served by a real local HTTP server.
 
-SGLang needs CUDA; tests/sglang_recorded_server.py answers in its documented format and refuses a
+SGLang needs CUDA; tests/support/sglang_recorded_server.py answers in its documented format and refuses a
 request SGLang would refuse. The recordings are tests/policy/fixtures/sglang_*.json.
 """
 
@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sglang_recorded_server import RecordedSGLang, control_routes
+from support.sglang_recorded_server import RecordedSGLang, control_routes
 
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient, SGLangError, parse_urls
@@ -206,7 +206,7 @@ class _Hostile:
     def __init__(self, mode: str) -> None:
         from http.server import BaseHTTPRequestHandler
 
-        from background_server import BackgroundServer
+        from support.background_server import BackgroundServer
 
         stop = self.stop = threading.Event()
 

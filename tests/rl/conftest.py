@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 

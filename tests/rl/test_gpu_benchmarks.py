@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.sandbox_fixtures import skip_without_bwrap
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = REPO / "benchmarks" / "gpu"
@@ -24,6 +25,7 @@ def _run(script: str, out: Path, *args: str) -> dict:
     return json.loads((out / script.replace(".py", ".json")).read_text())
 
 
+@pytest.mark.e2e
 def test_grpo_step_vs_trl_smoke(tmp_path):
     r = _run("grpo_step_vs_trl.py", tmp_path)
     trl, ours = r["trl"], r["ours"]
@@ -37,6 +39,7 @@ def test_grpo_step_vs_trl_smoke(tmp_path):
     assert not (tmp_path / "grpo_ours.json").exists()  # merged into the one JSON
 
 
+@pytest.mark.e2e
 def test_trainer_throughput_smoke_process(tmp_path):
     r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", "z3,z3_persist,z0",
              "--attn", "torch_varlen")
@@ -48,6 +51,7 @@ def test_trainer_throughput_smoke_process(tmp_path):
     assert set(r["summary"]["rows"]) == {"process/z3", "process/z3_persist", "process/z0"}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_trainer_throughput_smoke_with_ray(tmp_path):
     r = _run("trainer_throughput.py", tmp_path)
@@ -81,11 +85,9 @@ def test_grpo_step_vs_trl_presets_share_one_trl_run(tmp_path):
     assert not list(tmp_path.glob("grpo_ours*.json"))
 
 
+@pytest.mark.e2e
 def test_agent_rollouts_smoke(tmp_path):
-    from skillgate_core.envs import bwrap_sandbox
-
-    if bwrap_sandbox.unavailable_reason():
-        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    skip_without_bwrap()
     r = _run("agent_rollouts.py", tmp_path)
     lanes, one = (next(p for p in r["passes"] if p["pass"] == name) for name in ("lanes", "one_lane"))
     for p in (lanes, one):
@@ -141,14 +143,12 @@ def test_learning_result_arms_force_as_the_method_says_under_one_safety_cap():
                 grpo.max_rejected_groups, 64, 300) and armed.variant == ""
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
     # The device parts a, b, c (this machine's Python and bwrap: LR_LOCAL) and the CPU paper build d, at tiny
     # scale, in one state home: what the next GPU session runs, minus the GPUs (~3 min on 2 cores).
-    from skillgate_core.envs import bwrap_sandbox
-
-    if bwrap_sandbox.unavailable_reason():
-        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    skip_without_bwrap()
     bench = tmp_path / "bench.tar.xz"
     done = subprocess.run([sys.executable, str(GPU / "learning_result.py"), "write-bench", str(bench), "--scale", "tiny",
                            "--home", str(tmp_path / "wb")], capture_output=True, text=True, timeout=600, cwd=REPO)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.ownership import experiment_dir, experiments_root, list_segments
-from skillgate_core.paths import state_layout
 from warehouse import query, verify
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

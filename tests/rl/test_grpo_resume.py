@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from skillgate_core.base.paths import state_layout
 from skillgate_core.ownership import experiment_dir, experiments_root, list_checkpoints, list_segments
-from skillgate_core.paths import state_layout
 from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.grpo_stage import train_grpo

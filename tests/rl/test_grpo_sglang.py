@@ -1,6 +1,6 @@
 """GRPO in server mode (rollout_source = "sglang") end to end, against a stand-in SGLang server.
 
-The stand-in (a real local HTTP server speaking SGLang's format, tests/sglang_recorded_server.py)
+The stand-in (a real local HTTP server speaking SGLang's format, tests/support/sglang_recorded_server.py)
 holds a transformers copy of the policy: /update_weights_from_disk loads the folder the trainer
 pushed, /generate plays the noisy skill-following teacher's turns (a tiny random model solves
 nothing, so every group would be rejected) and reports each token's log-prob under the weights it
@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import torch
-from sglang_recorded_server import RecordedSGLang
+from support.sglang_recorded_server import RecordedSGLang
 
 from skillgate_core.agent.episode import EpisodeSpec, EpisodeView
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy

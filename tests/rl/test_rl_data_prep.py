@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages
+from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
+from skillgate_core.pipeline.run import run_stage
 from skillgate_core.rl.data_prep import RLDataError, RLDataPrepConfig, prepare_rl_data, rl_data_schema
 from skillgate_core.skills import read_slate, snapshot_skills
 
@@ -52,7 +52,7 @@ def test_same_inputs_give_a_byte_identical_parquet(bench, policy, tmp_path):
 def test_the_table_is_the_same_bytes_without_polars(bench, policy, tmp_path):
     # The GPU machine has no polars: the stage writes with pyarrow alone, and the file (hence the
     # stage's output digest, which keys every later stage) is the same there as here.
-    from gpu_machine import run_without_absent
+    from support.gpu_machine import run_without_absent
 
     here = prep(bench, policy, tmp_path / "here", profile="selector_clean_oracle_action_credit")
     code = ("from pathlib import Path\n"
@@ -248,7 +248,7 @@ def test_renamed_slates_are_rendered_mounted_and_played_under_fresh_names(bench,
 
 
 def test_a_tampered_renaming_is_refused(bench, policy, tmp_path):
-    from skillgate_core.parquet_rows import read_rows, write_rows
+    from skillgate_core.base.parquet_rows import read_rows, write_rows
     from skillgate_core.rl.rl_tasks import RLTasksError, load_rl_tasks
 
     path = prep(bench, policy, tmp_path / "rl", renamed_rate=1.0)
@@ -266,7 +266,7 @@ def test_a_tampered_renaming_is_refused(bench, policy, tmp_path):
 def test_ids_and_paths_of_the_table_are_checked_before_they_name_a_path(bench, policy, tmp_path, field, value):
     """A task id of the table becomes a scratch folder, task_path a package under the bench: both are
     refused (naming the file and the field) before anything is created outside their folders."""
-    from skillgate_core.parquet_rows import read_rows, write_rows
+    from skillgate_core.base.parquet_rows import read_rows, write_rows
     from skillgate_core.rl.rl_tasks import RLTasksError, load_rl_tasks
 
     rows = read_rows(prep(bench, policy, tmp_path / "rl"))

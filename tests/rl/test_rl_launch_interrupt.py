@@ -5,13 +5,12 @@ handler (which exits via SystemExit, recorded as a failure, and is never removed
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.ctrl_c import ctrl_c, own_group
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -20,7 +19,7 @@ DRIVER = """
 import signal, sys
 from rich.console import Console
 from deployments.cli.interrupts import stop_on_interrupt
-from skillgate_core.interrupts import interrupt_signal
+from skillgate_core.base.interrupts import interrupt_signal
 from skillgate_core.rl.launch import LaunchConfig, launch_ray
 from rl_workers import sleeping_worker
 
@@ -48,22 +47,10 @@ def test_ctrl_c_stops_ray_train_workers_and_unwinds_through_the_previous_handler
     markers = tmp_path / "markers"
     markers.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)]), "SKILLGATE_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(markers), str(tmp_path / "runs"), str(HERE)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while len(list(markers.iterdir())) < 2:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
+    args = [sys.executable, "-c", DRIVER, str(markers), str(tmp_path / "runs"), str(HERE)]
+    with own_group(args, env=env) as proc:
+        out, err, took = ctrl_c(proc, ready=lambda: len(list(markers.iterdir())) >= 2, wait_s=300, exit_s=120)
         pids = [int(p.read_text()) for p in markers.iterdir()]
-        sent = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the driver and everything in its group
-        out, err = proc.communicate(timeout=120)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
     assert "STOPPED SIGINT handler restored" in out, out + err
     assert took < 30, f"{took:.1f} s"
     assert "SIGINT: stopping the test run" in err and "Traceback" not in err, err

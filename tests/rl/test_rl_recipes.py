@@ -4,10 +4,10 @@ profile it trains, and bc / dpo feed eval70 like any policy export."""
 from __future__ import annotations
 
 from deployments import RECIPES_DIR
-from skillgate_core.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
+from skillgate_core.pipeline.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
+from skillgate_core.pipeline.stages import get_stage
 from skillgate_core.rl.data_prep import RLDataPrepConfig
 from skillgate_core.sft.baselines import BCStageConfig, DPOStageConfig
-from skillgate_core.stages import get_stage
 
 
 def test_every_rl_recipe_prepares_data_for_the_profile_it_trains():
@@ -52,8 +52,8 @@ def test_every_recipe_has_a_deployment_and_training_ones_take_resume():
     import yaml
 
     from flows.skillgate import skillgate
-    from skillgate_core.config import ConfigError
-    from skillgate_core.recipes import resume_overrides
+    from skillgate_core.base.config import ConfigError
+    from skillgate_core.pipeline.recipes import resume_overrides
 
     spec = yaml.safe_load((Path(RECIPES_DIR).parents[1] / "prefect.yaml").read_text())
     # The entry flow's deployments (the nightly is its own flow: flows/eval_nightly.py).
@@ -81,8 +81,8 @@ def test_every_recipe_has_a_deployment_and_training_ones_take_resume():
 def test_resume_needs_an_experiment_id_and_a_training_stage():
     import pytest
 
-    from skillgate_core.config import ConfigError
-    from skillgate_core.recipes import resume_overrides
+    from skillgate_core.base.config import ConfigError
+    from skillgate_core.pipeline.recipes import resume_overrides
 
     with pytest.raises(ConfigError, match="is not an experiment id"):
         resume_overrides(find_recipe("rl-train", RECIPES_DIR), "../other")

@@ -3,7 +3,7 @@ no reward is a graded 0 (flagged), an infrastructure failure rejects the whole g
 
 from __future__ import annotations
 
-from skillgate_core.agent.episode import Trajectory
+from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.credit import RolloutStepFilter
 from skillgate_core.credit.groups import RejectReason
 from skillgate_core.credit.spans import SpanReport

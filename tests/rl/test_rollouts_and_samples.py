@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skillgate_core.agent.collect import load_bench_rows
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
+from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.profiles import get_profile

@@ -18,20 +18,20 @@ from dataclasses import replace
 import pytest
 import torch
 
-from skillgate_core.agent.collect import trajectory_span_report
-from skillgate_core.agent.episode import OBSERVATION_TEMPLATE, Trajectory, TurnRecord
+from skillgate_core.agent.episode import OBSERVATION_TEMPLATE
+from skillgate_core.agent.trajectory import Trajectory, TurnRecord, trajectory_span_report
 from skillgate_core.credit import RejectReason
+from skillgate_core.formats.slate_manifest import Slate, SlateEntry
 from skillgate_core.rl.grpo import update_policy
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import run_in_process
 from skillgate_core.rl.logprobs import token_logprobs
 from skillgate_core.rl.loss import grpo_clipped_loss, selector_grpo_loss
-from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples
+from skillgate_core.rl.packing import PackingConfig, pack_samples
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.rollouts import Episode, Group, RLTask, RolloutStats, behaviour_tally
 from skillgate_core.rl.samples import build_samples
 from skillgate_core.rl.step_metrics import rank_summary, step_metrics
-from skillgate_core.slate_manifest import Slate, SlateEntry
 
 GOLD, MISLEADING = "csv-column-sum", "csv-row-count"
 NAMES = [GOLD] + [f"mis-{i}" for i in range(4)] + [MISLEADING] + [f"rel-{i}" for i in range(5)] + [
@@ -110,7 +110,7 @@ def _step(ctx, payload):
 
     def identity_logp() -> torch.Tensor:
         s = samples[0]
-        (mb,) = pack_samples([TrainSample(s.prompt_ids, s.response_ids, s.fields())], PackingConfig(max_tokens=4096))
+        (mb,) = pack_samples([s], PackingConfig(max_tokens=4096))
         with torch.no_grad():
             logp = token_logprobs(engine, mb)
         return logp[list(target.identity_token_indices)].clone()
@@ -126,7 +126,7 @@ def _step(ctx, payload):
     (grad,) = torch.autograd.grad(loss, logp)
 
     before = identity_logp()
-    normaliser, losses, update = update_policy(engine, None, samples, profile.loss, cfg, pad_token_id=0,
+    normaliser, losses, update = update_policy(engine, None, samples, cfg, pad_token_id=0,
                                                device=torch.device("cpu"))
     after = identity_logp()
     rollout = RolloutStats(drawn=["t0"], episodes=4, played=behaviour_tally(group.episodes))

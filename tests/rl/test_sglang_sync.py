@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from sglang_recorded_server import RecordedSGLang, control_routes
+from support.sglang_recorded_server import RecordedSGLang, control_routes
 
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient, SGLangError

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from skillgate_core.agent.policies import first_read_turn
+from skillgate_core.base.paths import state_layout
 from skillgate_core.benchgen import BenchBuildConfig, build_suite
-from skillgate_core.paths import state_layout
-from skillgate_core.pipeline import run_stage
+from skillgate_core.pipeline.run import run_stage
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
 from skillgate_core.sft.baselines import (

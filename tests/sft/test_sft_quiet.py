@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories
 
@@ -41,7 +41,7 @@ def test_the_deepspeed_accelerator_line_is_dropped_in_every_skillgate_process():
     out = _import_deepspeed("import deployments.cli")  # the CLI
     assert ACCELERATOR_LINE not in out and "ds_accelerator" not in out and "done" in out, out
     # flows and tasks (a Prefect worker) set the same filter up: DeepSpeed's logger drops the line
-    from flows.settings import configure_prefect_env
+    from tasks.settings import configure_prefect_env
 
     configure_prefect_env()
     for line in (ACCELERATOR_LINE + ". If you have GPU ...", "Setting ds_accelerator to cuda (auto detect)"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
 from skillgate_core.skills import (
     DuplicateSkillError,
     SkillError,

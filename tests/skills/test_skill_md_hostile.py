@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 
 from skillgate_core.skills import SkillError, load_skill, validate_skill
 from skillgate_core.skills.skill_md import FRONT_MATTER_MAX_DEPTH

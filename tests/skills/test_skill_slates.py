@@ -177,7 +177,7 @@ def test_manifest_errors(retriever, tmp_path: Path) -> None:
 
 def test_one_format_roles_come_from_categories(retriever, tmp_path: Path) -> None:
     """skills.json is the ordered slate; the role lists are derived from the entries' categories."""
-    from skillgate_core.slate_manifest import load_slate_manifest
+    from skillgate_core.formats.slate_manifest import load_slate_manifest
 
     slate = make(retriever)
     path = write_slate(slate, tmp_path / "skills.json")

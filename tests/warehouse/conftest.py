@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from wh_scenario import Scenario, lineage_scenario
 
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.paths import StateLayout, state_layout
 
 
 @pytest.fixture

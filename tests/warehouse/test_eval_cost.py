@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from wh_scenario import lineage_scenario
 
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.paths import StateLayout
 from warehouse import query, record
 from warehouse.eval_cost import estimate_evaluation
 from warehouse.events import EvalTrial, EvalTrials

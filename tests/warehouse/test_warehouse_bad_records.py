@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from wh_scenario import Scenario
 
 from skillgate_core.ownership import create_experiment, experiment_dir

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from skillgate_core.paths import StateLayout, state_layout
+from skillgate_core.base.paths import StateLayout, state_layout
 from warehouse import RunStarted, ingest, query, read_connection, record, warehouse_status
 
 WRITERS = 4

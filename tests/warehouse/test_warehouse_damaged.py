@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from wh_scenario import T0, Scenario
 
 from warehouse import RunFinished, query, rebuild, record

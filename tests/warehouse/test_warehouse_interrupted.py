@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import duckdb
-from skillgate_cli import REPO, run_skillgate
+from support.skillgate_cli import REPO, run_skillgate
 
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.base.processes import current_process, process_start, process_state
 from skillgate_core.policy.tiny_model import TinyModelConfig
-from skillgate_core.processes import current_process, process_start, process_state
 from warehouse import RunStarted, SegmentStarted, StageRunRecorder, query, record, verify, warehouse_status
 from warehouse.interrupted import mark_interrupted
 from warehouse.migrate import migrations
@@ -35,8 +35,8 @@ HANGING_STAGE = textwrap.dedent("""
         time.sleep(600)
 
     init.build_tiny_model = hang
-    from skillgate_core.paths import state_layout
-    from skillgate_core.pipeline import run_stage
+    from skillgate_core.base.paths import state_layout
+    from skillgate_core.pipeline.run import run_stage
     from warehouse import StageRunRecorder
 
     config = init.InitModelConfig()

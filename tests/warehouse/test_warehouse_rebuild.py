@@ -6,7 +6,7 @@ from typing import Any
 
 from wh_scenario import Scenario, run_started
 
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.paths import StateLayout
 from warehouse import (
     dataset_upstream,
     experiment_exports,

@@ -7,15 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from skillgate_cli import run_skillgate
+from support.skillgate_cli import run_skillgate
 from typer.testing import CliRunner
 from wh_scenario import Scenario
 
 from deployments.cli import app
-from skillgate_core.config import config_digest
-from skillgate_core.digests import path_sha256
-from skillgate_core.paths import StateLayout
-from skillgate_core.pipeline import StageRecord
+from skillgate_core.base.config import config_digest
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.pipeline.run import StageRecord
 from skillgate_core.policy.tiny_model import TinyModelConfig
 from warehouse import AmbiguousRef, RefMatch, StageRunRecorder, UnknownRef, read_connection, resolve_ref
 from warehouse.refs import match_ref

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 from wh_scenario import Scenario
 
 from deployments.cli import app
-from skillgate_core.digests import path_sha256
-from skillgate_core.paths import StateLayout
-from skillgate_core.pipeline import StageRecord
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.pipeline.run import StageRecord
 from skillgate_core.policy.tiny_model import TinyModelConfig
 from warehouse import StageRunRecorder
 

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from skillgate_cli import REPO, run_skillgate
+from support.skillgate_cli import REPO, run_skillgate
 from wh_scenario import run_started
 
-from skillgate_core.paths import StateLayout
+from skillgate_core.base.paths import StateLayout
 from warehouse import query, record
 from warehouse.events import EventFormatError
 from warehouse.spool import EventLog, append_events, event_log, list_pending, read_event_file

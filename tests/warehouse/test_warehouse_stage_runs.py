@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.digests import path_sha256
-from skillgate_core.interrupts import SignalStop
-from skillgate_core.paths import StateLayout
-from skillgate_core.pipeline import StageRecord
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.interrupts import SignalStop
+from skillgate_core.base.paths import StateLayout
+from skillgate_core.pipeline.run import StageRecord
 from skillgate_core.policy.tiny_model import TinyModelConfig
 from warehouse import StageRunRecorder, query
 from warehouse.provenance import git_state
@@ -106,7 +106,7 @@ def test_ray_workers_never_touch_the_warehouse(state: StateLayout):
     try:
         @ray.remote
         def try_record(home: str) -> str:
-            from skillgate_core.paths import state_layout
+            from skillgate_core.base.paths import state_layout
             from warehouse import RunFinished, record
 
             try:

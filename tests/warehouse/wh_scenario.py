@@ -21,7 +21,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillgate_core.digests import path_sha256
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.paths import StateLayout
 from skillgate_core.ownership import (
     build_export,
     create_experiment,
@@ -34,7 +35,6 @@ from skillgate_core.ownership import (
     start_segment,
     write_eval_row,
 )
-from skillgate_core.paths import StateLayout
 from warehouse import (
     DatasetVersion,
     EvalMetric,

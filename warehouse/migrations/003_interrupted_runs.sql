@@ -1,5 +1,5 @@
 -- 003: runs whose process died without recording an end (SIGKILL, OOM killer, power loss).
---   * segment.process_start: the start stamp of the segment's process (skillgate_core.processes),
+--   * segment.process_start: the start stamp of the segment's process (skillgate_core.base.processes),
 --     so the run is judged by host + pid + start and a reused pid is not taken for it;
 --   * run_end.status may be 'interrupted' (warehouse/interrupted.py records it once the process is
 --     found gone); failed and interrupted ends carry an error text saying why.

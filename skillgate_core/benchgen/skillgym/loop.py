@@ -26,18 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from skillgate_core.base.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.safe_paths import UnsafeNameError, write_files_inside
 from skillgate_core.benchgen.skillgym.checks import static_problems
 from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
 from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Verdict
-from skillgate_core.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
-from skillgate_core.digests import path_sha256
 from skillgate_core.policy.openai_chat import EndpointError
-from skillgate_core.safe_paths import UnsafeNameError, write_files_inside
 
 if TYPE_CHECKING:
-    from skillgate_core.envs.sandbox import Backend
+    from skillgate_core.envs.backends import Backend
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
 

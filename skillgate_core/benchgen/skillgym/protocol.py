@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from skillgate_core.safe_paths import UnsafeNameError, check_relative_path
+from skillgate_core.base.safe_paths import UnsafeNameError, check_relative_path
 
 __all__ = ["FitVerdict", "ReplyError", "ReviewVerdict", "parse_build", "parse_fit", "parse_review"]
 

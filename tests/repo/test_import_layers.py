@@ -1,0 +1,59 @@
+"""The library's import layers (pyproject.toml [tool.importlinter]) hold, and a violation is caught."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)})
+
+
+def test_skillgate_core_layers_are_kept() -> None:
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
+    # A copy of the library where skills (low) imports credit (above it) must be refused.
+    for package in ("skillgate_core", "warehouse", "tasks", "flows", "deployments"):  # the contracts' roots
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    prompt = tmp_path / "skillgate_core" / "skills" / "prompt.py"
+    prompt.write_text(prompt.read_text() + "\nfrom skillgate_core.credit import actions as _upward  # noqa\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "skillgate_core.skills is not allowed to import skillgate_core.credit" in result.stdout
+
+
+# The GPU machine's path for the learning result (docs/gpu.md, benchmarks/gpu/learning_result.py): the
+# stage functions of init-model, collect, sft, rl-data-prep, grpo, eval70 and paper-tables, plus the runner.
+GPU_PATH_MODULES = (
+    "skillgate_core.rl.grpo", "skillgate_core.rl.grpo_stage", "skillgate_core.agent.policies",
+    "skillgate_core.policy.tiny_model", "skillgate_core.agent.collect", "skillgate_core.sft.trainer",
+    "skillgate_core.rl.data_prep", "skillgate_core.rl.rl_tasks", "skillgate_core.evaluation.stage",
+    "skillgate_core.evaluation.runner", "skillgate_core.evaluation.trials", "skillgate_core.evaluation.paper",
+    "skillgate_core.pipeline.run", "skillgate_core.base.parquet_rows",
+)
+
+
+def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> None:
+    # The GPU machine carries only what the training path needs (docs/gpu.md, What travels): rollouts,
+    # credit, the trainer, the sft and eval70 stages and the paper build must not import the
+    # orchestrator, the warehouse or polars at import time.
+    from support.gpu_machine import run_without_absent
+
+    code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in GPU_PATH_MODULES)
+    code += "from skillgate_core.pipeline.stages import get_stage\n"
+    code += "".join(f"get_stage({s!r}).run_function()\n" for s in
+                    ("init-model", "collect", "sft", "rl-data-prep", "grpo", "eval70", "paper-tables"))
+    result = run_without_absent(code, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
