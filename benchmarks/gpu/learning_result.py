@@ -401,6 +401,12 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
     steps, so a command that ends mid-run loses at most checkpoint_every steps, never the arm."""
     cfg = replace(run.cfg["grpo"], profile=profile)
     inputs = grpo_inputs(paths, profile)
+    finished = _resumed_export(run, paths, profile)
+    if finished is not None:  # an earlier command finished it by a resume: never trained again
+        print(f"[{time.strftime('%H:%M:%S')}] grpo_{profile}: reused (finished by a resume: {finished})", flush=True)
+        run.result["stages"][f"grpo_{profile}"] = {"stage": "grpo", "reused": True, "resumed_export": str(finished)}
+        _keep_training(run, profile, finished.parent / "training")
+        return None
     resume = _cut_off_experiment(cfg, inputs)
     if resume:
         print(f"[{time.strftime('%H:%M:%S')}] grpo_{profile}: resuming {resume} to step {cfg.steps}", flush=True)
@@ -417,6 +423,18 @@ def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
                      "rl_data": str(inputs["rl_data"]), "sft_model": str(inputs["sft_model"])})
     _keep_training(run, profile, Path(record.out_dir) / "training")
     return record
+
+
+def _resumed_export(run: Run, paths: dict[str, Path], profile: str) -> Path | None:
+    """The export of this arm that a resume finished in this home (same steps and inputs), else None."""
+    kept_file = run.home / RESUMED_EXPORTS / f"{profile}.json"
+    if not kept_file.is_file():
+        return None
+    kept = json.loads(kept_file.read_text())
+    inputs = grpo_inputs(paths, profile)
+    same = (kept["steps"] == run.cfg["grpo"].steps and kept["rl_data"] == str(inputs["rl_data"])
+            and kept["sft_model"] == str(inputs["sft_model"]))
+    return Path(kept["policy_export"]) if same and Path(kept["policy_export"]).is_dir() else None
 
 
 def _cut_off_experiment(cfg: Any, inputs: dict[str, Path]) -> str:
@@ -481,13 +499,9 @@ def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
     from skillgate_core.pipeline.run import finished_run
 
     done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
-    resumed = run.home / RESUMED_EXPORTS / f"{method}.json"
-    if done is None and resumed.is_file():
-        kept = json.loads(resumed.read_text())
-        inputs = grpo_inputs(paths, method)
-        if (kept["steps"] == run.cfg["grpo"].steps and kept["rl_data"] == str(inputs["rl_data"])
-                and kept["sft_model"] == str(inputs["sft_model"])):
-            return Path(kept["policy_export"])
+    resumed = _resumed_export(run, paths, method)
+    if done is None and resumed is not None:
+        return resumed
     if done is None:
         raise SystemExit(f"arm {method} has no finished grpo run in {run.home} (a fresh machine, or part b did not "
                          f"finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")
@@ -497,8 +511,12 @@ def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
 def evaluate(run: Run, paths: dict[str, Path], method: str) -> Any:
     """eval70 (eval70_v1 by default) on one method's policy; rows copied to out/eval/<method>/."""
     policy = export_of(run, paths, method)
-    record = run.stage(f"eval70_{method}", "eval70", replace(run.cfg["eval"], method=method),
-                       {"policy_export": policy, "bench": paths["bench"]})
+    try:
+        record = run.stage(f"eval70_{method}", "eval70", replace(run.cfg["eval"], method=method),
+                           {"policy_export": policy, "bench": paths["bench"]})
+    except BaseException:
+        _salvage_eval(run, method)  # an evaluation cut off (budget, SIGTERM) still brings back the trials it played
+        raise
     src = Path(record.outputs["eval_rows"])
     target = run.out / "eval" / method
     target.mkdir(parents=True, exist_ok=True)
@@ -506,6 +524,31 @@ def evaluate(run: Run, paths: dict[str, Path], method: str) -> Any:
         if f.is_file():
             shutil.copy2(f, target / f.name)
     return record
+
+
+def _salvage_eval(run: Run, method: str) -> None:
+    """The newest evaluation of `method` in the home that did not finish: its published rows as
+    out/eval/<method>/partial_rows.jsonl (never read by the paper build) and counts in the JSON."""
+    from skillgate_core.ownership import experiment_dir, list_eval_rows
+
+    newest: tuple[float, Path, str] | None = None
+    for eval_dir in (run.home / "experiments").glob("*/eval/*"):
+        rows_dir = eval_dir / "rows"
+        if eval_dir.is_dir() and rows_dir.is_dir() and (newest is None or rows_dir.stat().st_mtime > newest[0]):
+            exp = eval_dir.parents[1]
+            some = list_eval_rows(experiment_dir(exp.parent, exp.name), eval_dir.name)
+            if some and next(iter(some.values())).get("method") == method:
+                newest = (rows_dir.stat().st_mtime, exp, eval_dir.name)
+    if newest is None:
+        return
+    _, exp, eval_id = newest
+    rows = list(list_eval_rows(experiment_dir(exp.parent, exp.name), eval_id).values())
+    target = run.out / "eval" / method
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "partial_rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    run.result.setdefault("eval_incomplete", {})[method] = {
+        "eval_id": eval_id, "trials": len(rows), "resolved": sum(r.get("outcome") == "resolved" for r in rows)}
+    run.save()
 
 
 def probe(run: Run, paths: dict[str, Path]) -> None:

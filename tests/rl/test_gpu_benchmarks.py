@@ -249,3 +249,7 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     run = _learning_result().Run(_learning_result().parse(["eval", *common, "--bench", str(built)]), "eval")
     paths = _learning_result().prep(run)
     assert _learning_result().export_of(run, paths, "mixed_task_reward") == Path(record["outputs"]["policy_export"])
+    # nor trained again by the next `arm` (2026-12-01 on the H200: it started a fresh run)
+    again = subprocess.run([*driver, *arm, "--tag", "again"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "reused (finished by a resume" in again.stdout and "grpo ..." not in again.stdout
