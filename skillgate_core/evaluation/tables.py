@@ -223,9 +223,9 @@ def bootstrap_table(results: Sequence[tuple[str, PairedBootstrap]]) -> Table:
     if first:
         caption += (f" {first.resamples} resamples, seed {first.seed}, {100 * first.confidence:g}% interval, "
                     f"protocol fingerprint {first.fingerprint[:10]}.")
-    level = f"{100 * first.confidence:g}%" if first else "CI"
+    interval = f"{100 * first.confidence:g}% CI (pp)" if first else "CI (pp)"
     return Table(key="paired_bootstrap", title=title, caption=caption,
-                 columns=("scope", "statistic", "method %", "baseline %", "difference (pp)", f"{level} CI (pp)",
+                 columns=("scope", "statistic", "method %", "baseline %", "difference (pp)", interval,
                           "tasks"),
                  rows=tuple(rows), data=data)
 

@@ -172,10 +172,9 @@ def write_trials(rows: Iterable[Mapping[str, Any]], path: Path) -> Path:
 
 
 def to_trial(row: Mapping[str, Any]) -> Trial:
-    """A row as metrics.Trial (what summarize_trials takes)."""
-    return Trial(task_id=row["task_id"], benchmark=row["benchmark"], repeat=int(row["repeat"]),
-                 outcome=row["outcome"], reads=tuple(row["reads"] or ()), read_names=tuple(row["read_names"] or ()),
-                 skill_reasoning=bool(row["skill_reasoning"]))
+    """A row as metrics.Trial (what summarize_trials takes), cost columns included (turns, tokens, seconds:
+    2026-12-01 they were dropped here, and every summary.json reported a cost of 0 per trial)."""
+    return Trial.from_row(row)
 
 
 def summarize_rows(rows: Sequence[Mapping[str, Any]], repeats: int = 4) -> dict[str, Any]:

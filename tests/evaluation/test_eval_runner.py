@@ -91,6 +91,12 @@ def test_runner_writes_owned_rows_with_the_schema_and_warehouse_rows(skillgate_h
         assert log["messages"][0]["role"] == "system" and len(log["turns"]) == r["turns"]
     summary = json.loads((result.eval_dir / "summary.json").read_text())
     assert summary["trials"] == 4 and summary["protocol_id"] == p.protocol_id() and "pass@2" in summary
+    # the cost block is the rows' own (it read 0 for every column until 2026-12-01)
+    cost = summary["cost"]
+    assert cost["response_tokens_per_trial"] == pytest.approx(sum(r["response_tokens"] for r in rows) / 4)
+    assert cost["turns_per_trial"] == pytest.approx(sum(r["turns"] for r in rows) / 4)
+    assert cost["seconds_per_trial"] == pytest.approx(sum(r["seconds"] for r in rows) / 4)
+    assert cost["response_tokens_per_trial"] > 0 and cost["turns_per_trial"] >= 1 and cost["seconds_per_trial"] > 0
     # the warehouse holds one eval_trial row per trial with the same values, and agrees with the files
     wh = query("select * from v_eval_trial order by trial_index")
     assert list(wh.columns[: len(TRIAL_COLUMNS)]) == list(TRIAL_COLUMNS)
