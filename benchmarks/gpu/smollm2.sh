@@ -20,7 +20,10 @@
 #                                              ARMS_TAG names its tarball. Then on the CPU machine:
 #                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
 #   The learning result in one machine's 30 minutes: carry1, carry2, EVAL_TRIALS=0 run (init, collect, SFT,
-#   probes, rl-data-prep), then `arms` twice (ARMS_TAG=1, 2).
+#   probes, rl-data-prep: ~330 s), then PART=b ARMS_TAG=1 arms (the three arms' GRPO alone, in parallel: 2026-12-01
+#   16 steps took ~820 s of arm time with the SFT evaluation beside them), then ARMS_TAG=2 arms (PART=all: an arm
+#   cut off resumes from its checkpoint, then the four eval70 runs). Pass SKILLGATE_GIT_COMMIT literally: the
+#   device's copy has the session's first commit as its git HEAD.
 #
 # On the CPU machine, once:
 #   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
