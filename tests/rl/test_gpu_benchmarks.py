@@ -253,3 +253,13 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     again = subprocess.run([*driver, *arm, "--tag", "again"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "reused (finished by a resume" in again.stdout and "grpo ..." not in again.stdout
+
+
+def test_the_smollm2_scale_resolves_its_recipe_without_what_the_gpu_machine_lacks():
+    # 2026-12-01 the first device call failed here: resolving the recipe imported benchgen, i.e. polars
+    code = ("import sys; sys.path.insert(0, 'benchmarks/gpu'); import learning_result as lr; lr.block_absent(); "
+            "c = lr.scale_configs('smollm2'); print(sorted(c), c['grpo'].steps, c['eval'].protocol)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "['collect', 'data', 'eval', 'grpo', 'model', 'paper', 'sft'] 16 eval70_v1_ctx8k" in done.stdout
