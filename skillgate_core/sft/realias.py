@@ -3,9 +3,9 @@
 Collect-time aliasing (skills.aliases) gives each episode one set of fresh names. A 24.7M policy
 SFT-ed for 900 steps on 768 episodes, half of them aliased, learned the *shape* of a pseudo-word but
 not to copy the slate's: 234 of its 280 eval70_v1 trials read a name that existed nowhere, none the
-oracle (H200, 2026-12-01, commit 6d9a5b6, docs/gpu.md section 4). Seen ~10 times under one name set,
-an episode's names can be memorised; under a new set each time, only copying them from the slate
-lowers the loss.
+oracle (H200, 2026-12-01, commit 6d9a5b6, benchmarks/results/gpu/LOG.md section 4). Seen ~10 times
+under one name set, an episode's names can be memorised; under a new set each time, only copying them
+from the slate lowers the loss.
 
 The renaming works on the trajectory's token ids, so nothing is re-rendered and the loss mask stays
 the teacher's. It is exact for the byte-level BPE tokenizers whose pre-tokenizer splits letter runs

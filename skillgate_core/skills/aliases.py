@@ -3,9 +3,9 @@
 A small policy trained from scratch on teacher trajectories learns to *recall* the training skills'
 names rather than to *copy* a name out of the slate: on eval70_v1, whose skills share no name with
 the training tasks', 137 of the 337 paths a 24.7M SFT policy read were training skills' names and 200
-existed nowhere (H200, 2026-11-30, docs/gpu.md section 4). Renaming an episode's skills makes recall
-useless, so imitation has to learn the transferable move: match the task to a description, then copy
-that skill's name.
+existed nowhere (H200, 2026-11-30, benchmarks/results/gpu/LOG.md section 4). Renaming an episode's
+skills makes recall useless, so imitation has to learn the transferable move: match the task to a
+description, then copy that skill's name.
 
 Each distinct first part of the slate's names (`acacia` in `acacia-archive-planner`) becomes a fresh
 pseudo-word, the same one for every skill sharing it, so lookalike skills stay lookalikes. Every
