@@ -55,7 +55,8 @@ class LocalPolicy:
     With the static sampler and `sampling.reuse_kv`, each episode keeps its KV cache rows in the sampler
     across its turns (`StaticSampler.sample_turns`, policy.turn_cache): the policy owns those rows (a
     new policy, e.g. the next GRPO step's after a weight sync, starts from none) and frees an episode's
-    rows once its view says it ended."""
+    rows once its view says it ended. Where the installed transformers' StaticCache cannot be written at a
+    chosen slot (TurnCache.supported), every turn prefills its whole context, as with reuse_kv off."""
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local",
                  static_sampler: Any = None) -> None:
@@ -80,7 +81,7 @@ class LocalPolicy:
         static = resolve_sampler(cfg, self.model) == "static"
         if self.static_sampler is None and static:
             self.static_sampler = StaticSampler(self.model, self.tokenizer)
-        if static and cfg.reuse_kv:
+        if static and cfg.reuse_kv and self.static_sampler.turns.supported:
             completions = self._sample_turns(views, cfg)
         else:
             completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg,

@@ -88,6 +88,13 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def _seekable(model: Any) -> bool:
+    from transformers import StaticCache
+
+    layers = StaticCache(config=model.config, max_cache_len=1).layers
+    return all(hasattr(layer, "cumulative_length") for layer in layers)
+
+
 def _bucket(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
@@ -108,6 +115,9 @@ class TurnCache:
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.stats: dict[str, Any] = {}
         """What the last call did (batch, cache shape, frontier, prefill widths, decode steps)."""
+        self.supported = _seekable(sampler.model)
+        """Whether this transformers' StaticCache can be written at a chosen slot (`fast_sampler.seek_cache`);
+        where not, callers sample with a full prefill per turn (agent.policies.LocalPolicy)."""
 
     # --- rows -------------------------------------------------------------------------------------
 
@@ -242,7 +252,10 @@ class TurnCache:
         end = max(self.frontier + wide, fresh)
         if self.bias is None or batch != self.bias.shape[0] or end + new > self._length():
             kept = max([len(r.slots) for r in self.rows if r is not None] + [0])
-            batch, length = self._shape(held, max(kept + wide, fresh), new)
+            needed = max(kept + wide, fresh)
+            # past the floor, room for the next turns too (fewer layouts; compiled: fewer shapes)
+            grow = needed + new > (s.min_cache_length if s.compiled else 0)
+            batch, length = self._shape(held, needed + (needed // 2 if grow else 0), new)
             if self.bias is not None and batch == self.bias.shape[0]:
                 length = max(length, self._length())  # the same shape when it fits
             end = max(self._relayout(items, batch, length) + wide, fresh)
