@@ -34,6 +34,20 @@ overlap: the share of sandbox work (start + tools + verification + stop) that ra
 generating for another batch. A first untimed pass (--warmup-passes) compiles the decode step for
 every (batch, cache length) bucket the episodes meet; then --lanes lanes, then 1 lane (no overlap:
 lockstep, the harness without lanes) on the same episodes, for the ratio.
+
+--samplers (comma-separated; default "reprefill"): how the GPU samples each turn, one timed pass per
+sampler on the same episodes (each after its own untimed warm-up passes), for the ratio between them:
+  reprefill  StaticSampler.sample: every turn prefills each episode's whole context (the path before
+             the turn cache);
+  cached     StaticSampler.sample_turns (policy.turn_cache): each episode keeps its KV cache across
+             turns and prefills only what its context added, a group's shared prompt prefilled once.
+             The context an episode goes on with holds the teacher's turn, not the sampled one, so every
+             turn after the first counts a fallback (the sampled tokens it held are dropped): the
+             prefill it does is what a policy turn's would be (its turn + the observation);
+  hf         transformers `generate` (what TRL's GRPOTrainer calls): a left-padded batch of the whole
+             contexts, dynamic KV cache, exactly --gen-tokens per episode (min_new_tokens).
+Each pass reports context_tokens (what a full prefill per turn processes) and, for cached, what the
+turn cache prefilled, reused and shared.
 JSON: --out, else $OUT, else benchmarks/results/gpu/agent_rollouts.json.
 """
 
@@ -83,6 +97,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bench", default="", help="a bench built by --write-bench (.tar.xz) or a bench folder; "
                    "default: build it here (needs polars and rank_bm25)")
     p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
+    p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, cached, hf (one timed "
+                   "pass each, same episodes; see the module docstring)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 tasks x 2 episodes")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
@@ -139,9 +155,12 @@ def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> flo
     return total
 
 
+SAMPLERS = ("reprefill", "cached", "hf")
+
+
 class GPUTurnTeacher:
-    """Each turn: the StaticSampler samples `gen_tokens` tokens for every view from its real context
-    (the GPU cost of a policy turn), then the reference teacher's turn is played (see the docstring)."""
+    """Each turn: the GPU samples `gen_tokens` tokens for every view from its real context (the GPU cost of a
+    policy turn) by the sampler `mode` names (SAMPLERS), then the reference teacher's turn is played."""
 
     def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
                  seed: int) -> None:
@@ -150,21 +169,54 @@ class GPUTurnTeacher:
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
         self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
+        self.model, self.tokenizer = model, tokenizer
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
-        self.calls, self.sampled_tokens, self.buckets = 0, 0, Counter()
+        self.calls, self.sampled_tokens, self.context_tokens, self.buckets = 0, 0, 0, Counter()
+        self.mode = "reprefill"
+        self._held: dict[int, Any] = {}
 
     def act(self, views: Any) -> list[Any]:
         from skillgate_core.policy.local_sampler import SamplingConfig
 
         cfg = SamplingConfig(max_new_tokens=self.gen_tokens, seed=self.seed + self.calls, sampler="static")
         self.calls += 1
-        sampled = self.sampler.sample([v.context_ids for v in views], cfg)
+        contexts = [v.context_ids for v in views]
+        self.context_tokens += sum(map(len, contexts))
+        if self.mode == "hf":
+            self.sampled_tokens += hf_generate(self.model, self.tokenizer, contexts, self.gen_tokens, cfg.seed)
+        else:
+            if self.mode == "cached":
+                ended = [k for k, v in self._held.items() if v.ended]
+                self.sampler.turns.release(ended)
+                for k in ended:
+                    del self._held[k]
+                self._held.update((id(v), v) for v in views)
+                sampled = self.sampler.sample_turns([id(v) for v in views], contexts, cfg, owner=self.name)
+            else:
+                sampled = self.sampler.sample(contexts, cfg)
+            self.sampled_tokens += sum(len(c.token_ids) for c in sampled)
+            stats = self.sampler.stats
+            self.buckets[f"{self.mode}:{stats['batch_bucket']}x{stats['cache_length']}"] += 1
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        self.sampled_tokens += sum(len(c.token_ids) for c in sampled)
-        stats = self.sampler.stats
-        self.buckets[f"{stats['batch_bucket']}x{stats['cache_length']}"] += 1
         return self.teacher.act(views)
+
+
+def hf_generate(model: Any, tokenizer: Any, contexts: list[list[int]], new: int, seed: int) -> int:
+    """transformers `generate` as TRL calls it (left-padded batch, sampling, dynamic cache), exactly `new`
+    tokens per row; returns the tokens sampled."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width = max(map(len, contexts))
+    ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(contexts), width), dtype=torch.long)
+    for row, c in enumerate(contexts):
+        ids[row, width - len(c):], mask[row, width - len(c):] = torch.tensor(c), 1
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), do_sample=True,
+                             temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new, min_new_tokens=new,
+                             pad_token_id=pad)
+    return int(out[:, width:].numel())
 
 
 def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]:  # on the policy thread
@@ -173,7 +225,7 @@ def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]
     Without this, a timed pass that happens to merge turns differently would compile inside it."""
     from skillgate_core.policy.local_sampler import SamplingConfig
 
-    lengths = sorted({int(k.split("x")[1]) for k in policy.buckets})
+    lengths = sorted({int(k.split("x")[1]) for k in policy.buckets if k.startswith("reprefill:")})
     most = max([a.lanes, *(int(x.rstrip("u")) for x in a.extra_lanes.split(",") if x)]) * a.repeats
     batches, b = [], a.repeats
     while True:
@@ -184,7 +236,7 @@ def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]
     done = []
     for batch in sorted(set(batches)):
         for length in lengths:
-            if f"{batch}x{length}" not in policy.buckets:
+            if f"reprefill:{batch}x{length}" not in policy.buckets:
                 prompt = [policy.sampler.pad_id + 1] * (length - a.gen_tokens - 1)
                 policy.sampler.sample([prompt] * batch, SamplingConfig(max_new_tokens=a.gen_tokens, sampler="static"))
                 done.append(f"{batch}x{length}")
@@ -244,7 +296,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     policy = shared.policy
     shared.merge = merge
     config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
-    tokens0, calls0 = policy.sampled_tokens, policy.calls
+    tokens0, calls0, context0 = policy.sampled_tokens, policy.calls, policy.context_tokens
+    cache0 = dict(policy.sampler.turns.counters)
     t0 = time.monotonic()
     results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
                                   lanes=lanes)
@@ -256,7 +309,7 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     kinds = {k: spans.of(k, since=t0) for k in ("start", "tools", "verify", "stop")}
     gen_union, box_union = length(union(gen)), length(union(sandbox))
     out = {
-        "pass": name, "lanes": lanes, "episodes": len(trajs), "batches": len(batches), "wall_s": round(wall, 2),
+        "pass": name, "sampler": policy.mode, "lanes": lanes, "episodes": len(trajs), "batches": len(batches), "wall_s": round(wall, 2),
         "episodes_per_min": round(60 * len(trajs) / wall, 1),
         "statuses": dict(Counter(t.status for t in trajs)), "resolved": sum(t.score >= 1.0 for t in trajs),
         "backends": dict(Counter(t.backend for t in trajs)),
@@ -264,6 +317,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
         "merged": merge, "rows_per_call_mean": round(sum(sizes) / max(1, len(sizes)), 1),
         "rows_per_call_max": max(sizes, default=0),
         "gpu_sampled_tokens": policy.sampled_tokens - tokens0,
+        "context_tokens": policy.context_tokens - context0,
+        "turn_cache": {k: v - cache0.get(k, 0) for k, v in policy.sampler.turns.counters.items()},
         "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
         "share_of_wall": {"generation": round(gen_union / wall, 3),
                           **{k: round(length(union(v)) / wall, 3) for k, v in kinds.items()},
@@ -281,6 +336,14 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     }
     print("pass", json.dumps(out), flush=True)
     return out
+
+
+def _sampler_summary(p: dict[str, Any]) -> dict[str, Any]:
+    """What the sampler comparison reads of one timed pass."""
+    return {"pass": p["pass"], "episodes_per_min": p["episodes_per_min"], "generation_s": p["summed_s"]["generation"],
+            "gpu_tok_per_s_while_generating": p["gpu_tok_per_s_while_generating"],
+            "gpu_sampled_tokens": p["gpu_sampled_tokens"], "context_tokens": p["context_tokens"],
+            "turn_cache": p["turn_cache"]}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -333,6 +396,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tools.ToolBox.run_all = spans.wrap("tools", tools.ToolBox.run_all)
     sandbox_group.SandboxGroup.stop = spans.wrap("stop", sandbox_group.SandboxGroup.stop)
 
+    samplers = [m for m in a.samplers.split(",") if m]
+    unknown = sorted(set(samplers) - set(SAMPLERS))
+    if unknown or not samplers:
+        raise SystemExit(f"--samplers: expected a comma-separated subset of {', '.join(SAMPLERS)}, got {a.samplers!r}")
+    if "cached" in samplers and not policy.sampler.turns.supported:
+        raise SystemExit("--samplers cached: this transformers' StaticCache cannot be written at a chosen slot "
+                         "(policy.turn_cache.TurnCache.supported)")
+    policy.mode = samplers[0]
     passes = []
     for i in range(a.warmup_passes):
         t1 = time.perf_counter()
@@ -360,6 +431,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
         result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
                                                                          / max(1e-9, one["episodes_per_min"]), 2)}
+    result["samplers"] = {samplers[0]: _sampler_summary(next(p for p in passes if p["pass"] == "lanes"))}
+    for mode in samplers[1:]:  # the same episodes, each sampler after its own warm-up (compiles)
+        policy.mode = mode
+        for i in range(a.warmup_passes):
+            warm = run_pass(f"warmup{i}_{mode}", a, a.lanes, batches, shared, tok, spans, not a.no_merge)
+            warm["note"] = "untimed: compiles"
+            passes.append(warm)
+        passes.append(run_pass(f"sampler_{mode}", a, a.lanes, batches, shared, tok, spans, not a.no_merge))
+        result["samplers"][mode] = _sampler_summary(passes[-1])
+        result["passes"] = passes
+        gpu_bench.write_json(path, result)
+    if "reprefill" in result["samplers"] and len(samplers) > 1:
+        base = result["samplers"]["reprefill"]
+        result["ratio"] = {**result.get("ratio", {}), **{
+            f"{mode}_over_reprefill": {"episodes_per_min": round(r["episodes_per_min"] / max(1e-9, base["episodes_per_min"]), 2),
+                                       "generation_s": round(r["generation_s"] / max(1e-9, base["generation_s"]), 3)}
+            for mode, r in result["samplers"].items() if mode != "reprefill"}}
     shared.close()
     result["sampler_buckets"] = dict(policy.buckets)
     result["turn_text"] = ("reference teacher (read oracle skill / exec its procedure / answer); the GPU samples "
@@ -369,7 +457,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     timed = next(p for p in passes if p["pass"] == "lanes")
     print("SUMMARY agent_rollouts", json.dumps({
         "episodes_per_min": timed["episodes_per_min"], "share_of_wall": timed["share_of_wall"],
-        "overlap": timed["overlap"], "ratio": result.get("ratio"), "json": str(path)}), flush=True)
+        "overlap": timed["overlap"], "ratio": result.get("ratio"), "samplers": result["samplers"],
+        "json": str(path)}), flush=True)
     return result
 
 

@@ -131,6 +131,9 @@ class EpisodeView:
     """Index of the turn to generate."""
     max_new_tokens: int
     """Tokens this turn may use."""
+    ended: bool = False
+    """Set once the episode has played its last turn: a policy that keeps state per episode (the KV
+    cache rows of LocalPolicy's sampler) may drop it."""
 
 
 class Policy(Protocol):
@@ -338,6 +341,7 @@ def run_episodes(
     reap_orphans(sandbox_config)
     group = SandboxGroup()
     pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
+    lives: list[_Live] = []
     try:
         lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
         while True:
@@ -366,8 +370,12 @@ def run_episodes(
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 
             _each(pool, advance, zip(active, completions, strict=True))
+            for live in active:
+                live.view.ended = live.status is not None
         return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
     finally:
+        for live in lives:
+            live.view.ended = True
         # Stop first: it also kills commands still running on the pool's threads, so the shutdown
         # below does not wait for them; a start finishing after this is stopped as it registers.
         group.stop_all()

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -40,6 +41,8 @@ __all__ = [
 TURN_END = "<|im_end|>"
 """What ends an assistant turn in the ChatML template every policy here uses (a sampled token)."""
 
+_OWNERS = itertools.count()
+
 
 class LocalPolicy:
     """Batched sampling from a local model; each call advances the seed so turns differ.
@@ -47,13 +50,22 @@ class LocalPolicy:
     `sampling.sampler` picks the sampler: transformers generate (hf) or the static-cache compiled
     decode loop (static; the default on CUDA). Both return the same Completion contract.
     `static_sampler`: the model's StaticSampler (policy.fast_sampler), which the trainer keeps for the
-    whole run and hands to each step's policy; None: the policy makes its own on first static use."""
+    whole run and hands to each step's policy; None: the policy makes its own on first static use.
+
+    With the static sampler and `sampling.reuse_kv`, each episode keeps its KV cache rows in the sampler
+    across its turns (`StaticSampler.sample_turns`, policy.turn_cache): the policy owns those rows (a
+    new policy, e.g. the next GRPO step's after a weight sync, starts from none) and frees an episode's
+    rows once its view says it ended. Where the installed transformers' StaticCache cannot be written at a
+    chosen slot (TurnCache.supported), every turn prefills its whole context, as with reuse_kv off."""
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig, name: str = "local",
                  static_sampler: Any = None) -> None:
         self.model, self.tokenizer, self.sampling, self.name = model, tokenizer, sampling, name
         self.static_sampler = static_sampler
         self._calls = 0
+        self._owner = ("local-policy", next(_OWNERS))
+        self._held: dict[int, Any] = {}
+        """id(view) -> view, for the episodes whose rows the sampler holds (the view is kept, so its id is not reused)."""
 
     def act(self, views: Sequence[EpisodeView]) -> list[Completion]:
         # Each episode keeps its own budget, min(view.max_new_tokens, sampling.max_new_tokens), as in
@@ -66,11 +78,29 @@ class LocalPolicy:
         # deferred: it imports torch (~2 s), which only a local model needs (not a plan, not the teacher)
         from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
 
-        if self.static_sampler is None and resolve_sampler(cfg, self.model) == "static":
+        static = resolve_sampler(cfg, self.model) == "static"
+        if self.static_sampler is None and static:
             self.static_sampler = StaticSampler(self.model, self.tokenizer)
-        completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg,
-                                   static=self.static_sampler)
+        if static and cfg.reuse_kv and self.static_sampler.turns.supported:
+            completions = self._sample_turns(views, cfg)
+        else:
+            completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg,
+                                       static=self.static_sampler)
         return [self._cut(c, b) for c, b in zip(completions, budgets, strict=True)]
+
+    def _sample_turns(self, views: Sequence[EpisodeView], cfg: SamplingConfig) -> list[Completion]:
+        ended = [key for key, view in self._held.items() if getattr(view, "ended", False)]
+        self.static_sampler.turns.release(ended)
+        for key in ended:
+            del self._held[key]
+        self._held.update((id(v), v) for v in views)
+        return self.static_sampler.sample_turns([id(v) for v in views], [v.context_ids for v in views], cfg,
+                                                owner=self._owner)
+
+    def cache_counters(self) -> dict[str, int]:
+        """The sampler's turn-cache counters so far (policy.turn_cache.COUNTERS; all runs of the sampler,
+        so take differences), empty without a static sampler."""
+        return dict(self.static_sampler.turns.counters) if self.static_sampler is not None else {}
 
     def _cut(self, completion: Completion, budget: int) -> Completion:
         if len(completion.token_ids) <= budget:

@@ -38,6 +38,11 @@ and the log-probs match teacher forcing (tests/policy/test_fast_sampler.py).
     comps = sampler.sample(prompts, SamplingConfig(max_new_tokens=512, seed=3))
     comps = sample_batch(replica, tokenizer, prompts, config, static=sampler)   # dispatch on config.sampler
 
+Multi-turn episodes keep their KV cache across turns through `sample_turns` (policy.turn_cache: a
+turn prefills only what its context added; a group's shared prompt is prefilled once):
+
+    comps = sampler.sample_turns(episode_keys, contexts, config, owner=policy_id)
+
 Whoever samples a replica keeps its one StaticSampler and passes it on (the trainer hands it to every
 step's LocalPolicy): nothing here keeps samplers behind the caller's back.
 
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -61,6 +66,7 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     stop_token_ids,
 )
+from skillgate_core.policy.turn_cache import TurnCache
 
 __all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
            "static_decode_attention"]
@@ -177,6 +183,21 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float) -> tuple
     return nxt, logp.gather(-1, nxt)
 
 
+def seek_cache(cache: Any, slot: int) -> None:
+    """Make `cache`'s next write land at `slot`: transformers' StaticLayer writes at its own counter
+    (cumulative_length, a device tensor with a static address, advanced in place by every update:
+    inside the compiled decode step too), not at the positions it is given."""
+    for layer in cache.layers:
+        counter = getattr(layer, "cumulative_length", None)
+        if counter is None:
+            raise RuntimeError(f"{type(layer).__name__} has no cumulative_length: this transformers' StaticCache "
+                               "cannot be written at a chosen slot (fast_sampler.seek_cache)")
+        if isinstance(counter, torch.Tensor):
+            counter.fill_(slot)
+        else:
+            layer.cumulative_length = slot
+
+
 class StaticSampler:
     """Batched sampling with a static KV cache and (on CUDA) a CUDA-graph decode step; see the module
     docstring. Not thread-safe: one `sample` call at a time per replica."""
@@ -239,6 +260,8 @@ class StaticSampler:
         self._step = step
         self.stats: dict[str, Any] = {}
         """What the last call did: batch / cache buckets, decode steps, prefill chunks."""
+        self.turns = TurnCache(self)
+        """The episodes' cache rows kept across turns (`sample_turns`)."""
 
     # --- the model calls -------------------------------------------------------------------------
 
@@ -248,24 +271,52 @@ class StaticSampler:
         dtype = self.model.dtype
         return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
 
-    def _logits(self, ids: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor, mask: torch.Tensor, cache: Any):
-        """Logits of the last query of `ids` [B, q] written at cache slots `slots` [q], under the 4-D `mask`."""
-        position_ids = (slots[None, :] - pad[:, None]).clamp_min(0)
+    def _logits(self, ids: torch.Tensor, slots: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor, cache: Any):
+        """Logits of the last query of `ids` [B, q] written at cache slots `slots` [q], under the 4-D `mask`;
+        a row's position ids are its slots minus its `offset` [B] (left padding, or where its context
+        lies in a multi-turn cache: `turn_cache`)."""
+        position_ids = (slots[None, :] - offset[:, None]).clamp_min(0)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
                          use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
         return out.logits[:, -1, :]
 
-    def _prefill(self, ids: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor, valid: torch.Tensor, cache: Any):
+    def _prefill(self, ids: torch.Tensor, slots: torch.Tensor, offset: torch.Tensor, valid: torch.Tensor, cache: Any):
         keys = torch.arange(valid.shape[1], device=valid.device)
         # query at slot s sees key k iff k <= s and (k is a real token, or k is s itself)
         allowed = (keys[None, :] <= slots[:, None])[None] & (valid[:, None, :] | (keys[None, :] == slots[:, None])[None])
-        return self._logits(ids, slots, pad, self._mask(allowed[:, None]), cache)
+        return self._logits(ids, slots, offset, self._mask(allowed[:, None]), cache)
 
-    def _decode_step(self, ids, slot, pad, bias, cache, temperature: float, top_p: float):
+    def _prefill_chunks(self, ids: torch.Tensor, start: int, offset: torch.Tensor, valid: torch.Tensor,
+                        cache: Any) -> tuple[torch.Tensor, int]:
+        """Prefill `ids` [B, W] at cache slots start .. start + W - 1 in query chunks (so the explicit 4-D
+        mask [B, 1, chunk, L] stays small); (the last query's logits [B, V], chunks run)."""
+        batch, width = ids.shape
+        seek_cache(cache, start)
+        chunk = max(1, min(width, MASK_ELEMENTS // max(1, batch * valid.shape[1])))
+        slots = torch.arange(start, start + width, device=ids.device)
+        chunks = 0
+        for at in range(0, width, chunk):
+            logits = self._prefill(ids[:, at : at + chunk], slots[at : at + chunk], offset, valid, cache)
+            chunks += 1
+        return logits, chunks
+
+    def _decode_step(self, ids, slot, offset, bias, cache, order, temperature: float, top_p: float):
         """One token per row at cache slot `slot` [1]; `bias` [B, 1, 1, L] is 0 for the keys the query
-        sees (its own slot included) and MASKED elsewhere. Returns (ids, log-probs, stopped) [B, 1]."""
-        nxt, lp = sample_next(self._logits(ids, slot, pad, bias, cache), temperature, top_p)
+        sees (its own slot included) and MASKED elsewhere. Rows draw as `_draw` says. Returns (ids,
+        log-probs, stopped) [B, 1]."""
+        nxt, lp = self._draw(self._logits(ids, slot, offset, bias, cache), order, temperature, top_p)
         return nxt, lp, torch.isin(nxt[:, 0], self._stop)
+
+    def _draw(self, logits: torch.Tensor, order: torch.Tensor, temperature: float, top_p: float):
+        """(ids, log-probs) [B, 1] sampled from `logits` [B, V] for the rows `order` names, drawn in that
+        order (a pad id and 0 for the rows it leaves out): a caller's rows first, in its order, so that
+        each draws from the RNG exactly what it would draw in a batch of the caller's rows alone
+        (`turn_cache` keeps rows of several callers in one batch). On CPU `order` holds the caller's
+        rows only; compiled, every row (a static shape), the caller's first."""
+        nxt, lp = sample_next(logits.index_select(0, order), temperature, top_p)
+        batch = logits.shape[0]
+        ids = torch.full((batch, 1), self.pad_id, dtype=nxt.dtype, device=nxt.device).index_copy(0, order, nxt)
+        return ids, torch.zeros((batch, 1), dtype=lp.dtype, device=lp.device).index_copy(0, order, lp)
 
     def _cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
         """The (StaticCache, decode key bias) of this bucket, reset; kept so CUDA graphs see the same
@@ -322,27 +373,43 @@ class StaticSampler:
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
+    def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
+                     owner: Hashable = None) -> list[Completion]:
+        """`sample` for multi-turn episodes: contexts[i] is episode keys[i]'s whole context so far, and only
+        what it adds to what that episode's cache row holds is prefilled (policy.turn_cache). The same
+        completions as `sample(contexts, config)`, up to float summation order. Release an ended
+        episode's row with `self.turns.release([key])`; `owner`: rows of another owner are dropped."""
+        if self.compiled and self.device.type == "cuda":
+            _cudagraph_tls_ready()
+        out = self.turns.sample(keys, contexts, config, owner)
+        self.stats = dict(self.turns.stats)
+        return out
+
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
         batch, width = ids.shape
-        length, new = valid.shape[1], config.max_new_tokens
-        temperature, top_p = float(config.temperature), float(config.top_p)
-        # prefill (eager), in query chunks
-        chunk = max(1, min(width, MASK_ELEMENTS // max(1, batch * length)))
-        slots = torch.arange(width, device=ids.device)
-        chunks = 0
-        for start in range(0, width, chunk):
-            logits = self._prefill(ids[:, start : start + chunk], slots[start : start + chunk], pad, valid, cache)
-            chunks += 1
-        nxt, lp = sample_next(logits, temperature, top_p)
-        out_ids = torch.full((batch, new), self.pad_id, dtype=torch.long, device=ids.device)
-        out_lp = torch.zeros((batch, new), dtype=torch.float32, device=ids.device)
-        out_ids[:, :1], out_lp[:, :1] = nxt, lp
-        done = torch.isin(nxt[:, 0], self._stop)
+        logits, chunks = self._prefill_chunks(ids, 0, pad, valid, cache)
+        order = torch.arange(batch, device=ids.device)
+        done = torch.zeros(batch, dtype=torch.bool, device=ids.device)
         done[rows:] = True  # dummy rows never hold the loop open
-        slot = torch.arange(width, width + new, device=ids.device)  # the slot token t is written at
-        # the decode key bias: the real prompt keys (a dummy row: its one pad key), opened slot by slot
+        out_ids, out_lp, steps = self._decode(logits, width, pad, valid, cache, bias, config, done, order)
+        return out_ids, out_lp, steps, chunks
+
+    def _decode(self, logits, start: int, offset, valid, cache, bias, config: SamplingConfig, done, order):
+        """Sample the first token of every row from the prefill's `logits` [B, V], then decode one token per
+        step at slots start, start + 1, ... (the keys before `start` a row sees: its `valid` ones).
+        `done` [B]: rows that never hold the loop open (dummies); `order`: who draws (`_draw`). Returns (ids [B, new], log-probs, steps)."""
+        batch, new = logits.shape[0], config.max_new_tokens
+        temperature, top_p = float(config.temperature), float(config.top_p)
+        nxt, lp = self._draw(logits, order, temperature, top_p)
+        out_ids = torch.full((batch, new), self.pad_id, dtype=torch.long, device=logits.device)
+        out_lp = torch.zeros((batch, new), dtype=torch.float32, device=logits.device)
+        out_ids[:, :1], out_lp[:, :1] = nxt, lp
+        done = done | torch.isin(nxt[:, 0], self._stop)
+        slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
+        # the decode key bias: the keys each row sees (a dummy row: its one pad key), opened slot by slot
         bias.fill_(MASKED)
-        bias[:, 0, 0, :width].masked_fill_(valid[:, :width], 0.0)
+        bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
+        seek_cache(cache, start)
         t = 1
         impl = self.model.config._attn_implementation
         self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
@@ -351,16 +418,16 @@ class StaticSampler:
                 if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
                 prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
-                bias[:, :, :, width + t - 1].fill_(0.0)  # the query sees its own slot from now on
+                bias[:, :, :, start + t - 1].fill_(0.0)  # the query sees its own slot from now on
                 if self.compiled:
                     torch.compiler.cudagraph_mark_step_begin()
-                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], pad, bias, cache, temperature, top_p)
+                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], offset, bias, cache, order, temperature, top_p)
                 out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
                 done |= stopped
                 t += 1
         finally:
             self.model.config._attn_implementation = impl
-        return out_ids, out_lp, t - 1, chunks
+        return out_ids, out_lp, t - 1
 
     def _completions(self, out_ids: torch.Tensor, out_lp: torch.Tensor, new: int) -> list[Completion]:
         stop = set(self.stop_ids)

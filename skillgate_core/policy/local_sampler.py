@@ -53,6 +53,13 @@ class SamplingConfig:
     """Seed of the sampling RNG."""
     sampler: SamplerKind = "auto"
     """Who samples (fast_sampler.sample_batch dispatches): hf, static, or auto (static on CUDA)."""
+    reuse_kv: bool = True
+    """The static sampler only, for a multi-turn policy (agent.policies.LocalPolicy): each episode keeps its
+    KV cache across its turns, so a turn prefills only what its context added, and the episodes that
+    start from the same prompt prefill it once (policy.turn_cache). The same ids and log-probs as a
+    full prefill per turn, up to float summation order (tests/policy/test_turn_cache.py). False: every
+    turn prefills its whole context. Not part of any digested config: how a sample is computed, not
+    what is sampled."""
 
     def __post_init__(self) -> None:
         check_ranges(self)  # temperature > 0: greedy decoding is not a sampling policy

@@ -146,6 +146,10 @@ class RolloutStats:
     pair counts as its two groups, as the filter counts it."""
     zero_variance_all_pass: int = 0
     """Zero-variance groups in which every episode succeeded (score >= 1)."""
+    prefill: dict[str, int] = field(default_factory=dict)
+    """What the policy's turn cache did during the step (policy.turn_cache.COUNTERS: context tokens
+    prefilled, reused from an episode's earlier turns, shared from another episode with the same prompt,
+    fallbacks); empty for a policy without one (teacher, SGLang, hf sampler)."""
 
 
 def behaviour_tally(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -177,6 +181,11 @@ class _TimedPolicy:
 
     def __init__(self, policy: Policy) -> None:
         self.policy, self.name, self.seconds = policy, policy.name, 0.0
+
+    def cache_counters(self) -> dict[str, int]:
+        """The wrapped policy's turn-cache counters (agent.policies.LocalPolicy), or none."""
+        counters = getattr(self.policy, "cache_counters", None)
+        return counters() if callable(counters) else {}
 
     def act(self, views: Sequence[Any]) -> list[Any]:
         start = time.perf_counter()
@@ -232,6 +241,7 @@ def rollout_step(
         backend=config.backend, workers=config.sandbox_workers,
     )
     accepted: list[Group] = []
+    counters_before = timed.cache_counters()
     while len(accepted) < target_groups:
         if step_filter.rejected_groups >= config.max_rejected_groups:
             stats.gave_up = True
@@ -258,6 +268,8 @@ def rollout_step(
             if group.verdict.accepted:
                 accepted.append(group)
     stats.generate_s = timed.seconds
+    after = timed.cache_counters()
+    stats.prefill = {k: v - counters_before.get(k, 0) for k, v in after.items()}
     return accepted, stats
 
 

@@ -21,7 +21,8 @@ Prefect artifact:
   construction, its gradient is not);
 - update: whether an optimizer step was taken, the gradient norm (before clipping) and learning rate;
 - speed: rollout and train tokens/s, and the step time split into generate / env (sandbox starts,
-  tools, verification) / train / sync.
+  tools, verification) / train / sync; what the sampler prefilled and what its turn cache reused
+  (prefill_tokens, prefill_reused_tokens, prefill_shared_tokens, prefill_fallbacks).
 
 METRICS_SCHEMA 2 (this layout): reward, success_rate and the read rates are over every episode
 played; rows without the key (schema 1) held them over the accepted groups only.
@@ -144,6 +145,7 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
         "generated_tokens": rollout.generated_tokens,
         "generate_s": rollout.generate_s,
         "env_s": rollout.env_s,
+        "prefill": dict(rollout.prefill),
         "timer": dict(timer),
         "credit_episodes": list(facts.episodes),
     }
@@ -224,4 +226,17 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "time_train_s": train_s,
         "time_sync_s": max((t.get("sync", 0.0) for t in timers), default=0.0),
         "time_step_s": max((sum(t.values()) for t in timers), default=0.0),
+        **_prefill(summaries),
     }
+
+
+def _prefill(summaries: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
+    """The turn cache's counts over every rank (policy.turn_cache): context tokens prefilled, reused from an
+    episode's earlier turns, copied from another episode with the same prompt, and the episodes whose
+    context did not extend their cache (fallbacks). None: no rank's policy has a turn cache."""
+    parts = [s.get("prefill") or {} for s in summaries]
+    keys = {"prefill_tokens": "prefilled_tokens", "prefill_reused_tokens": "reused_tokens",
+            "prefill_shared_tokens": "shared_tokens", "prefill_fallbacks": "fallbacks"}
+    if not any(parts):
+        return dict.fromkeys(keys)
+    return {name: int(sum(p.get(key, 0) for p in parts)) for name, key in keys.items()}

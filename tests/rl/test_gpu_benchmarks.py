@@ -99,6 +99,25 @@ def test_agent_rollouts_smoke(tmp_path):
     assert r["ratio"]["episodes_per_min_lanes_over_one_lane"] > 0
 
 
+def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(tmp_path):
+    """--samplers: one timed pass each of the full re-prefill, the turn cache and transformers generate, on
+    the same episodes (the same contexts, the same tokens sampled); the turn cache prefills less than a
+    full prefill per turn would and says what it reused and shared. CPU: no speed is asserted."""
+    skip_without_bwrap()
+    r = _run("agent_rollouts.py", tmp_path, "--samplers", "reprefill,cached,hf", "--no-baseline")
+    samplers = r["samplers"]
+    assert set(samplers) == {"reprefill", "cached", "hf"}
+    assert samplers["reprefill"]["pass"] == "lanes" and samplers["cached"]["pass"] == "sampler_cached"
+    assert len({(s["context_tokens"], s["gpu_sampled_tokens"]) for s in samplers.values()}) == 1
+    cache = samplers["cached"]["turn_cache"]
+    assert 0 < cache["prefilled_tokens"] < samplers["cached"]["context_tokens"]
+    assert cache["reused_tokens"] > 0 and cache["shared_tokens"] > 0  # later turns; the group's shared prompt
+    assert cache["prefilled_tokens"] + cache["reused_tokens"] + cache["shared_tokens"] == samplers["cached"]["context_tokens"]
+    assert samplers["reprefill"]["turn_cache"]["calls"] == samplers["hf"]["turn_cache"]["calls"] == 0
+    assert set(r["ratio"]) == {"cached_over_reprefill", "hf_over_reprefill"}
+    assert {p["statuses"]["completed"] for p in r["passes"] if p["pass"] != "lanes"} == {4}
+
+
 def _learning_result():
     sys.path.insert(0, str(GPU))
     try:

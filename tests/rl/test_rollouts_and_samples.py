@@ -170,3 +170,30 @@ def test_rl_tasks_refuse_a_table_rendered_with_another_tokenizer(tmp_path, bench
     assert len(tasks) == 2 and tasks[0].prompt_ids
     with pytest.raises(RLTasksError, match="tokenizer"):
         load_rl_tasks(tmp_path / "rl", bench, tmp_path / "scratch2", policy_dir=tiny_model_dir)
+
+
+def test_a_local_policy_step_reports_what_its_turn_cache_prefilled_and_reused(tasks, tokenizer, policy):
+    """The static sampler with the turn cache (SamplingConfig.reuse_kv, the default): each group's 4 episodes
+    share their prompt, so it is prefilled once and copied 3 times; the step's row says so. The teacher's
+    row has no turn cache (None)."""
+    from skillgate_core.agent.policies import LocalPolicy
+    from skillgate_core.policy.local_sampler import SamplingConfig, load_policy
+
+    model, tok = load_policy(policy)
+    config = GRPOConfig(profile="mixed_task_reward", group_size=4, prompts_per_step=1, num_workers=1, max_turns=2,
+                        max_new_tokens=8, backend="bwrap", max_rejected_groups=2, force_after_groups=1,
+                        force_after_samples=4)
+    profile = get_profile("mixed_task_reward")
+    local = LocalPolicy(model, tok, SamplingConfig(max_new_tokens=8, seed=1, sampler="static"))
+    step_filter = step_filter_for(profile, config)
+    groups, stats = rollout_step(tasks, PromptStream(len(tasks), seed=0), local, tokenizer, profile, config,
+                                 step_filter, target_groups=1)
+    prompts = [len(next(t for t in tasks if t.task_id == drawn).prompt_ids) for drawn in stats.drawn]
+    assert stats.prefill["shared_tokens"] == 3 * sum(prompts) and stats.prefill["fallbacks"] == 0
+    assert stats.prefill["prefilled_tokens"] >= sum(prompts)
+    assert stats.prefill["reused_tokens"] == local.cache_counters()["reused_tokens"]  # the sampler's first step
+    row = _row(groups, stats, step_filter, "mixed_task_reward")
+    assert row["prefill_shared_tokens"] == 3 * sum(prompts) and row["prefill_tokens"] == stats.prefill["prefilled_tokens"]
+    _, teacher_stats, teacher_filter, _ = _run(tasks, tokenizer, "mixed_task_reward")
+    assert teacher_stats.prefill == {}
+    assert _row([], teacher_stats, teacher_filter, "mixed_task_reward")["prefill_tokens"] is None
