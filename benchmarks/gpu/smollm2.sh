@@ -61,7 +61,12 @@ mkdir -p "$OUT" "$keep"
     carry1)
       bash .devbundle/install_bundle.sh .devbundle || { echo "bundle install failed"; exit 1; }
       cp .lr/bench.tar.xz "$keep/" && mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/"
-      ls -la "$keep" ;;
+      ls -la "$keep"
+      # the KV cache across turns (policy/turn_cache.py, on by default in GRPO rollouts) against this machine's
+      # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
+      echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
+      PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
+        2>&1 | tail -4 ;;
     carry2)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       cp .smol/a/part00 "$keep/" && ls -la "$keep" ;;
