@@ -163,7 +163,10 @@ def varlen_usable() -> bool:
 
 
 def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = True) -> dict[str, Any]:
-    zero: dict[str, Any] = {"stage": stage, "contiguous_gradients": True, "overlap_comm": _device_type() == "cuda"}
+    # overlap_comm: stages 2 and 3 only (2026-11-30 on the H200, stage 0 refused it: "overlap_comm only with ZeRO
+    # stage 2", so the z0 preset of trainer_throughput.py never ran)
+    zero: dict[str, Any] = {"stage": stage, "contiguous_gradients": True,
+                            "overlap_comm": _device_type() == "cuda" and stage >= 2}
     if config.offload_optimizer and stage > 0 and with_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
     if config.offload_params and stage == 3:

@@ -91,3 +91,12 @@ def test_auto_attention_packs_with_the_varlen_kernel_on_a_gpu_where_it_runs(monk
         assert engine._attn_implementation(EngineConfig()) == want
     monkeypatch.setattr(transformers.utils, "is_flash_attn_2_available", lambda: True)
     assert engine._attn_implementation(EngineConfig()) == "flash_attention_2"
+
+
+def test_overlap_comm_is_asked_only_of_the_stages_that_take_it(monkeypatch):
+    # DeepSpeed refuses overlap_comm below stage 2 (the z0 preset failed so on the H200, 2026-11-30)
+    import skillgate_core.rl.engine as engine
+
+    monkeypatch.setattr(engine, "_device_type", lambda: "cuda")
+    stages = {z: deepspeed_config(EngineConfig(zero_stage=z))["zero_optimization"]["overlap_comm"] for z in range(4)}
+    assert stages == {0: False, 1: False, 2: True, 3: True}
