@@ -531,18 +531,16 @@ def _salvage_eval(run: Run, method: str) -> None:
     out/eval/<method>/partial_rows.jsonl (never read by the paper build) and counts in the JSON."""
     from skillgate_core.ownership import experiment_dir, list_eval_rows
 
-    newest: tuple[float, Path, str] | None = None
-    for eval_dir in (run.home / "experiments").glob("*/eval/*"):
-        rows_dir = eval_dir / "rows"
-        if eval_dir.is_dir() and rows_dir.is_dir() and (newest is None or rows_dir.stat().st_mtime > newest[0]):
-            exp = eval_dir.parents[1]
-            some = list_eval_rows(experiment_dir(exp.parent, exp.name), eval_dir.name)
-            if some and next(iter(some.values())).get("method") == method:
-                newest = (rows_dir.stat().st_mtime, exp, eval_dir.name)
+    newest: tuple[float, str, list[dict[str, Any]]] | None = None
+    for rows_dir in (run.home / "experiments").glob("*/eval/*/rows"):
+        if rows_dir.is_dir() and (newest is None or rows_dir.stat().st_mtime > newest[0]):
+            exp, eval_id = rows_dir.parents[2], rows_dir.parent.name
+            rows = list(list_eval_rows(experiment_dir(exp.parent, exp.name), eval_id).values())
+            if rows and rows[0].get("method") == method:
+                newest = (rows_dir.stat().st_mtime, eval_id, rows)
     if newest is None:
         return
-    _, exp, eval_id = newest
-    rows = list(list_eval_rows(experiment_dir(exp.parent, exp.name), eval_id).values())
+    _, eval_id, rows = newest
     target = run.out / "eval" / method
     target.mkdir(parents=True, exist_ok=True)
     (target / "partial_rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))

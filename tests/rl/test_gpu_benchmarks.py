@@ -282,3 +282,30 @@ def test_the_smollm2_scale_resolves_its_recipe_without_what_the_gpu_machine_lack
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "['collect', 'data', 'eval', 'grpo', 'model', 'paper', 'sft'] 16 eval70_v1_ctx8k" in done.stdout
+
+
+@pytest.mark.slow
+def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_path):
+    # 2026-12-01 on the H200 the arms' evaluations were cut off and their rows stayed on the machine (~1 min)
+    import os
+    import signal
+    import time
+
+    from skillgate_core.envs import bwrap_sandbox
+
+    if bwrap_sandbox.unavailable_reason():
+        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    home, out = tmp_path / "home", tmp_path / "out"
+    cmd = [sys.executable, str(GPU / "learning_result.py"), "eval", "--profile", "sft", "--scale", "tiny-llama",
+           "--home", str(home), "--out", str(out), "--eval-batch", "1"]
+    run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not list(home.glob("experiments/*/eval/*/rows/*/row.json")):
+        assert run.poll() is None and time.monotonic() < deadline, "the evaluation ended before its first row"
+        time.sleep(0.1)
+    os.killpg(run.pid, signal.SIGTERM)
+    run.wait(timeout=60)
+    kept = json.loads((out / "eval.json").read_text())["eval_incomplete"]["sft"]
+    rows = [json.loads(x) for x in (out / "eval" / "sft" / "partial_rows.jsonl").read_text().splitlines()]
+    assert 1 <= kept["trials"] == len(rows) < 8 and {r["method"] for r in rows} == {"sft"}
+    assert not (out / "eval" / "sft" / "eval_trials.parquet").exists()  # the paper build never reads a partial run
