@@ -27,6 +27,7 @@ from skillgate_core.base.atomic import atomic_write_json, publish_dir
 from skillgate_core.base.config import canonical_json, config_digest, config_to_dict
 from skillgate_core.base.dataclass_json import dataclass_from_json
 from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.interrupts import SignalStop, stop_requested
 from skillgate_core.base.paths import StateLayout
 from skillgate_core.pipeline.stage_workdirs import new_workdir, release_workdir, remove_dead_workdirs
 from skillgate_core.pipeline.stages import get_stage
@@ -139,6 +140,11 @@ def run_stage(stage: str, config: object, inputs: Mapping[str, str | Path], layo
         started = time.perf_counter()
         result = fn(config, input_paths, work)
         seconds = time.perf_counter() - started
+        stopped = stop_requested()
+        if stopped is not None:
+            # a stop was asked while the stage ran, but its SignalStop never surfaced (raised inside a weakref
+            # callback or finalizer, where Python only prints it): the stop still holds, the output is not published
+            raise SignalStop(stopped)
         unknown = set(result.outputs) - set(spec.outputs)
         if unknown or set(spec.outputs) - set(result.outputs):
             raise RuntimeError(f"stage '{stage}' returned roles {sorted(result.outputs)}, declared {list(spec.outputs)}")
