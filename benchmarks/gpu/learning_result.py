@@ -523,6 +523,7 @@ def evaluate(run: Run, paths: dict[str, Path], method: str) -> Any:
     for f in src.iterdir():
         if f.is_file():
             shutil.copy2(f, target / f.name)
+    _sample_trajectories(Path(record.metrics["eval_dir"]), target / "samples", run.a.eval_samples)
     return record
 
 
@@ -544,6 +545,8 @@ def _salvage_eval(run: Run, method: str) -> None:
     target = run.out / "eval" / method
     target.mkdir(parents=True, exist_ok=True)
     (target / "partial_rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    _sample_trajectories(run.home / "experiments" / rows[0]["experiment_id"] / "eval" / eval_id, target / "samples",
+                         run.a.eval_samples)
     run.result.setdefault("eval_incomplete", {})[method] = {
         "eval_id": eval_id, "trials": len(rows), "resolved": sum(r.get("outcome") == "resolved" for r in rows)}
     run.save()
@@ -636,8 +639,9 @@ def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
         data = json.loads(log.read_text())
         keep = {k: data.get(k) for k in ("task_id", "repeat", "status", "score", "verifier_detail", "gold", "slate",
                                           "prompt_tokens", "response_tokens")}
-        keep["turns"] = [{k: t.get(k) for k in ("text", "finish", "calls", "call_errors")}
-                         for t in data.get("turns", [])][:4]
+        turns = [{k: t.get(k) for k in ("text", "finish", "calls", "call_errors")} for t in data.get("turns", [])]
+        keep["turns_total"] = len(turns)
+        keep["turns"] = turns[:4] + turns[4:][-2:]  # how it began, and how a long episode ended
         (target / f"{log.parent.name}.json").write_text(json.dumps(keep, indent=1, default=str)[:40_000] + "\n")
 
 
@@ -703,6 +707,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--probe-eval-trials", type=int, default=70)
     p.add_argument("--probe-eval-min-s", type=float, default=60, help="probe: start the eval only with this much left")
     p.add_argument("--probe-samples", type=int, default=4, help="probe: trajectory logs of the eval kept in the out")
+    p.add_argument("--eval-samples", type=int, default=8,
+                   help="eval: the first trajectory logs of each evaluation kept in out/eval/<method>/samples")
     p.add_argument("--probe-turn", default="call", choices=["call", "reasoning"],
                    help="select: the scored first turn of the selection probe")
     p.add_argument("--no-block", action="store_true", help="do not block polars & co. (they are absent on the GPU anyway)")

@@ -17,6 +17,7 @@ import itertools
 import json
 import random
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -81,9 +82,20 @@ class LocalPolicy:
         static = resolve_sampler(cfg, self.model) == "static"
         if self.static_sampler is None and static:
             self.static_sampler = StaticSampler(self.model, self.tokenizer)
+        completions = None
         if static and cfg.reuse_kv and self.static_sampler.turns.supported:
-            completions = self._sample_turns(views, cfg)
-        else:
+            try:
+                completions = self._sample_turns(views, cfg)
+            except (RuntimeError, ValueError, AssertionError, IndexError, TypeError) as err:
+                # A turn-cache defect (first met on a new machine or transformers) must not end a training
+                # run: the full prefill per turn is the reference path. The failure is counted
+                # (turn_cache_failures in the step metrics) and said once; an error the plain sampler also
+                # hits (a poisoned CUDA context, OOM) raises again from it below.
+                self.static_sampler.turns.disable(f"{type(err).__name__}: {err}")
+                self._held.clear()
+                warnings.warn(f"turn cache switched off after: {type(err).__name__}: {err}; every turn now "
+                              "prefills its whole context", RuntimeWarning, stacklevel=2)
+        if completions is None:
             completions = sample_batch(self.model, self.tokenizer, [v.context_ids for v in views], cfg,
                                        static=self.static_sampler)
         return [self._cut(c, b) for c, b in zip(completions, budgets, strict=True)]

@@ -51,11 +51,12 @@ if TYPE_CHECKING:
 __all__ = ["COUNTERS", "TurnCache"]
 
 COUNTERS = ("calls", "rows", "prefilled_tokens", "reused_tokens", "shared_tokens", "fallbacks", "fallback_tokens",
-            "relayouts", "invalidated_rows")
+            "relayouts", "invalidated_rows", "failures")
 """What `TurnCache.counters` adds up: calls, rows sampled, context tokens prefilled (run through the
 model), reused (their keys kept from an earlier turn), shared (copied from another row of the call
 with the same context), fallbacks (rows whose context did not extend what they held) and the tokens
-they had to drop, relayouts (rows gathered into a new layout), invalidated rows (weights or owner changed)."""
+they had to drop, relayouts (rows gathered into a new layout), invalidated rows (weights or owner changed),
+failures (calls that raised; the cache is then switched off for the sampler: `TurnCache.disable`)."""
 
 
 @dataclass
@@ -118,6 +119,8 @@ class TurnCache:
         self.supported = _seekable(sampler.model)
         """Whether this transformers' StaticCache can be written at a chosen slot (`fast_sampler.seek_cache`);
         where not, callers sample with a full prefill per turn (agent.policies.LocalPolicy)."""
+        self.disabled_reason: str | None = None
+        """Why the cache was switched off after a failed call (`disable`); None while it works."""
 
     # --- rows -------------------------------------------------------------------------------------
 
@@ -130,6 +133,14 @@ class TurnCache:
         """Forget every row (the cache tensors are kept for reuse)."""
         self.counters["invalidated_rows"] += sum(r is not None for r in self.rows)
         self.rows = [None] * len(self.rows)
+
+    def disable(self, reason: str) -> None:
+        """Switch the cache off after a call raised `reason`: every row is forgotten and `supported` turns
+        False, so callers sample with the full prefill per turn (the reference path) from now on."""
+        self.counters["failures"] += 1
+        self.clear()
+        self.supported = False
+        self.disabled_reason = reason
 
     def held(self) -> int:
         return sum(r is not None for r in self.rows)

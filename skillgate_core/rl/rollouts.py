@@ -168,6 +168,11 @@ def behaviour_tally(episodes: Sequence[Episode]) -> dict[str, float]:
         "oracle_reads": sum("oracle" in r for r in reads),
         "misleading_reads": sum("misleading" in r for r in reads),
         "clean_oracle": sum(e.spans.reads() == ["oracle"] and all(e.spans.attributed()) for e in slated),
+        # the episodes' shape: a policy drifting towards longer episodes shows here before evaluation does
+        "turns": sum(len(e.trajectory.turns) for e in played),
+        "final_answers": sum(bool(e.trajectory.turns) and e.trajectory.turns[-1].finish == "stop"
+                             and not e.trajectory.turns[-1].calls for e in played),
+        "length_cuts": sum(any(t.finish == "length" for t in e.trajectory.turns) for e in played),
     }
 
 

@@ -7,7 +7,9 @@ Prefect artifact:
 - behaviour, over EVERY episode played in the step (accepted or rejected groups; aborted episodes
   apart): reward (mean raw score), success rate (score >= 1), read / oracle read / misleading read
   rate (share of slate episodes with >= 1 such read), clean-oracle rate (exactly one read, the
-  oracle: the training utility). The same over the trained (accepted) groups only, as accepted_*:
+  oracle: the training utility), and the episodes' shape: mean turns, the share that ended with a
+  final answer (a turn with no tool call) and the share with a turn cut at max_new_tokens (a policy
+  drifting into long episodes shows there first). The same over the trained (accepted) groups only, as accepted_*:
   the filter keeps groups with a success, so those read higher than the policy is;
 - groups: drawn / accepted / rejected, rejections by reason, the first REJECTION_DETAILS_CAP
   rejections with their detail, forced acceptances, zero-variance groups split all-fail / all-pass,
@@ -22,7 +24,8 @@ Prefect artifact:
 - update: whether an optimizer step was taken, the gradient norm (before clipping) and learning rate;
 - speed: rollout and train tokens/s, and the step time split into generate / env (sandbox starts,
   tools, verification) / train / sync; what the sampler prefilled and what its turn cache reused
-  (prefill_tokens, prefill_reused_tokens, prefill_shared_tokens, prefill_fallbacks).
+  (prefill_tokens, prefill_reused_tokens, prefill_shared_tokens, prefill_fallbacks) and the calls after
+  which it was switched off for raising (turn_cache_failures; the turn is then sampled with a full prefill).
 
 METRICS_SCHEMA 2 (this layout): reward, success_rate and the read rates are over every episode
 played; rows without the key (schema 1) held them over the accepted groups only.
@@ -98,6 +101,9 @@ def _rates(prefix: str, tally: Mapping[str, float]) -> dict[str, float | None]:
         f"{prefix}oracle_read_rate": _rate(tally.get("oracle_reads", 0.0), tally.get("slate_episodes", 0.0)),
         f"{prefix}misleading_read_rate": _rate(tally.get("misleading_reads", 0.0), tally.get("slate_episodes", 0.0)),
         f"{prefix}clean_oracle_rate": _rate(tally.get("clean_oracle", 0.0), tally.get("slate_episodes", 0.0)),
+        f"{prefix}turns_mean": _rate(tally.get("turns", 0.0), tally.get("episodes", 0.0)),
+        f"{prefix}final_answer_rate": _rate(tally.get("final_answers", 0.0), tally.get("episodes", 0.0)),
+        f"{prefix}length_cut_rate": _rate(tally.get("length_cuts", 0.0), tally.get("episodes", 0.0)),
     }
 
 
@@ -236,7 +242,8 @@ def _prefill(summaries: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
     context did not extend their cache (fallbacks). None: no rank's policy has a turn cache."""
     parts = [s.get("prefill") or {} for s in summaries]
     keys = {"prefill_tokens": "prefilled_tokens", "prefill_reused_tokens": "reused_tokens",
-            "prefill_shared_tokens": "shared_tokens", "prefill_fallbacks": "fallbacks"}
+            "prefill_shared_tokens": "shared_tokens", "prefill_fallbacks": "fallbacks",
+            "turn_cache_failures": "failures"}
     if not any(parts):
         return dict.fromkeys(keys)
     return {name: int(sum(p.get(key, 0) for p in parts)) for name, key in keys.items()}

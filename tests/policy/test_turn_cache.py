@@ -189,3 +189,27 @@ def test_local_policy_keeps_rows_per_episode_and_frees_ended_ones(policy):
     off._calls = 1
     assert [c.token_ids for c in off.act([views[0], views[2]])] == [c.token_ids for c in out2]
     assert off.static_sampler.turns.counters["calls"] == 0
+
+
+def test_a_turn_cache_that_raises_is_switched_off_and_the_turn_sampled_in_full(policy, monkeypatch):
+    """A defect in the cache met first on a new machine must not end a training run: that turn and every
+    later one are sampled with the full prefill (the same completions), and the failure is counted."""
+    model, tok = policy
+    prompts = [chat(tok, "a"), chat(tok, "b")]
+    views = [EpisodeView(None, [], list(p), 0, 8) for p in prompts]  # type: ignore[arg-type]
+    cfg = SamplingConfig(max_new_tokens=8, seed=5, sampler="static")
+    pol = LocalPolicy(model, tok, cfg)
+    pol.static_sampler = StaticSampler(model, tok)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cache row out of range")
+
+    monkeypatch.setattr(pol.static_sampler.turns, "sample", broken)
+    with pytest.warns(RuntimeWarning, match="turn cache switched off after: RuntimeError: cache row out of range"):
+        out = pol.act(views)
+    assert [c.token_ids for c in out] == [c.token_ids for c in sample_completions(model, tok, prompts, cfg)]
+    turns = pol.static_sampler.turns
+    assert not turns.supported and turns.disabled_reason == "RuntimeError: cache row out of range"
+    assert pol.cache_counters()["failures"] == 1
+    pol.act(views)  # later turns never try the cache again
+    assert pol.cache_counters()["failures"] == 1

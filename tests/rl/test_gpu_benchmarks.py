@@ -309,3 +309,8 @@ def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_
     rows = [json.loads(x) for x in (out / "eval" / "sft" / "partial_rows.jsonl").read_text().splitlines()]
     assert 1 <= kept["trials"] == len(rows) < 8 and {r["method"] for r in rows} == {"sft"}
     assert not (out / "eval" / "sft" / "eval_trials.parquet").exists()  # the paper build never reads a partial run
+    # with what the policy wrote in those trials, the evidence for why an arm resolves what it does
+    samples = sorted((out / "eval" / "sft" / "samples").glob("*.json"))
+    assert 1 <= len(samples) <= len(rows)
+    sample = json.loads(samples[0].read_text())
+    assert sample["turns_total"] >= len(sample["turns"]) >= 1 and "text" in sample["turns"][0]

@@ -42,6 +42,10 @@ def tasks(tmp_path_factory, bench, tokenizer) -> list[RLTask]:
     return out
 
 
+TEACHER_TURNS = 3
+"""The reference teacher's episode: read the skill, act, answer (agent.policies.TeacherPolicy)."""
+
+
 def _run(tasks, tokenizer, profile_name: str, *, target: int = 2, seed: int = 0, misleading: float = 0.5):
     # the forcing point (4 rejected groups) below the safety cap (6), as GRPOConfig requires of a forcing profile
     config = GRPOConfig(profile=profile_name, group_size=4, prompts_per_step=target, num_workers=1, max_turns=4,
@@ -135,6 +139,8 @@ def test_a_step_that_cannot_fill_gives_up_after_its_budget_and_says_what_the_pol
     assert row["episodes_played"] == 24 and row["episodes"] == 0 and row["metrics_schema"] == 2
     assert row["success_rate"] == row["reward"] == row["oracle_read_rate"] == row["clean_oracle_rate"] == 1.0
     assert row["misleading_read_rate"] == 0.0
+    # the teacher's episodes: read the skill, act, answer (no turn cut at max_new_tokens)
+    assert (row["turns_mean"], row["final_answer_rate"], row["length_cut_rate"]) == (TEACHER_TURNS, 1.0, 0.0)
     assert row["accepted_success_rate"] is None and row["accepted_clean_oracle_rate"] is None
     assert (row["groups_drawn"], row["groups_accepted"], row["groups_rejected"]) == (6, 0, 6)
     assert (row["zero_variance_all_pass"], row["zero_variance_all_fail"]) == (6, 0)
