@@ -9,7 +9,8 @@
 - `metrics`: trial- and task-level metrics (`pass_at_k`, `summarize_trials`, `behaviour_cost`); errors
   stay in the denominator and are also counted on their own; per-benchmark (family) breakdown.
 - `rows`: reading a folder of evaluations (eval_trials.parquet), grouping by method.
-- `bootstrap`: the paired task-cluster bootstrap of a method against a baseline.
+- `bootstrap`: the paired task-cluster bootstrap of a method against a baseline (trial success, pass@k,
+  oracle exposure, clean-oracle rate); `claim`: SkillGate's claim read off those intervals.
 - `tables`, `figures`: the paper's tables (markdown, LaTeX) and PNG figures from those rows.
 - `paper`, `paper_config`: the deterministic paper build (`build_paper`, stage `paper-tables`).
 - `regression`, `nightly`: the nightly's seeded task-cluster bootstrap and what it compares.

@@ -4,15 +4,18 @@ The unit of resampling is the task (its repeats are correlated, so they travel t
 methods are paired on it: each resample draws T task ids with replacement from the common task set
 and evaluates both methods on the same draw. Per resample:
 
-    trial success diff = sum_t w_t c_t^m / sum_t w_t n_t^m  -  (same for the baseline)
-    pass@k diff        = sum_t w_t (pass@k_t^m - pass@k_t^b) / T
+    rate diff   = sum_t w_t x_t^m / sum_t w_t n_t^m  -  (same for the baseline)
+    pass@k diff = sum_t w_t (pass@k_t^m - pass@k_t^b) / T
 
-(w_t = how often task t was drawn; c = resolved trials, n = trials, errors count in n). The CI is the
+(w_t = how often task t was drawn; n = trials, errors count in n; x = the task's trials that count
+toward the rate: resolved for trial success, read the oracle at least once for oracle exposure,
+distinct reads exactly the oracle for the clean-oracle rate: metrics.TRIAL_RATES). The CI is the
 percentile interval of the B resampled differences; the point estimate is the difference on the
-observed tasks. Seeded (numpy PCG64), so the same trials give the same interval.
+observed tasks. Seeded (numpy PCG64), so the same trials give the same interval; every statistic of
+one comparison uses the same draws.
 
     result = paired_bootstrap(skillgate, baseline, resamples=10_000, seed=0)
-    result.intervals[0]   # BootstrapInterval(statistic='trial_success', difference=0.05, ci_low=..., ...)
+    result.interval("trial_success")  # BootstrapInterval(statistic='trial_success', difference=0.05, ...)
 
 Refuses two fingerprints (ProtocolMismatchError) and two task sets (TaskSetMismatchError).
 """
@@ -25,21 +28,26 @@ from typing import Any
 
 import numpy as np
 
-from skillgate_core.evaluation.metrics import Trial, pass_at_k, task_success_counts
+from skillgate_core.evaluation.metrics import TRIAL_RATES, Trial, pass_at_k, task_counts
 from skillgate_core.evaluation.protocol import assert_same_protocol
 
 __all__ = [
     "MIN_RESAMPLES",
+    "SELECTION_RATES",
     "BootstrapInterval",
     "PairedBootstrap",
     "TaskSetMismatchError",
     "bootstrap_differences",
     "paired_bootstrap",
     "percentile_interval",
+    "rate_differences",
 ]
 
 MIN_RESAMPLES = 10_000
 """Fewer resamples leave the 2.5% / 97.5% percentiles resting on a handful of draws."""
+
+SELECTION_RATES = ("oracle_exposure", "clean_oracle_rate")
+"""Selection rates compared after trial success and pass@k: what SkillGate's credit is meant to move."""
 
 
 class TaskSetMismatchError(ValueError):
@@ -51,7 +59,7 @@ class BootstrapInterval:
     """One statistic's paired difference, method - baseline, with its percentile interval."""
 
     statistic: str
-    """'trial_success' or 'pass@K'."""
+    """'trial_success', 'pass@K', 'oracle_exposure' or 'clean_oracle_rate' (in that order in a result)."""
     method_value: float
     """The method's value on the observed tasks."""
     baseline_value: float
@@ -80,6 +88,13 @@ class PairedBootstrap:
     distributions: dict[str, np.ndarray] = field(repr=False, compare=False)
     """statistic -> the B resampled differences (for the figure; not in to_json)."""
 
+    def interval(self, statistic: str) -> BootstrapInterval:
+        """The interval of one statistic (KeyError naming those there are)."""
+        for i in self.intervals:
+            if i.statistic == statistic:
+                return i
+        raise KeyError(f"no statistic {statistic!r}; have {[i.statistic for i in self.intervals]}")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "method": self.method, "baseline": self.baseline, "fingerprint": self.fingerprint,
@@ -89,25 +104,50 @@ class PairedBootstrap:
         }
 
 
-def _task_arrays(trials: Sequence[Trial], k: int, label: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    counts = task_success_counts(trials)
-    short = {t: n for t, (n, _) in counts.items() if n < k}
+@dataclass(frozen=True)
+class _TaskArrays:
+    """One side of a comparison, per task (sorted task ids): the numbers a resample reweights."""
+
+    tasks: list[str]
+    trials: np.ndarray
+    """Trials per task (errors included)."""
+    passk: np.ndarray
+    """Unbiased pass@k per task."""
+    counted: dict[str, np.ndarray]
+    """Rate name (metrics.TRIAL_RATES) -> trials per task that count toward it."""
+
+
+_RATES = ("trial_success", *SELECTION_RATES)
+
+
+def _task_arrays(trials: Sequence[Trial], k: int, label: str) -> _TaskArrays:
+    counts = {rate: task_counts(trials, TRIAL_RATES[rate]) for rate in _RATES}
+    success = counts["trial_success"]
+    short = {t: n for t, (n, _) in success.items() if n < k}
     if short:
         first = sorted(short)[0]
         raise ValueError(f"{label}: pass@{k} needs >= {k} trials per task; {len(short)} task(s) have fewer "
                          f"(e.g. {first}: {short[first]})")
-    tasks = list(counts)
-    n = np.array([counts[t][0] for t in tasks], dtype=np.float64)
-    c = np.array([counts[t][1] for t in tasks], dtype=np.float64)
-    p = np.array([pass_at_k(counts[t][0], counts[t][1], k) for t in tasks], dtype=np.float64)
-    return tasks, n, c, p
+    tasks = list(success)
+    n = np.array([success[t][0] for t in tasks], dtype=np.float64)
+    p = np.array([pass_at_k(*success[t], k) for t in tasks], dtype=np.float64)
+    counted = {rate: np.array([per_task[t][1] for t in tasks], dtype=np.float64) for rate, per_task in counts.items()}
+    return _TaskArrays(tasks=tasks, trials=n, passk=p, counted=counted)
+
+
+def rate_differences(n_m: np.ndarray, x_m: np.ndarray, n_b: np.ndarray, x_b: np.ndarray,
+                     weights: np.ndarray) -> np.ndarray:
+    """Per row of `weights` (B x T task multiplicities): the method's pooled trial rate minus the baseline's.
+    Pooled over trials, not averaged over tasks, so that it is the rate the main table prints."""
+    w = np.asarray(weights, dtype=np.float64)
+    return (w @ x_m) / (w @ n_m) - (w @ x_b) / (w @ n_b)
 
 
 def bootstrap_differences(n_m: np.ndarray, c_m: np.ndarray, p_m: np.ndarray, n_b: np.ndarray, c_b: np.ndarray,
                           p_b: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(trial-success diffs, pass@k diffs) for each row of `weights` (B x T task multiplicities)."""
     w = np.asarray(weights, dtype=np.float64)
-    success = (w @ c_m) / (w @ n_m) - (w @ c_b) / (w @ n_b)
+    success = rate_differences(n_m, c_m, n_b, c_b, w)
     passk = (w @ (p_m - p_b)) / w.sum(axis=1)
     return success, passk
 
@@ -122,33 +162,48 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
 def paired_bootstrap(method: Sequence[Trial], baseline: Sequence[Trial], *, method_label: str, baseline_label: str,
                      method_fingerprint: str, baseline_fingerprint: str, k: int = 4,
                      resamples: int = MIN_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> PairedBootstrap:
-    """Paired task-cluster bootstrap of `method` - `baseline` in trial success and pass@k."""
+    """Paired task-cluster bootstrap of `method` - `baseline` in trial success, pass@k, oracle exposure and
+    clean-oracle rate."""
     fingerprint = assert_same_protocol([(method_label, method_fingerprint), (baseline_label, baseline_fingerprint)])
     if resamples < MIN_RESAMPLES:
         raise ValueError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    tasks_m, n_m, c_m, p_m = _task_arrays(method, k, method_label)
-    tasks_b, n_b, c_b, p_b = _task_arrays(baseline, k, baseline_label)
-    if tasks_m != tasks_b:
-        only_m = sorted(set(tasks_m) - set(tasks_b))
-        only_b = sorted(set(tasks_b) - set(tasks_m))
-        raise TaskSetMismatchError(
-            f"{method_label} and {baseline_label} were evaluated on different tasks: {len(only_m)} only in "
-            f"{method_label} {only_m[:3]}, {len(only_b)} only in {baseline_label} {only_b[:3]}; a paired bootstrap "
-            "needs the same task set")
-    t = len(tasks_m)
+    m = _task_arrays(method, k, method_label)
+    b = _task_arrays(baseline, k, baseline_label)
+    _check_same_tasks(m.tasks, b.tasks, method_label, baseline_label)
+    t = len(m.tasks)
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(t, np.full(t, 1.0 / t), size=resamples)
-    success, passk = bootstrap_differences(n_m, c_m, p_m, n_b, c_b, p_b, weights)
+    success, passk = bootstrap_differences(m.trials, m.counted["trial_success"], m.passk, b.trials,
+                                           b.counted["trial_success"], b.passk, weights)
     observed = {
-        "trial_success": (float(c_m.sum() / n_m.sum()), float(c_b.sum() / n_b.sum()), success),
-        f"pass@{k}": (float(p_m.mean()), float(p_b.mean()), passk),
+        "trial_success": (_pooled(m, "trial_success"), _pooled(b, "trial_success"), success),
+        f"pass@{k}": (float(m.passk.mean()), float(b.passk.mean()), passk),
     }
+    for rate in SELECTION_RATES:  # the same draws as trial success: one paired resample, every statistic
+        observed[rate] = (_pooled(m, rate), _pooled(b, rate),
+                          rate_differences(m.trials, m.counted[rate], b.trials, b.counted[rate], weights))
     intervals = tuple(
-        BootstrapInterval(name, m, b, m - b, *percentile_interval(dist, confidence))
-        for name, (m, b, dist) in observed.items()
+        BootstrapInterval(name, mv, bv, mv - bv, *percentile_interval(dist, confidence))
+        for name, (mv, bv, dist) in observed.items()
     )
     return PairedBootstrap(method=method_label, baseline=baseline_label, fingerprint=fingerprint, tasks=t,
                            resamples=resamples, seed=seed, confidence=confidence, k=k, intervals=intervals,
                            distributions={name: dist for name, (_, _, dist) in observed.items()})
+
+
+def _pooled(side: _TaskArrays, rate: str) -> float:
+    """The rate on the observed tasks: counted trials / trials."""
+    return float(side.counted[rate].sum() / side.trials.sum())
+
+
+def _check_same_tasks(tasks_m: list[str], tasks_b: list[str], method_label: str, baseline_label: str) -> None:
+    if tasks_m == tasks_b:
+        return
+    only_m = sorted(set(tasks_m) - set(tasks_b))
+    only_b = sorted(set(tasks_b) - set(tasks_m))
+    raise TaskSetMismatchError(
+        f"{method_label} and {baseline_label} were evaluated on different tasks: {len(only_m)} only in "
+        f"{method_label} {only_m[:3]}, {len(only_b)} only in {baseline_label} {only_b[:3]}; a paired bootstrap "
+        "needs the same task set")

@@ -26,6 +26,7 @@ __all__ = [
     "bootstrap_figure",
     "credit_starvation_figure",
     "main_results_figure",
+    "method_bootstrap_figure",
     "read_strata_figure",
     "selector_tradeoff_figure",
     "training_selection_figure",
@@ -119,11 +120,14 @@ def read_strata_figure(strata: Mapping[str, Any], path: Path, dpi: int) -> dict[
 
 
 def bootstrap_figure(result: PairedBootstrap, path: Path, dpi: int) -> dict[str, Any]:
-    """Histograms of the resampled differences, with the observed difference and the percentile interval."""
+    """Histograms of the resampled differences, with the observed difference and the percentile interval:
+    one panel per statistic, two panels a row."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(result.intervals), figsize=(5.2 * len(result.intervals), 4),
-                             constrained_layout=True, squeeze=False)
-    for ax, interval in zip(axes[0], result.intervals, strict=True):
+    columns = min(2, len(result.intervals))
+    rows = -(-len(result.intervals) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4 * rows), constrained_layout=True,
+                             squeeze=False)
+    for ax, interval in zip(axes.flat, result.intervals, strict=False):
         values = 100 * result.distributions[interval.statistic]
         ax.hist(values, bins=40, color="0.65")
         ax.axvline(100 * interval.difference, color="C3", label="observed")
@@ -136,8 +140,37 @@ def bootstrap_figure(result: PairedBootstrap, path: Path, dpi: int) -> dict[str,
         ax.set_title(f"{interval.statistic}: {100 * interval.difference:+.1f} pp "
                      f"[{100 * interval.ci_low:+.1f}, {100 * interval.ci_high:+.1f}]")
         ax.legend(fontsize=7, loc="upper left")
+    for ax in axes.flat[len(result.intervals):]:
+        fig.delaxes(ax)  # an odd number of statistics: no empty panel (and no unlabelled axes in the PNG)
     fig.suptitle(f"{result.method} - {result.baseline} ({result.tasks} tasks, paired by task)", fontsize=9)
     return _save(fig, path, f"Paired task-cluster bootstrap: {result.method} - {result.baseline}", dpi)
+
+
+def method_bootstrap_figure(results: Sequence[PairedBootstrap], path: Path, dpi: int) -> dict[str, Any]:
+    """One panel per statistic, stacked: each method's difference to the baseline with its percentile interval."""
+    plt = _pyplot()
+    statistics = [i.statistic for i in results[0].intervals]
+    panel_height = 1.0 + 0.35 * len(results)
+    fig, axes = plt.subplots(len(statistics), 1, figsize=(7.5, panel_height * len(statistics)),
+                             constrained_layout=True, squeeze=False)
+    y = np.arange(len(results))
+    for ax, statistic in zip(axes[:, 0], statistics, strict=True):
+        intervals = [r.interval(statistic) for r in results]
+        diffs = np.array([100 * i.difference for i in intervals])
+        below = diffs - np.array([100 * i.ci_low for i in intervals])
+        above = np.array([100 * i.ci_high for i in intervals]) - diffs
+        ax.errorbar(diffs, y, xerr=[below, above], fmt="o", color="C0", capsize=3)
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_yticks(y, [r.method for r in results], fontsize=7)
+        ax.set_ylim(len(results) - 0.5, -0.5)  # the first method on top, as in the table
+        ax.set_xlabel(f"{statistic} difference, method - baseline (percentage points)")
+        ax.set_ylabel("method (its rows' label)")
+        ax.set_title(statistic)
+        ax.grid(axis="x", alpha=0.3)
+    first = results[0]
+    fig.suptitle(f"every method - {first.baseline} ({first.tasks} tasks, paired by task, "
+                 f"{100 * first.confidence:g}% intervals)", fontsize=9)
+    return _save(fig, path, f"Paired task-cluster bootstrap: every method - {first.baseline}", dpi)
 
 
 def credit_starvation_figure(bins: Sequence[Mapping[str, Any]], path: Path, dpi: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ own), selection metrics, and the behaviour cost (reads, turns, tokens, seconds p
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any, Literal
@@ -22,12 +22,15 @@ from typing import Any, Literal
 __all__ = [
     "OUTCOMES",
     "READ_CATEGORIES",
+    "TRIAL_RATES",
     "Trial",
     "behaviour_cost",
     "outcome_counts",
     "pass_at_k",
     "summarize_trials",
+    "task_counts",
     "task_success_counts",
+    "trial_rate",
 ]
 
 READ_CATEGORIES = ("oracle", "misleading", "relevant", "irrelevant", "unadvertised")
@@ -120,6 +123,10 @@ class Trial:
         """The read categories in order as letters, e.g. '[O,M]'; '[]' for no read (the strata key)."""
         return "[" + ",".join(c[0].upper() for c in self.reads) + "]"
 
+    def exposed_to(self, category: str) -> bool:
+        """Whether the trial read a skill of `category` at least once (exposure counts trials, not reads)."""
+        return category in self.reads
+
     @property
     def clean_oracle(self) -> bool:
         """The set of distinct skill NAMES read is exactly {oracle}: [O, O] counts, [O, M] does not."""
@@ -136,13 +143,36 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+TRIAL_RATES: dict[str, Callable[[Trial], bool]] = {
+    "trial_success": lambda t: t.resolved,
+    "oracle_exposure": lambda t: t.exposed_to("oracle"),
+    "misleading_exposure": lambda t: t.exposed_to("misleading"),
+    "clean_oracle_rate": lambda t: t.clean_oracle,
+}
+"""Rates that are a share of ALL trials (errors included): name -> whether one trial counts. The main
+table, the ablation and the paired bootstrap read these same definitions."""
+
+
+def trial_rate(trials: Sequence[Trial], rate: str) -> float:
+    """The share of `trials` for which TRIAL_RATES[rate] holds (every trial in the denominator)."""
+    if not trials:
+        raise ValueError(f"no trials for the rate {rate}")
+    counts = TRIAL_RATES[rate]
+    return sum(counts(t) for t in trials) / len(trials)
+
+
+def task_counts(trials: Sequence[Trial], counts: Callable[[Trial], bool]) -> dict[str, tuple[int, int]]:
+    """task_id -> (trials n, trials for which `counts` holds), tasks in sorted order."""
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for t in trials:
+        tally[t.task_id][0] += 1
+        tally[t.task_id][1] += counts(t)
+    return {task: (n, c) for task, (n, c) in sorted(tally.items())}
+
+
 def task_success_counts(trials: Sequence[Trial]) -> dict[str, tuple[int, int]]:
     """task_id -> (trials n, resolved c), tasks in sorted order. Errored trials count in n only."""
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for t in trials:
-        counts[t.task_id][0] += 1
-        counts[t.task_id][1] += t.resolved
-    return {task: (n, c) for task, (n, c) in sorted(counts.items())}
+    return task_counts(trials, TRIAL_RATES["trial_success"])
 
 
 def outcome_counts(trials: Sequence[Trial]) -> dict[str, int]:
@@ -218,11 +248,11 @@ def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dic
     )
     out["skill_reasoning_rate"] = sum(t.skill_reasoning for t in trials) / n
     all_reads = [c for t in trials for c in t.reads]
-    out["oracle_exposure"] = sum("oracle" in t.reads for t in trials) / n
-    out["misleading_exposure"] = sum("misleading" in t.reads for t in trials) / n
+    out["oracle_exposure"] = trial_rate(trials, "oracle_exposure")
+    out["misleading_exposure"] = trial_rate(trials, "misleading_exposure")
     out["read_share_by_category"] = {c: _rate(all_reads.count(c), len(all_reads)) for c in READ_CATEGORIES}
-    out["p_oracle_given_any_read"] = _rate(sum("oracle" in t.reads for t in trials), sum(read))
-    out["clean_oracle_rate"] = sum(t.clean_oracle for t in trials) / n
+    out["p_oracle_given_any_read"] = _rate(sum(t.exposed_to("oracle") for t in trials), sum(read))
+    out["clean_oracle_rate"] = trial_rate(trials, "clean_oracle_rate")
     out["unique_reads_per_trial"] = sum(t.unique_reads for t in trials) / n
     first = Counter(t.reads[0] for t in trials if t.reads)
     out["first_read_category"] = {c: _rate(first[c], sum(read)) for c in READ_CATEGORIES}

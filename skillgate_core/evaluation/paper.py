@@ -6,7 +6,8 @@ reads every eval_trials.parquet under `evals/` (several evaluations = several me
 training metrics.jsonl / credit_episodes.jsonl under `evals/` and the training dirs, and writes
 
     paper/report.md                      every table (markdown) with its figures linked
-    paper/paper.json                     every number: inputs (sha256), config, metrics, tables, bootstrap
+    paper/paper.json                     every number: inputs (sha256), config, metrics, tables, bootstrap,
+                                         claim check
     paper/tables/SECTION/KEY.md, .tex    one file per table and format
     paper/figures/SECTION/KEY.png        one file per figure
 
@@ -34,8 +35,9 @@ from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.digests import file_sha256
 from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.evaluation import figures
-from skillgate_core.evaluation.bootstrap import PairedBootstrap, paired_bootstrap
-from skillgate_core.evaluation.metrics import summarize_trials
+from skillgate_core.evaluation.bootstrap import PairedBootstrap, TaskSetMismatchError, paired_bootstrap
+from skillgate_core.evaluation.claim import claim_check
+from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.paper_config import PaperConfig
 from skillgate_core.evaluation.probe import PROBE_SUMMARY_FILE, read_probe_summaries
 from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
@@ -48,6 +50,7 @@ from skillgate_core.evaluation.tables import (
     credit_starvation_bins,
     credit_starvation_table,
     main_results_table,
+    method_bootstrap_table,
     read_strata,
     read_strata_table,
     selector_tradeoff_table,
@@ -156,22 +159,81 @@ class _Section:
     """figure key -> draw(path); placed after the table of the same key (or at the end)."""
     after: dict[str, str] = field(default_factory=dict)
     """figure key -> table key it follows."""
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """table key -> report lines placed after the table and its figures (the report only, not the table files)."""
     data: dict[str, Any] = field(default_factory=dict)
 
 
+def _bootstrap(method: MethodTrials, baseline: MethodTrials, config: PaperConfig,
+               benchmark: str | None = None) -> PairedBootstrap:
+    """`method` - `baseline` on all tasks, or on one benchmark's; the config's resamples, seed and confidence."""
+    def trials(m: MethodTrials) -> list[Trial]:
+        return [t for t in m.trials if benchmark is None or t.benchmark == benchmark]
+
+    return paired_bootstrap(
+        trials(method), trials(baseline), method_label=method.method, baseline_label=baseline.method,
+        method_fingerprint=method.fingerprint, baseline_fingerprint=baseline.fingerprint, k=config.k,
+        resamples=config.bootstrap_resamples, seed=config.bootstrap_seed, confidence=config.confidence)
+
+
 def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tuple[str, PairedBootstrap]]:
+    """SkillGate - baseline over all tasks, then per benchmark."""
     by = {m.method: m for m in methods}
     a, b = by[config.method], by[config.baseline]
     scopes = [("all", None)] + [(bench, bench) for bench in sorted({t.benchmark for t in a.trials})]
-    out = []
-    for scope, bench in scopes:
-        ta = [t for t in a.trials if bench is None or t.benchmark == bench]
-        tb = [t for t in b.trials if bench is None or t.benchmark == bench]
-        out.append((scope, paired_bootstrap(
-            ta, tb, method_label=a.method, baseline_label=b.method, method_fingerprint=a.fingerprint,
-            baseline_fingerprint=b.fingerprint, k=config.k, resamples=config.bootstrap_resamples,
-            seed=config.bootstrap_seed, confidence=config.confidence)))
-    return out
+    return [(scope, _bootstrap(a, b, config, bench)) for scope, bench in scopes]
+
+
+def _add_skillgate_bootstrap(section: _Section, methods: Sequence[MethodTrials], config: PaperConfig) -> None:
+    """The SkillGate - baseline table and figure, and the claim check read off its all-tasks intervals."""
+    missing = sorted({config.method, config.baseline} - {m.method for m in methods})
+    if missing:
+        reason = f"no rows for method(s) {', '.join(missing)}"
+        section.data["bootstrap"] = {"skipped": reason}
+        section.data["claim_check"] = {"skipped": reason}
+        table = bootstrap_table([])
+        section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: {reason}.",
+                                    table.columns, (), []))
+        section.notes[table.key] = [f"**Claim check**: not made ({reason})."]
+        return
+    results = _bootstraps(methods, config)
+    section.tables.append(bootstrap_table(results))
+    overall = results[0][1]
+    section.figures["paired_bootstrap"] = lambda p: figures.bootstrap_figure(overall, p, config.dpi)
+    section.after["paired_bootstrap"] = "paired_bootstrap"
+    section.data["bootstrap"] = {"skipped": None}
+    check = claim_check(overall)
+    section.data["claim_check"] = {"skipped": None, **check.to_json()}
+    section.notes["paired_bootstrap"] = [check.line()]
+
+
+def _compared_methods(methods: Sequence[MethodTrials], config: PaperConfig) -> list[MethodTrials]:
+    """Every method but the baseline, SkillGate first, the rest in the section's order."""
+    others = [m for m in methods if m.method != config.baseline]
+    return sorted(others, key=lambda m: m.method != config.method)  # stable: keeps the order of the rest
+
+
+def _add_method_bootstraps(section: _Section, methods: Sequence[MethodTrials], config: PaperConfig) -> None:
+    """Every method with rows - the baseline, all tasks (table and figure); skipped as a whole without
+    baseline rows, per method when its task set differs from the baseline's."""
+    by = {m.method: m for m in methods}
+    baseline = by.get(config.baseline)
+    if baseline is None:
+        table = method_bootstrap_table(config.baseline, [], {})
+        section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: no rows for method "
+                                    f"{config.baseline}.", table.columns, (), table.data))
+        return
+    results, skipped = [], {}
+    for method in _compared_methods(methods, config):
+        try:
+            results.append(_bootstrap(method, baseline, config))
+        except TaskSetMismatchError as exc:  # one incomplete arm leaves the others' comparisons standing
+            skipped[method.method] = str(exc)
+    table = method_bootstrap_table(config.baseline, results, skipped)
+    section.tables.append(table)
+    if results:
+        section.figures[table.key] = lambda p: figures.method_bootstrap_figure(results, p, config.dpi)
+        section.after[table.key] = table.key
 
 
 def _pass_k(name: str, methods: Sequence[MethodTrials], config: PaperConfig, auto_k: bool) -> tuple[int, str]:
@@ -212,21 +274,8 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
         [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in main.data], config.k, p, config.dpi)
     section.after["main_results"] = "main_results"
 
-    names = {m.method for m in methods}
-    if {config.method, config.baseline} <= names:
-        results = _bootstraps(methods, config)
-        section.tables.append(bootstrap_table(results))
-        overall = results[0][1]
-        section.figures["paired_bootstrap"] = lambda p: figures.bootstrap_figure(overall, p, config.dpi)
-        section.after["paired_bootstrap"] = "paired_bootstrap"
-        section.data["bootstrap"] = {"skipped": None}
-    else:
-        missing = sorted({config.method, config.baseline} - names)
-        section.data["bootstrap"] = {"skipped": f"no rows for method(s) {', '.join(missing)}"}
-        table = bootstrap_table([])
-        section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: no rows for method(s) "
-                                    f"{', '.join(missing)}.", table.columns, (), []))
-
+    _add_skillgate_bootstrap(section, methods, config)
+    _add_method_bootstraps(section, methods, config)
     section.tables.append(ablation_table(methods, config.ablation_methods, config.k))
     tradeoff = selector_tradeoff_table(methods)
     section.tables.append(tradeoff)
@@ -342,6 +391,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
             table_data[table.key] = {"title": table.title, "columns": list(table.columns),
                                      "rows": [list(r) for r in table.rows], "data": table.data}
             report += [to_markdown(table), *drawn.pop(table.key, []), ""]
+            if notes := section.notes.get(table.key):
+                report += [*notes, ""]
         for links in drawn.values():
             report += [*links, ""]
         entry = {**section.data, "tables": table_data, "figures": figure_data}
@@ -366,6 +417,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
         for interval in (boot[0]["intervals"] if boot else []):
             metrics[f"{name}/{interval['statistic']}_difference"] = interval["difference"]
             metrics[f"{name}/{interval['statistic']}_ci"] = [interval["ci_low"], interval["ci_high"]]
+        if "holds" in p.get("claim_check", {}):
+            metrics[f"{name}/claim_holds"] = p["claim_check"]["holds"]
     return PaperBuild(out=out, tables=tuple(written_tables), figures=tuple(written_figures), metrics=metrics)
 
 

@@ -25,9 +25,11 @@ class PaperConfig:
     """Which methods the paper compares and how its statistics are computed."""
 
     method: str = "selector_clean_oracle_action_credit"
-    """The `method` label of SkillGate: the method side of the paired bootstrap."""
+    """The `method` label of SkillGate: the method side of the per-benchmark paired bootstrap and of the
+    claim check (both skipped when it or the baseline has no rows)."""
     baseline: str = "mixed_task_reward"
-    """The `method` label the bootstrap compares against (skipped when either is absent)."""
+    """The `method` label every paired bootstrap compares against: SkillGate's, and every other method's
+    with rows (none without baseline rows)."""
     ablation_methods: tuple[str, ...] = (
         "selector_clean_oracle_masked_task_only",
         "hybrid_slate",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skillgate_core.evaluation.bootstrap import PairedBootstrap
+from skillgate_core.evaluation.bootstrap import BootstrapInterval, PairedBootstrap
 from skillgate_core.evaluation.metrics import Trial, summarize_trials, task_success_counts
 from skillgate_core.evaluation.paper_config import ABLATION_DESIGNS
 from skillgate_core.evaluation.protocol import ProtocolMismatchError, assert_same_protocol
@@ -34,6 +34,7 @@ __all__ = [
     "credit_starvation_bins",
     "credit_starvation_table",
     "main_results_table",
+    "method_bootstrap_table",
     "read_strata",
     "read_strata_table",
     "selector_tradeoff_table",
@@ -207,27 +208,57 @@ def selector_tradeoff_table(methods: Sequence[MethodTrials]) -> Table:
         rows=tuple(rows), data=data)
 
 
+def _interval_cells(i: BootstrapInterval) -> tuple[str, ...]:
+    """statistic, method %, baseline %, difference (pp), interval (pp): one bootstrap row as printed."""
+    return (i.statistic, _pct(i.method_value), _pct(i.baseline_value), f"{100 * i.difference:+.1f}",
+            f"[{100 * i.ci_low:+.1f}, {100 * i.ci_high:+.1f}]")
+
+
+def _bootstrap_caption(first: PairedBootstrap | None) -> str:
+    caption = ("Paired task-cluster bootstrap: tasks resampled with replacement (both methods on the same draw), "
+               "difference in trial success, pass@k, oracle exposure (trials that read the oracle at least once) "
+               "and clean-oracle rate (trials whose distinct reads are exactly the oracle), percentile interval.")
+    if first:
+        caption += (f" {first.resamples} resamples, seed {first.seed}, {100 * first.confidence:g}% interval, "
+                    f"protocol fingerprint {first.fingerprint[:10]}.")
+    return caption
+
+
+def _interval_column(first: PairedBootstrap | None) -> str:
+    return f"{100 * first.confidence:g}% CI (pp)" if first else "CI (pp)"
+
+
 def bootstrap_table(results: Sequence[tuple[str, PairedBootstrap]]) -> Table:
     """Paired task-cluster bootstrap, method - baseline, overall and per benchmark."""
     rows, data = [], []
     for scope, r in results:
-        for i in r.intervals:
-            rows.append((scope, i.statistic, _pct(i.method_value), _pct(i.baseline_value),
-                         f"{100 * i.difference:+.1f}", f"[{100 * i.ci_low:+.1f}, {100 * i.ci_high:+.1f}]",
-                         str(r.tasks)))
+        rows += [(scope, *_interval_cells(i), str(r.tasks)) for i in r.intervals]
         data.append({"scope": scope, **r.to_json()})
     first = results[0][1] if results else None
     title = f"Paired bootstrap: {first.method} - {first.baseline}" if first else "Paired bootstrap"
-    caption = ("Paired task-cluster bootstrap: tasks resampled with replacement (both methods on the same draw), "
-               "difference in trial success and in pass@k, percentile interval.")
-    if first:
-        caption += (f" {first.resamples} resamples, seed {first.seed}, {100 * first.confidence:g}% interval, "
-                    f"protocol fingerprint {first.fingerprint[:10]}.")
-    interval = f"{100 * first.confidence:g}% CI (pp)" if first else "CI (pp)"
-    return Table(key="paired_bootstrap", title=title, caption=caption,
-                 columns=("scope", "statistic", "method %", "baseline %", "difference (pp)", interval,
+    return Table(key="paired_bootstrap", title=title, caption=_bootstrap_caption(first),
+                 columns=("scope", "statistic", "method %", "baseline %", "difference (pp)", _interval_column(first),
                           "tasks"),
                  rows=tuple(rows), data=data)
+
+
+def method_bootstrap_table(baseline: str, results: Sequence[PairedBootstrap], skipped: Mapping[str, str]) -> Table:
+    """Paired task-cluster bootstrap of every method with rows - `baseline`, over all tasks; `skipped`:
+    method -> why it has no comparison (e.g. evaluated on other tasks)."""
+    rows = [(r.method, *_interval_cells(i), str(r.tasks)) for r in results for i in r.intervals]
+    first = results[0] if results else None
+    caption = (_bootstrap_caption(first) + f" Every method with rows on this protocol against {baseline}, over all "
+               "tasks, each labelled by its rows' method (an SFT policy's evaluation included); the same draws "
+               "for every method.")
+    if skipped:
+        caption += " No comparison: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()) + "."
+    return Table(key="paired_bootstrap_methods", title=f"Paired bootstrap: every method - {baseline}",
+                 caption=caption,
+                 columns=("method", "statistic", "method %", "baseline %", "difference (pp)", _interval_column(first),
+                          "tasks"),
+                 rows=tuple(rows),
+                 data={"baseline": baseline, "comparisons": [r.to_json() for r in results],
+                       "skipped": [{"method": m, "reason": why} for m, why in skipped.items()]})
 
 
 def read_strata(methods: Sequence[MethodTrials], max_strata: int) -> dict[str, Any]:

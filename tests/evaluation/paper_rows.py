@@ -4,12 +4,14 @@ Seeded, so the same seed writes the same rows: the paper-build tests use it as t
 
     write_synthetic_evals(root)      # root/<method>/eval_trials.parquet, one per method
     write_synthetic_training(root)   # root/<profile>/metrics.jsonl and credit_episodes.jsonl
+    selection_rows("m", {"t0": 3, "t1": 1})  # rows whose oracle reads are set by hand
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +109,17 @@ def write_synthetic_training(root: Path, seed: int = 0, steps: int = 20, episode
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         (folder / "credit_episodes.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in credit))
     return root
+
+
+def selection_rows(method: str, oracle_trials: Mapping[str, int]) -> list[dict[str, Any]]:
+    """REPEATS trials per task: the first `oracle_trials[task]` read only the oracle, the rest one misleading
+    skill; repeat 0 resolves and the others fail whatever was read (the same trial success in every arm)."""
+    rows = []
+    for task, oracle in oracle_trials.items():
+        for repeat in range(REPEATS):
+            category = "oracle" if repeat < oracle else "misleading"
+            rows.append({"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "method": method, "task_id": task,
+                         "benchmark": "b", "repeat": repeat, "outcome": "resolved" if repeat == 0 else "fail",
+                         "status": "completed", "reads": [category], "read_names": [f"{task}-{category}"],
+                         "first_read_category": category})
+    return rows

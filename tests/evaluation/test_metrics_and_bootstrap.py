@@ -1,5 +1,6 @@
-"""pass@k against brute force, vector 9, the behaviour cost, and the paired bootstrap against exact
-enumeration of every resample (docs/method.md 8-9)."""
+"""pass@k against brute force, vector 9, the behaviour cost, the paired bootstrap against exact
+enumeration of every resample (docs/method.md 8-9), its oracle-exposure and clean-oracle intervals, and
+the claim check read off them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import numpy as np
 import pytest
 
 from skillgate_core.evaluation.bootstrap import (
+    BootstrapInterval,
     TaskSetMismatchError,
     bootstrap_differences,
     paired_bootstrap,
+    rate_differences,
 )
-from skillgate_core.evaluation.metrics import Trial, behaviour_cost, pass_at_k, summarize_trials
+from skillgate_core.evaluation.claim import claim_check
+from skillgate_core.evaluation.metrics import Outcome, Trial, behaviour_cost, pass_at_k, summarize_trials
 from skillgate_core.evaluation.protocol import ProtocolMismatchError
 
 FP = "a" * 64
@@ -84,7 +88,7 @@ def test_bootstrap_hand_computed_two_task_case():
     baseline = trials({"A": ["resolved", "fail", "resolved", "error"], "B": ["fail", "error", "fail", "fail"]})
     r = paired_bootstrap(method, baseline, method_label="m", baseline_label="b", method_fingerprint=FP,
                          baseline_fingerprint=FP, resamples=10_000, seed=3)
-    success, passk = r.intervals
+    success, passk = r.interval("trial_success"), r.interval("pass@4")
     assert (success.method_value, success.baseline_value, success.difference) == (0.5, 0.25, 0.25)
     assert (success.ci_low, success.ci_high) == (0.0, 0.5)
     assert (passk.difference, passk.ci_low, passk.ci_high) == (0.0, 0.0, 0.0)
@@ -129,7 +133,7 @@ def test_bootstrap_matches_exact_enumeration_of_every_resample():
     exact_success, exact_passk = _exact_distribution(method, baseline, k=4)
     big = paired_bootstrap(method, baseline, method_label="m", baseline_label="b", method_fingerprint=FP,
                            baseline_fingerprint=FP, resamples=200_000, seed=11)
-    for interval, exact in zip(big.intervals, (exact_success, exact_passk), strict=True):
+    for interval, exact in zip(big.intervals[:2], (exact_success, exact_passk), strict=True):
         dist = big.distributions[interval.statistic]
         # Closed form for equal repeats: the mean of the resampled differences is the observed difference.
         assert exact.mean() == pytest.approx(interval.difference, abs=1e-12)
@@ -174,3 +178,115 @@ def test_bootstrap_refusals():
         short = trials({"a": ["fail"] * 3, "b": ["fail"] * 4})
         paired_bootstrap(short, short, method_label="m", baseline_label="b", method_fingerprint=FP,
                          baseline_fingerprint=FP)
+
+
+# --- oracle exposure and clean-oracle rate in the paired bootstrap; the claim check ---------------------------
+
+ORACLE_READ, MISLEADING_READ = ("oracle", "o"), ("misleading", "m")
+"""(category, skill name) of one read."""
+
+
+def read_trials(spec: dict[str, list[tuple[Outcome, tuple[tuple[str, str], ...]]]]) -> list[Trial]:
+    """task -> (outcome, reads as (category, name) pairs), in repeat order."""
+    return [Trial(task, "b", r, outcome, tuple(c for c, _ in reads), tuple(n for _, n in reads))
+            for task, spec_trials in spec.items() for r, (outcome, reads) in enumerate(spec_trials)]
+
+
+def exposure_arm(oracle_trials: dict[str, int], *, extra_read: tuple[str, str] | None = None) -> list[Trial]:
+    """4 trials per task: the first `oracle_trials[task]` read the oracle (then `extra_read`, if any), the
+    rest read a misleading skill; repeat 0 resolves and the others fail, in every arm (same success)."""
+    return read_trials({
+        task: [("resolved" if r == 0 else "fail",
+                ((ORACLE_READ,) + ((extra_read,) if extra_read else ())) if r < k else (MISLEADING_READ,)) for r in range(4)]
+        for task, k in oracle_trials.items()})
+
+
+BASELINE_ORACLE = {f"t{i}": i % 2 for i in range(12)}       # 0 or 1 of 4 trials read the oracle
+MORE_ORACLE = {f"t{i}": i % 2 + 1 + i % 3 for i in range(12)}  # every task 1-3 trials more
+
+
+def _boot(method: list[Trial], baseline: list[Trial], **kw):
+    return paired_bootstrap(method, baseline, method_label="skillgate", baseline_label="mixed", method_fingerprint=FP,
+                            baseline_fingerprint=FP, **kw)
+
+
+def test_oracle_exposure_and_clean_oracle_come_with_their_own_interval():
+    baseline = exposure_arm(BASELINE_ORACLE)
+    r = _boot(exposure_arm(MORE_ORACLE), baseline)
+    assert [i.statistic for i in r.intervals] == ["trial_success", "pass@4", "oracle_exposure", "clean_oracle_rate"]
+    exposure, clean = r.interval("oracle_exposure"), r.interval("clean_oracle_rate")
+    # by hand: 6 of 48 baseline trials read the oracle, 6 + 12 + 4 x 3 = 30 of 48 of the method's
+    assert (exposure.baseline_value, exposure.method_value) == (6 / 48, 30 / 48)
+    assert exposure.difference == pytest.approx(0.5)
+    # every task's difference is positive (+1..+3 trials of 4): no resample can reach 0
+    assert 0.25 <= exposure.ci_low <= exposure.difference <= exposure.ci_high <= 0.75
+    assert clean == BootstrapInterval("clean_oracle_rate", *(getattr(exposure, f) for f in (
+        "method_value", "baseline_value", "difference", "ci_low", "ci_high")))  # only [O] reads: the same
+    # the reads differ, the outcomes do not: trial success and pass@k are 0 on every draw
+    for statistic in ("trial_success", "pass@4"):
+        i = r.interval(statistic)
+        assert (i.difference, i.ci_low, i.ci_high) == (0.0, 0.0, 0.0)
+    with pytest.raises(KeyError, match="no statistic 'pass@2'"):
+        r.interval("pass@2")
+
+
+def test_clean_oracle_counts_distinct_reads_exactly_the_oracle():
+    # [O, M] is exposed but not clean; [O, O] (the oracle read twice) is both
+    mixed_reads = _boot(exposure_arm(MORE_ORACLE, extra_read=MISLEADING_READ), exposure_arm(BASELINE_ORACLE))
+    assert mixed_reads.interval("oracle_exposure").difference == pytest.approx(0.5)
+    clean = mixed_reads.interval("clean_oracle_rate")
+    assert (clean.method_value, clean.baseline_value) == (0.0, 6 / 48) and clean.ci_high < 0
+    twice = _boot(exposure_arm(MORE_ORACLE, extra_read=ORACLE_READ), exposure_arm(BASELINE_ORACLE))
+    assert twice.interval("clean_oracle_rate") == _boot(exposure_arm(MORE_ORACLE),
+                                                        exposure_arm(BASELINE_ORACLE)).interval("clean_oracle_rate")
+
+
+def test_an_arm_identical_to_the_baseline_differs_by_zero_everywhere():
+    arm = exposure_arm(MORE_ORACLE)
+    r = _boot(arm, list(arm))
+    for i in r.intervals:
+        assert (i.difference, i.ci_low, i.ci_high) == (0.0, 0.0, 0.0), i.statistic
+
+
+def test_selection_rates_match_exact_enumeration():
+    # 4 tasks, exposure differences per task of +1, 0, +2, -1 trials (of 4): 4^4 = 256 resamples
+    method = exposure_arm({"a": 2, "b": 1, "c": 3, "d": 0})
+    baseline = exposure_arm({"a": 1, "b": 1, "c": 1, "d": 1})
+    tasks = ["a", "b", "c", "d"]
+    draws = np.array(list(itertools.product(range(4), repeat=4)))
+    weights = np.stack([np.bincount(d, minlength=4) for d in draws])
+
+    def counted(ts: list[Trial]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.array([sum(t.task_id == x for t in ts) for x in tasks], dtype=float),
+                np.array([sum(t.task_id == x and "oracle" in t.reads for t in ts) for x in tasks], dtype=float))
+
+    exact = rate_differences(*counted(method), *counted(baseline), weights)
+    r = _boot(method, baseline, resamples=200_000, seed=2)
+    interval = r.interval("oracle_exposure")
+    assert interval.difference == pytest.approx(exact.mean(), abs=1e-12)
+    assert r.distributions["oracle_exposure"].std() == pytest.approx(exact.std(), rel=0.01)
+    for p, got in ((0.025, interval.ci_low), (0.975, interval.ci_high)):
+        q, margin = _exact_quantile(exact, p)
+        assert margin > 0.005 and got == pytest.approx(q, abs=1e-12)
+
+
+def test_claim_check_holds_only_when_all_three_intervals_agree():
+    baseline = exposure_arm(BASELINE_ORACLE)
+    holds = claim_check(_boot(exposure_arm(MORE_ORACLE), baseline))
+    assert holds.holds and [c.met for c in holds.checks] == [True, True, True]
+    line = holds.line()
+    assert line.startswith("**Claim check** (skillgate - mixed, all tasks, 95% intervals): **holds**.")
+    assert "oracle exposure +50.0 pp [" in line and "trial success +0.0 pp [+0.0, +0.0]" in line
+    assert holds.to_json()["holds"] is True and [c["statistic"] for c in holds.to_json()["criteria"]] == [
+        "oracle_exposure", "clean_oracle_rate", "trial_success"]
+
+    same = claim_check(_boot(baseline, list(baseline)))  # no selection gain: exposure [0, 0] is not above 0
+    assert not same.holds and [c.met for c in same.checks] == [False, False, True]
+    assert "**does not hold**" in same.line() and "oracle exposure +0.0 pp [+0.0, +0.0] (needs the interval " \
+        "above 0: no)" in same.line()
+
+    # more oracle reads but every task resolves less: trial success wholly below 0 sinks the claim
+    worse = [Trial(t.task_id, t.benchmark, t.repeat, "fail", t.reads, t.read_names) for t in exposure_arm(MORE_ORACLE)]
+    lost = claim_check(_boot(worse, baseline))
+    assert [c.met for c in lost.checks] == [True, True, False] and not lost.holds
+    assert "trial success -25.0 pp [-25.0, -25.0] (needs the interval not wholly below 0: no)" in lost.line()

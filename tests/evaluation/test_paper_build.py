@@ -1,5 +1,6 @@
 """The paper build from a fixed synthetic evaluation: every table and figure, byte-identical twice,
-figures whose axis labels are read back from the PNG files, and the comparison-hygiene refusal."""
+figures whose axis labels are read back from the PNG files, the comparison-hygiene refusal, the paired
+bootstrap of every method against the baseline and the claim check under it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from paper_rows import (
     FINGERPRINT,
     PROTOCOL_ID,
+    selection_rows,
     synthetic_rows,
     write_synthetic_evals,
     write_synthetic_training,
@@ -32,8 +34,10 @@ from skillgate_core.evaluation.rows import (
 from skillgate_core.evaluation.tables import credit_starvation_bins, main_results_table, read_strata, to_latex
 
 SECTION = "eval70_v1__mixed__r4"
-TABLES = ("main_results", "paired_bootstrap", "credit_ablation", "selector_tradeoff", "read_strata", "behaviour_cost")
-FIGURES = ("main_results", "paired_bootstrap", "selector_tradeoff", "read_strata")
+TABLES = ("main_results", "paired_bootstrap", "paired_bootstrap_methods", "credit_ablation", "selector_tradeoff",
+          "read_strata", "behaviour_cost")
+FIGURES = ("main_results", "paired_bootstrap", "paired_bootstrap_methods", "selector_tradeoff", "read_strata")
+STATISTICS = ["trial_success", "pass@4", "oracle_exposure", "clean_oracle_rate"]
 TRAINING_TABLES = ("training_summary", "credit_starvation")
 TRAINING_FIGURES = ("training_selection", "credit_starvation")
 
@@ -87,7 +91,7 @@ def test_every_table_and_figure_is_written(built):
     boot = section["tables"]["paired_bootstrap"]["data"][0]
     assert boot["scope"] == "all" and boot["resamples"] == 10_000
     assert boot["method"] == "selector_clean_oracle_action_credit" and boot["baseline"] == "mixed_task_reward"
-    assert [i["statistic"] for i in boot["intervals"]] == ["trial_success", "pass@4"]
+    assert [i["statistic"] for i in boot["intervals"]] == STATISTICS
     for i in boot["intervals"]:
         assert i["ci_low"] <= i["difference"] <= i["ci_high"]
     # the ablation lists configured methods without rows instead of dropping them silently
@@ -147,8 +151,7 @@ def test_png_text_chunks_carry_axis_labels_with_units(built):
         if rel in expected:
             assert [(a["xlabel"], a["ylabel"]) for a in axes] == expected[rel]
     boot = json.loads(Image.open(built / "figures" / SECTION / "paired_bootstrap.png").text["Axes"])
-    assert [a["xlabel"] for a in boot] == ["trial_success difference, method - baseline (percentage points)",
-                                           "pass@4 difference, method - baseline (percentage points)"]
+    assert [a["xlabel"] for a in boot] == [f"{s} difference, method - baseline (percentage points)" for s in STATISTICS]
     assert all(a["ylabel"] == "bootstrap resamples (count of 10000)" for a in boot)
 
 
@@ -193,6 +196,10 @@ def test_protocols_with_different_spec_ids_get_separate_sections(inputs, tmp_pat
     claw = doc["protocols"]["claw147_v1__mixed__r4"]
     assert list(claw["methods"]) == ["mixed_task_reward"] and claw["fingerprint"] == other
     assert claw["bootstrap"]["skipped"] == "no rows for method(s) selector_clean_oracle_action_credit"
+    assert claw["claim_check"]["skipped"] == claw["bootstrap"]["skipped"]
+    assert claw["tables"]["paired_bootstrap_methods"]["data"]["comparisons"] == []  # the baseline alone
+    assert "**Claim check**: not made (no rows for method(s) selector_clean_oracle_action_credit)." in (
+        tmp_path / "out" / "report.md").read_text()
     assert (tmp_path / "out" / "tables" / "claw147_v1__mixed__r4" / "main_results.md").is_file()
 
 
@@ -333,3 +340,67 @@ def test_the_main_table_shows_selection_and_the_probe_beside_each_methods_rows(t
     assert by_method["selector_clean_oracle_action_credit"] == ["50.0 (2/4)", "25.0 (1/4)", "50.0 (2/4)",
                                                                 "20.0 [11.4, 30.0]"]
     assert by_method["mixed_task_reward"] == ["25.0 (1/4)", "50.0 (2/4)", "0.0 (0/4)", "-"]
+
+
+SKILLGATE, BASELINE = "selector_clean_oracle_action_credit", "mixed_task_reward"
+
+
+def test_every_method_with_rows_is_compared_to_the_baseline(built):
+    doc = json.loads((built / "paper.json").read_text())
+    section = doc["protocols"][SECTION]
+    table = section["tables"]["paired_bootstrap_methods"]
+    comparisons = table["data"]["comparisons"]
+    # SkillGate first, then the rest; every method with rows but the baseline, each against the baseline
+    assert [c["method"] for c in comparisons] == [SKILLGATE, "selector_action_credit"]
+    assert {c["baseline"] for c in comparisons} == {BASELINE} and table["data"]["skipped"] == []
+    for c in comparisons:
+        assert [i["statistic"] for i in c["intervals"]] == STATISTICS and c["resamples"] == 10_000
+    # the same draws as the SkillGate table: its all-tasks rows are the same numbers
+    overall = section["tables"]["paired_bootstrap"]["data"][0]
+    assert comparisons[0]["intervals"] == overall["intervals"]
+    assert [row[:2] for row in table["rows"]] == [[m, s] for m in (SKILLGATE, "selector_action_credit")
+                                                  for s in STATISTICS]
+    axes = json.loads(Image.open(built / "figures" / SECTION / "paired_bootstrap_methods.png").text["Axes"])
+    assert [a["title"] for a in axes] == STATISTICS
+
+
+def _claim_rows(root: Path, arms: dict[str, dict[str, int]]) -> Path:
+    for method, oracle_trials in arms.items():
+        write_eval_rows(selection_rows(method, oracle_trials), root / method / EVAL_TRIALS_FILE)
+    return root
+
+
+BASELINE_ORACLE = {f"t{i:02d}": i % 2 for i in range(12)}          # 0 or 1 of 4 trials read the oracle
+MORE_ORACLE = {f"t{i:02d}": i % 2 + 1 + i % 3 for i in range(12)}   # 1-3 more in every task
+
+
+def test_claim_line_and_an_sft_arm_through_the_build(tmp_path):
+    rows = _claim_rows(tmp_path / "rows", {BASELINE: BASELINE_ORACLE, SKILLGATE: MORE_ORACLE, "sft": BASELINE_ORACLE,
+                                           # an arm evaluated on fewer tasks: no comparison, the rest stand
+                                           "selector_action_credit": dict(list(MORE_ORACLE.items())[:6])})
+    built = build_paper(rows, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "paper.json").read_text())["protocols"][SECTION]
+    data = doc["tables"]["paired_bootstrap_methods"]["data"]
+    by_method = {c["method"]: {i["statistic"]: i for i in c["intervals"]} for c in data["comparisons"]}
+    assert list(by_method) == [SKILLGATE, "sft"]  # sft labelled as its rows are
+    assert [s["method"] for s in data["skipped"]] == ["selector_action_credit"]
+    assert "were evaluated on different tasks" in data["skipped"][0]["reason"]
+    exposure = by_method[SKILLGATE]["oracle_exposure"]
+    assert exposure["difference"] == pytest.approx(0.5) and exposure["ci_low"] > 0  # the interval excludes 0
+    assert by_method[SKILLGATE]["clean_oracle_rate"]["ci_low"] > 0
+    for i in by_method["sft"].values():  # the same rows as the baseline: 0, with a [0, 0] interval
+        assert (i["difference"], i["ci_low"], i["ci_high"]) == (0.0, 0.0, 0.0), i["statistic"]
+    assert doc["claim_check"]["holds"] is True and built.metrics[f"{SECTION}/claim_holds"] is True
+    report = (tmp_path / "out" / "report.md").read_text()
+    claim = [line for line in report.splitlines() if line.startswith("**Claim check**")]
+    assert len(claim) == 1 and "**holds**" in claim[0]
+    assert "oracle exposure +50.0 pp [" in claim[0] and "trial success +0.0 pp [+0.0, +0.0]" in claim[0]
+    # under the SkillGate bootstrap (after its figure), before the every-method table
+    assert report.index("### Paired bootstrap: selector_clean_oracle_action_credit") < report.index(claim[0]) \
+        < report.index("### Paired bootstrap: every method - mixed_task_reward")
+
+    same = _claim_rows(tmp_path / "same", {BASELINE: BASELINE_ORACLE, SKILLGATE: BASELINE_ORACLE})
+    built = build_paper(same, tmp_path / "out-same")
+    report = (tmp_path / "out-same" / "report.md").read_text()
+    assert "): **does not hold**. oracle exposure +0.0 pp [+0.0, +0.0] (needs the interval above 0: no)" in report
+    assert built.metrics[f"{SECTION}/claim_holds"] is False

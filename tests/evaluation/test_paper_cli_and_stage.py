@@ -42,7 +42,7 @@ def test_cli_build_and_refusal(rows_with_training, tmp_path):
                          home=tmp_path / "home")
     assert proc.returncode == 0, proc.stderr
     assert "240 trials of 3 method(s) on 1 protocol(s), 4 training file(s)" in proc.stdout
-    assert "eval70_v1__mixed__r4/trial_success:" in proc.stdout and "8 tables (16 files), 6 figures" in proc.stdout
+    assert "eval70_v1__mixed__r4/trial_success:" in proc.stdout and "9 tables (18 files), 7 figures" in proc.stdout
     assert json.loads((out / "paper.json").read_text())["config"]["bootstrap_seed"] == 1
 
     bad = tmp_path / "bad"
@@ -74,7 +74,7 @@ def test_stage_runs_through_run_stage_and_is_reused(rows_with_training, skillgat
     report = Path(record.outputs["report"])
     assert (report / "report.md").is_file() and (report / "paper.json").is_file()
     assert (report / "tables" / "training" / "credit_starvation.tex").is_file()  # training files inside eval_rows
-    assert record.metrics["figures"] == 6 and record.metrics["trials"] == 240
+    assert record.metrics["figures"] == 7 and record.metrics["trials"] == 240
     again = run_stage("paper-tables", PaperConfig(), {"eval_rows": rows_with_training}, state_layout())
     assert again.reused and again.output_digests == record.output_digests
 
