@@ -438,6 +438,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             warm = run_pass(f"warmup{i}_{mode}", a, a.lanes, batches, shared, tok, spans, not a.no_merge)
             warm["note"] = "untimed: compiles"
             passes.append(warm)
+            result["passes"] = passes
+            gpu_bench.write_json(path, result)  # a run cut off by its budget keeps every pass it finished
         passes.append(run_pass(f"sampler_{mode}", a, a.lanes, batches, shared, tok, spans, not a.no_merge))
         result["samplers"][mode] = _sampler_summary(passes[-1])
         result["passes"] = passes
