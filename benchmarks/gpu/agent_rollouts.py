@@ -244,7 +244,7 @@ def complete_buckets(policy: GPUTurnTeacher, a: argparse.Namespace) -> list[str]
 
 
 def build_bench(bench: Path) -> None:
-    """The small suite (tests/tiny_fixtures.SMALL_BENCH) by the bench-build stage's code."""
+    """The small suite (tests/support/tiny_fixtures.SMALL_BENCH) by the bench-build stage's code."""
     from skillgate_core.benchgen import BenchBuildConfig, build_suite
 
     build_suite(BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,

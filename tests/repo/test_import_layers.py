@@ -57,3 +57,14 @@ def test_the_training_path_imports_without_polars_duckdb_prefect_or_bm25() -> No
                     ("init-model", "collect", "sft", "rl-data-prep", "grpo", "eval70", "paper-tables"))
     result = run_without_absent(code, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_policy_tests_import_on_the_gpu_machine() -> None:
+    # 2026-12-01 the turn-cache tests could not start on the H200: their fixtures imported the bench builder
+    # (polars). smollm2.sh runs tests/policy/test_turn_cache.py there before any arm samples with the cache.
+    from support.gpu_machine import run_without_absent
+
+    code = "import sys; sys.path.insert(0, 'tests'); sys.path.insert(0, 'tests/policy')\n"
+    code += "import support.tiny_fixtures, conftest, test_turn_cache\n"
+    result = run_without_absent(code, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 
 __all__ = ["SMALL_BENCH", "TINY_LLAMA", "bench", "tiny_llama_dir", "tiny_model_dir", "tiny_policy_dir"]
 
-SMALL_BENCH = BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
-"""16 training tasks (one per family x domain), 4 eval70_v1 and 4 slate147 tasks."""
+SMALL_BENCH = dict(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=4)
+"""BenchBuildConfig fields of the small bench: 16 training tasks (one per family x domain), 4 eval70_v1 and 4
+slate147 tasks. Kept as fields so that importing these fixtures does not import the bench builder (polars):
+the policy tests run on the GPU machine, which lacks it (docs/gpu.md)."""
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +45,8 @@ def tiny_policy_dir(request) -> Path:
 
 @pytest.fixture(scope="session")
 def bench(tmp_path_factory) -> Path:
+    from skillgate_core.benchgen import BenchBuildConfig, build_suite
+
     out = tmp_path_factory.mktemp("bench") / "bench"
-    build_suite(SMALL_BENCH, out)
+    build_suite(BenchBuildConfig(**SMALL_BENCH), out)
     return out
