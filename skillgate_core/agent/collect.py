@@ -96,6 +96,10 @@ class CollectConfig:
     files and description rewritten to match), so a policy imitating them must copy a name out of the
     slate instead of recalling the training skills' names. Each episode's draw and names depend only on
     (seed, task, repeat); the row's `extra` holds {"skill_aliases": {old: new}}."""
+    shuffle_suffixes: bool = True
+    """Aliased episodes also permute the suffixes within each lookalike group (skills.aliases), so the
+    oracle's suffix, skewed per split by the bench's draws, tells the policy nothing. False: only the
+    codename is renamed, as before this option."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -153,7 +157,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
                     if library_names is None:
                         library_names = sorted(p.name for p in (bench / "skills").iterdir())
                     aliased, folder = alias_slate(slate, skills, Path(scratch) / row["task_id"] / f"alias-{r}", rng,
-                                                  taken=library_names)
+                                                  taken=library_names, shuffle_suffixes=config.shuffle_suffixes)
                     aliases[(row["task_id"], r)] = {o: n for o, n in zip(slate.names, aliased.names, strict=True)}
                     specs.append(EpisodeSpec(task, aliased, folder, bench=row["family"], repeat=r))
                 else:

@@ -29,8 +29,9 @@ Same inputs and config -> a byte-identical file (rows sorted, fixed schema, skil
 pyarrow writer: the same bytes with or without polars installed).
 
 Renamed slates (`renamed_rate`): a share of the tasks is played under fresh skill names (skills.aliases:
-each distinct first part of the slate's names becomes a pseudo-word no library skill uses, one name set
-per task, seeded by the task id). `slate`, `gold_name` and the snapshot digest stay the bench's (what
+each distinct first part of the slate's names becomes a pseudo-word no library skill uses and, with
+`shuffle_suffixes`, each lookalike group's suffixes are permuted; one name set per task, seeded by the
+task id). `slate`, `gold_name` and the snapshot digest stay the bench's (what
 rl_tasks checks against skills.json); `skill_aliases` holds {old: new} as JSON and `prompt_ids` are
 rendered with the renamed slate; rl_tasks mounts the skill folders renamed the same way. A policy then
 cannot recall a training skill by name and has to pick it from the descriptions, as on eval70_v1,
@@ -98,6 +99,10 @@ class RLDataPrepConfig:
     """Share of the tasks whose slate is played under fresh skill names (module docstring; 0: none)."""
     rename_seed: NonNegativeInt = 0
     """Seed of which tasks are renamed and of their names (with the task id)."""
+    shuffle_suffixes: bool = True
+    """Renamed slates also permute the suffixes within each lookalike group (skills.aliases), so the
+    oracle's suffix, skewed per split by the bench's draws, earns no reward. False: only the codename
+    is renamed, as before this option."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -249,7 +254,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
         shown = slate
         rng = random.Random(f"rl-renamed::{config.rename_seed}::{task_id}")
         if config.renamed_rate and rng.random() < config.renamed_rate:
-            aliases = alias_names(slate.names, rng, taken=library)
+            aliases = alias_names(slate.names, rng, taken=library, shuffle_suffixes=config.shuffle_suffixes)
             shown = renamed_slate(slate, aliases)
         prompt = render(task_id, task.instruction, shown, "slate") if "slate" in variants else None
         bare = render(task_id, task.instruction, None, "no_skill") if "no_skill" in variants else None

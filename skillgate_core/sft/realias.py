@@ -13,7 +13,8 @@ the teacher's. It is exact for the byte-level BPE tokenizers whose pre-tokenizer
 pre-tokens `potu` `-` `archive` `-` `assign` (or ` potu` ... after a space), each encoded on its own,
 so its ids are the same wherever it stands, and the renamed copy equals what tokenizing the renamed
 text would give. An occurrence counts only at pre-token boundaries (no letter or digit glued on
-either side, no `-` after it), longest name first, as skills.aliases rewrites files.
+either side, no `-` after it), longest name first, as skills.aliases rewrites files. Each occurrence
+is spliced once, so nothing renamed is renamed again.
 
     copies = renamed_copies(prompt_ids, response_ids, loss_mask, slate_names, tokenizer, 4, rng)
     -> [(prompt_ids, response_ids, loss_mask), ...]  # 4 copies, each under its own fresh names
@@ -100,9 +101,11 @@ def _splice(values: Sequence[int], found: list[Occurrence], replacements: list[l
 
 def renamed_copies(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask: Sequence[int],
                    slate_names: Sequence[str], tokenizer: Any, copies: int,
-                   rng: random.Random) -> list[tuple[list[int], list[int], list[int]]]:
+                   rng: random.Random, *,
+                   shuffle_suffixes: bool = True) -> list[tuple[list[int], list[int], list[int]]]:
     """`copies` versions of one trajectory, each with every slate name's first part replaced by a
-    fresh pseudo-word (skills.aliases.alias_names; never one of the trajectory's own first parts)."""
+    fresh pseudo-word (skills.aliases.alias_names; never one of the trajectory's own first parts) and,
+    with `shuffle_suffixes`, each lookalike group's suffixes permuted."""
     if len(response_ids) != len(loss_mask):
         raise ValueError(f"response_ids ({len(response_ids)}) and loss_mask ({len(loss_mask)}) differ in length")
     names = list(slate_names)
@@ -112,7 +115,7 @@ def renamed_copies(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_
     in_response = name_occurrences(response_ids, names, tokenizer)
     out = []
     for _ in range(copies):
-        mapping = alias_names(names, rng)
+        mapping = alias_names(names, rng, shuffle_suffixes=shuffle_suffixes)
         new_ids = {(i, spaced): list(tokenizer.encode((" " if spaced else "") + mapping[name], add_special_tokens=False))
                    for i, name in enumerate(names) for spaced in (False, True)}
         renamed_prompt = [new_ids[(index, spaced)] for _, _, index, spaced in in_prompt]

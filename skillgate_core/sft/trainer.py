@@ -94,12 +94,17 @@ class SFTStageConfig(LoRATrainingConfig):
     """Also train on this many copies of each trajectory under fresh skill names, renamed in its token
     ids (sft.realias; a new name set per copy, seeded by `seed`): memorising names then stops paying,
     copying them from the slate does. 0: the trajectories as collected."""
+    shuffle_suffixes: bool = True
+    """The renamed copies also permute the suffixes within each lookalike group (skills.aliases), so
+    the oracle's suffix, skewed per split by the bench's draws, is no cue to imitate. False: only the
+    codename is renamed, as before this option."""
 
 
 def sft_rows(trajectories: Path, only_resolved: bool, max_length: int, renamed_copies: int = 0,
-             tokenizer: Any = None, seed: int = 0) -> list[dict[str, list[int]]]:
+             tokenizer: Any = None, seed: int = 0, shuffle_suffixes: bool = True) -> list[dict[str, list[int]]]:
     """Pre-tokenized rows {input_ids, assistant_masks} from trajectories.parquet; with `renamed_copies`,
-    each trajectory followed by that many copies under fresh skill names (needs the policy's tokenizer)."""
+    each trajectory followed by that many copies under fresh skill names (needs the policy's tokenizer;
+    `shuffle_suffixes` as in SFTStageConfig)."""
     import random
 
     from skillgate_core.base.parquet_rows import read_columns, read_rows
@@ -126,7 +131,8 @@ def sft_rows(trajectories: Path, only_resolved: bool, max_length: int, renamed_c
             raise ValueError(f"{path}: task {r.get('task_id')}: prompt of {len(prompt)} tokens leaves nothing to "
                              f"train on within max_length={max_length}; raise sft.max_length")
         rows.append({"input_ids": list(prompt) + list(response), "assistant_masks": [0] * len(prompt) + list(mask)})
-        for p2, r2, m2 in rename(prompt, response, mask, r.get("slate_names") or [], tokenizer, renamed_copies, rng):
+        for p2, r2, m2 in rename(prompt, response, mask, r.get("slate_names") or [], tokenizer, renamed_copies, rng,
+                                 shuffle_suffixes=shuffle_suffixes):
             if len(p2) < max_length:  # a fresh name can be a token longer; such a copy is left out
                 rows.append({"input_ids": p2 + r2, "assistant_masks": [0] * len(p2) + m2})
     if not rows:
@@ -243,7 +249,8 @@ def train_sft(config: SFTStageConfig, inputs: Mapping[str, Path], out_dir: Path)
 
         tokenizer = AutoTokenizer.from_pretrained(Path(inputs["base_model"]))
     rows = sft_rows(Path(inputs["trajectories"]), config.only_resolved, config.max_length,
-                    renamed_copies=config.renamed_copies, tokenizer=tokenizer, seed=config.seed)
+                    renamed_copies=config.renamed_copies, tokenizer=tokenizer, seed=config.seed,
+                    shuffle_suffixes=config.shuffle_suffixes)
     target, summary = train_lora_sft(config, Path(inputs["base_model"]), rows, out_dir, full_weights=config.full_weights)
     (out_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return StageOutput(outputs={"sft_model": target}, metrics=summary)

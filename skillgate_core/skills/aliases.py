@@ -10,9 +10,18 @@ description, then copy that skill's name.
 Each distinct first part of the slate's names (`acacia` in `acacia-archive-planner`) becomes a fresh
 pseudo-word, the same one for every skill sharing it, so lookalike skills stay lookalikes. Every
 occurrence of an old full name is rewritten, in the descriptions and in every file of the skill
-folders (SKILL.md's `name:`, the script paths of its procedure, script docstrings), longest name
-first so no name is rewritten inside another. Categories, order and the task are unchanged, so the
-same verifier grades the episode.
+folders (SKILL.md's `name:`, the script paths of its procedure, script docstrings), in one pass
+with the longest name tried first, so no name is rewritten inside another and no rewritten name is
+rewritten again; a pseudo-word never ends with an old first part, so no new name holds an old one.
+Categories, order and the task are unchanged, so the same verifier grades the episode.
+
+With `shuffle_suffixes` (the stages' default) each lookalike group (the names sharing
+`<codename>-<noun>-`: an oracle and its five misleading skills) also gets its suffixes permuted, drawn
+from the same rng. The bench draws the oracle's suffix per skill, but over a split's few skills the
+draws are skewed: in the default suite's planning family the oracle is `-steps` in 33% of the 264
+training tasks and `-planner` in 8%, in eval70_v1's 17 planning tasks `-planner` in 53% and `-steps`
+in none. Renaming the codename alone keeps that shortcut; after the shuffle the oracle's suffix is
+uniform over its group's six, whatever it was (docs/training.md, Renamed slates).
 
     slate2, skills2 = alias_slate(slate, skills_dir, scratch / "alias-0", random.Random(7), taken=library_names)
 """
@@ -20,6 +29,7 @@ same verifier grades the episode.
 from __future__ import annotations
 
 import random
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import replace
@@ -27,7 +37,7 @@ from pathlib import Path
 
 from skillgate_core.formats.slate_manifest import Slate, SlateError
 
-__all__ = ["alias_names", "alias_slate", "renamed_slate", "write_renamed_skills"]
+__all__ = ["alias_names", "alias_slate", "lookalike_groups", "renamed_slate", "write_renamed_skills"]
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -37,41 +47,72 @@ def _pseudo_word(rng: random.Random) -> str:
     return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 3))))
 
 
-def alias_names(names: Iterable[str], rng: random.Random, taken: Iterable[str] = ()) -> dict[str, str]:
+def _first(name: str) -> str:
+    return name.split("-", 1)[0]
+
+
+def lookalike_groups(names: Iterable[str]) -> dict[str, list[str]]:
+    """{`<codename>-<noun>-`: the names sharing it, in order}: the bench's lookalike groups (an oracle and
+    its misleading skills). A name of fewer than three parts belongs to no group; a group may hold one."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        parts = name.split("-", 2)
+        if len(parts) == 3:
+            groups.setdefault(f"{parts[0]}-{parts[1]}-", []).append(name)
+    return groups
+
+
+def alias_names(names: Iterable[str], rng: random.Random, taken: Iterable[str] = (), *,
+                shuffle_suffixes: bool = True) -> dict[str, str]:
     """{old name: new name}: each distinct first part replaced by a fresh pseudo-word that is no first
-    part of `names` or `taken` (e.g. the whole library), the rest of the name kept."""
+    part of `names` or `taken` (e.g. the whole library) and ends with none of `names`' first parts, the
+    rest of the name kept; with `shuffle_suffixes`, then each lookalike group's suffixes permuted
+    (module docstring). ValueError if a new name would still hold an old one (only names whose later
+    parts spell another name do)."""
     names = list(names)
-    used = {n.split("-", 1)[0] for n in (*names, *taken)}
+    own = {_first(n) for n in names}
+    used = own | {_first(n) for n in taken}
     prefixes: dict[str, str] = {}
     for name in names:
-        first = name.split("-", 1)[0]
+        first = _first(name)
         if first not in prefixes:
             word = _pseudo_word(rng)
-            while word in used:
+            # a word ending with an old first part would put the old name inside the new one
+            while word in used or any(word.endswith(old) for old in own):
                 word = _pseudo_word(rng)
             used.add(word)
             prefixes[first] = word
-    return {n: prefixes[n.split("-", 1)[0]] + n[len(n.split("-", 1)[0]):] for n in names}
+    mapping = {n: prefixes[_first(n)] + n[len(_first(n)):] for n in names}
+    if shuffle_suffixes:
+        for group, members in lookalike_groups(names).items():
+            suffixes = [m[len(group):] for m in members]
+            rng.shuffle(suffixes)
+            renamed_group = prefixes[_first(group)] + group[len(_first(group)):]
+            for member, suffix in zip(members, suffixes, strict=True):
+                mapping[member] = renamed_group + suffix
+    held = sorted((old, new) for new in mapping.values() for old in names if old in new)
+    if held:
+        raise ValueError(f"renaming {names}: new names would hold old ones {held} (old, new); an old name must "
+                         "never be rewritten inside a new one")
+    return mapping
 
 
-def _rewrite(data: bytes, mapping: list[tuple[bytes, bytes]]) -> bytes:
-    for old, new in mapping:
-        data = data.replace(old, new)
-    return data
+def _rewriter(mapping: dict[str, str]) -> str:
+    """One alternation of the old names, longest first: a single left-to-right pass renames each
+    occurrence once, the longest name at a position winning, and never rescans what it wrote."""
+    olds = sorted(mapping, key=len, reverse=True)
+    return "|".join(re.escape(old) for old in olds) if olds else "(?!)"
 
 
 def alias_slate(slate: Slate, skills_dir: Path, into: Path, rng: random.Random,
-                taken: Iterable[str] = ()) -> tuple[Slate, Path]:
-    """(the slate under fresh names, a folder `into` holding its skills renamed and rewritten).
+                taken: Iterable[str] = (), *, shuffle_suffixes: bool = True) -> tuple[Slate, Path]:
+    """(the slate under fresh names, a folder `into` holding its skills renamed and rewritten); the names
+    are alias_names(slate.names, rng, taken, shuffle_suffixes=...).
 
     `skills_dir` holds exactly the slate's skills (skills.slate_skills_dir, which refused links);
     anything there that is not a regular file or folder is refused here too (SlateError)."""
-    mapping = alias_names(slate.names, rng, taken)
+    mapping = alias_names(slate.names, rng, taken, shuffle_suffixes=shuffle_suffixes)
     return renamed_slate(slate, mapping), write_renamed_skills(mapping, skills_dir, into)
-
-
-def _longest_first(mapping: dict[str, str]) -> list[tuple[str, str]]:
-    return sorted(mapping.items(), key=lambda kv: -len(kv[0]))
 
 
 def renamed_slate(slate: Slate, mapping: dict[str, str]) -> Slate:
@@ -80,12 +121,10 @@ def renamed_slate(slate: Slate, mapping: dict[str, str]) -> Slate:
     if sorted(mapping) != sorted(slate.names):
         raise SlateError(f"task {slate.task_id}: the renaming covers {sorted(mapping)}, the slate holds "
                          f"{sorted(slate.names)}")
-    text_map = _longest_first(mapping)
+    pattern = re.compile(_rewriter(mapping))
 
     def text(value: str) -> str:
-        for old, new in text_map:
-            value = value.replace(old, new)
-        return value
+        return pattern.sub(lambda m: mapping[m.group(0)], value)
 
     entries = tuple(replace(e, name=mapping[e.name], description=text(e.description), location="")
                     for e in slate.entries)
@@ -94,9 +133,10 @@ def renamed_slate(slate: Slate, mapping: dict[str, str]) -> Slate:
 
 def write_renamed_skills(mapping: dict[str, str], skills_dir: Path, into: Path) -> Path:
     """A new folder `into` holding each skill `old` of `skills_dir` as `new`, every occurrence of an old
-    name in its files rewritten (longest first), file modes kept. Refuses (SlateError) anything that is
-    not a regular file or folder."""
-    byte_map = [(old.encode(), new.encode()) for old, new in _longest_first(mapping)]
+    name in its files rewritten (one pass, longest first), file modes kept. Refuses (SlateError) anything
+    that is not a regular file or folder."""
+    pattern = re.compile(_rewriter(mapping).encode())  # the same alternation, in UTF-8
+    byte_map = {old.encode(): new.encode() for old, new in mapping.items()}
     into.mkdir(parents=True, exist_ok=False)
     for old, new in mapping.items():
         source, target = Path(skills_dir) / old, into / new
@@ -109,7 +149,7 @@ def write_renamed_skills(mapping: dict[str, str], skills_dir: Path, into: Path) 
                 dest.mkdir(parents=True, exist_ok=True)
             else:
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(_rewrite(path.read_bytes(), byte_map))
+                dest.write_bytes(pattern.sub(lambda m: byte_map[m.group(0)], path.read_bytes()))
                 shutil.copymode(path, dest)  # the scripts stay executable
         target.mkdir(parents=True, exist_ok=True)
     return into

@@ -9,27 +9,38 @@ import random
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import load_skill, read_slate, slate_skills_dir
-from skillgate_core.skills.aliases import alias_names, alias_slate
+from skillgate_core.skills.aliases import alias_names, alias_slate, lookalike_groups
 
 
-def test_aliasing_renames_every_skill_and_every_mention(bench, tmp_path):
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_aliasing_renames_every_skill_and_every_mention(bench, tmp_path, shuffle):
     row = load_bench_rows(bench, "train")[0]
     slate = read_slate(bench / row["path"] / MANIFEST_FILE)
     skills = slate_skills_dir(bench / "skills", slate.names, tmp_path / "plain")
     library = sorted(p.name for p in (bench / "skills").iterdir())
-    aliased, folder = alias_slate(slate, skills, tmp_path / "aliased", random.Random(3), taken=library)
+    aliased, folder = alias_slate(slate, skills, tmp_path / "aliased", random.Random(3), taken=library,
+                                  shuffle_suffixes=shuffle)
     assert [e.category for e in aliased.entries] == [e.category for e in slate.entries]
     assert not set(aliased.names) & set(library) and len(set(aliased.names)) == len(slate.names)
     mapping = dict(zip(slate.names, aliased.names, strict=True))
-    for old, new in mapping.items():  # the first part changes, the rest stays; one alias per first part
-        assert new.split("-", 1)[1:] == old.split("-", 1)[1:] and new.split("-")[0] != old.split("-")[0]
+    for old, new in mapping.items():  # the first part changes; one alias per first part
+        assert new.split("-")[0] != old.split("-")[0]
         others = [n for o, n in mapping.items() if o.split("-")[0] == old.split("-")[0]]
         assert {n.split("-")[0] for n in others} == {new.split("-")[0]}
+        if not shuffle:  # the rest stays
+            assert new.split("-", 1)[1:] == old.split("-", 1)[1:]
+    moved = []
+    for group, members in lookalike_groups(slate.names).items():  # suffixes move within their group only
+        new_group = mapping[members[0]].split("-", 2)
+        assert {mapping[m] for m in members} == {f"{new_group[0]}-{new_group[1]}-{m[len(group):]}" for m in members}
+        moved += [m for m in members if mapping[m].split("-", 2)[2] != m[len(group):]]
+    assert bool(moved) == shuffle
     assert sorted(p.name for p in folder.iterdir()) == sorted(aliased.names)
     for entry in aliased.entries:
         assert entry.location == f"/skills/{entry.name}/SKILL.md"
@@ -41,7 +52,7 @@ def test_aliasing_renames_every_skill_and_every_mention(bench, tmp_path):
             original = skills / mapping_back(mapping, path.relative_to(folder))
             assert os.stat(path).st_mode == os.stat(original).st_mode
     assert not [old for old in slate.names for e in aliased.entries if old in e.description]
-    again = alias_names(slate.names, random.Random(3), taken=library)
+    again = alias_names(slate.names, random.Random(3), taken=library, shuffle_suffixes=shuffle)
     assert again == mapping  # a function of the rng's seed
 
 
@@ -69,3 +80,6 @@ def test_the_teacher_resolves_the_same_tasks_under_aliases(bench, tiny_model_dir
         assert renamed == dict(zip(p["slate_names"], a["slate_names"], strict=True))
         assert a["gold"] == renamed[p["gold"]] and a["reads"] == p["reads"] == ["oracle"]
         assert "skill_aliases" not in json.loads(p["extra"])
+    # the default shuffles suffixes: some episode's oracle was played under another suffix than the bench's
+    assert any(json.loads(a["extra"])["skill_aliases"][p["gold"]].split("-", 2)[2] != p["gold"].split("-", 2)[2]
+               for a, p in zip(aliased, plain, strict=True))

@@ -213,7 +213,7 @@ def test_renamed_slates_are_rendered_mounted_and_played_under_fresh_names(bench,
     tok = AutoTokenizer.from_pretrained(policy)
     library = {p.name.split("-")[0] for p in (bench / "skills").iterdir()}
     tasks = load_rl_tasks(path, bench, tmp_path / "scratch", policy_dir=policy)
-    renamed = []
+    renamed, gold_suffix_moved = [], 0
     for row, task in zip(df.iter_rows(named=True), tasks, strict=True):
         frozen = [s["name"] for s in row["slate"]]
         # what rl_tasks checks stays the bench's: the frozen slate, the gold skill, the snapshot digest
@@ -225,12 +225,19 @@ def test_renamed_slates_are_rendered_mounted_and_played_under_fresh_names(bench,
         renamed.append(task)
         mapping = json.loads(row["skill_aliases"])
         assert list(task.slate.names) == [mapping[n] for n in frozen] and task.slate.oracle == mapping[row["gold_name"]]
+        gold_suffix_moved += mapping[row["gold_name"]].split("-", 2)[2] != row["gold_name"].split("-", 2)[2]
         assert [e.category for e in task.slate.entries] == [s["category"] for s in row["slate"]]
         assert not {n.split("-")[0] for n in mapping.values()} & library
         text = tok.decode(row["prompt_ids"])
         assert all(n in text for n in task.slate.names) and not [o for o in frozen if o in text]
         assert sorted(p.name for p in task.skills_dir.iterdir()) == sorted(task.slate.names)
         assert all(load_skill(task.skills_dir / n).name == n for n in task.slate.names)
+    # the suffixes are shuffled within each lookalike group (the default), unless switched off
+    assert gold_suffix_moved >= 1
+    kept = pl.read_parquet(prep(bench, policy, tmp_path / "kept", renamed_rate=0.5, rename_seed=1,
+                                shuffle_suffixes=False))
+    for row in kept.filter(pl.col("skill_aliases").is_not_null()).iter_rows(named=True):
+        assert all(new.split("-", 1)[1] == old.split("-", 1)[1] for old, new in json.loads(row["skill_aliases"]).items())
     # the reference teacher plays the renamed tasks: it reads by the new names, the reads are categorised, and
     # reading the oracle still resolves (verification never looks at skill names)
     config = GRPOConfig(group_size=4, prompts_per_step=2, num_workers=1, max_turns=4, backend="bwrap",

@@ -35,28 +35,40 @@ def _rename_text(text: str, mapping: dict[str, str]) -> str:
     return re.sub(rf"(?<![A-Za-z0-9])({pattern})(?![A-Za-z0-9_-])", lambda m: mapping[m.group(1)], text)
 
 
+def _found(pattern: str, text: str) -> re.Match[str]:
+    match = re.search(pattern, text)
+    assert match is not None, (pattern, text)
+    return match
+
+
 def _encode(tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def test_renaming_ids_equals_renaming_the_text_and_keeps_the_mask(tokenizer):
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_renaming_ids_equals_renaming_the_text_and_keeps_the_mask(tokenizer, shuffle):
     prompt = _encode(tokenizer, PROMPT)
     response, mask = [], []
     for text, trained in RESPONSES:
         ids = _encode(tokenizer, text)
         response += ids
         mask += [trained] * len(ids)
-    copies = renamed_copies(prompt, response, mask, NAMES, tokenizer, 3, random.Random(0))
-    assert len(copies) == 3
-    first_parts = set()
+    copies = renamed_copies(prompt, response, mask, NAMES, tokenizer, 8, random.Random(0), shuffle_suffixes=shuffle)
+    assert len(copies) == 8
+    first_parts, fit_suffixes = set(), set()
     for new_prompt, new_response, new_mask in copies:
-        # the copy's first parts: read back from where wren-archive-fit stood in the renamed prompt
+        # the copy's names: read back from where each name stood in the renamed prompt
         text = tokenizer.decode(new_prompt)
-        fit = re.search(r"- (\w+)-archive-fit:", text).group(1)
-        planner = re.search(r"\n(\w+)-archive-planner plans", text).group(1)
-        mapping = {n: (fit if n.startswith("wren") else planner) + n[n.index("-"):] for n in NAMES}
+        fit, fit_suffix = _found(r"- (\w+)-archive-(\w+): fits archives", text).groups()
+        policy = _found(r"- (\w+-archive-\w+): a policy", text).group(1)
+        planner = _found(r"\n(\w+)-archive-planner plans", text).group(1)
+        mapping = {"wren-archive-fit": f"{fit}-archive-{fit_suffix}", "wren-archive-policy": policy,
+                   "merlin-archive-planner": f"{planner}-archive-planner", "merlin-archive": f"{planner}-archive"}
         assert fit != planner and {fit, planner}.isdisjoint({"wren", "merlin"})
+        # the lookalike pair wren-archive-{fit,policy} keeps its suffixes, maybe swapped; the rest keep theirs
+        assert fit_suffix in {"fit", "policy"} and policy == f"{fit}-archive-" + ({"fit", "policy"} - {fit_suffix}).pop()
         first_parts.add((fit, planner))
+        fit_suffixes.add(fit_suffix)
         assert new_prompt == _encode(tokenizer, _rename_text(PROMPT, mapping))
         expected, expected_mask = [], []
         for segment, trained in RESPONSES:
@@ -67,7 +79,8 @@ def test_renaming_ids_equals_renaming_the_text_and_keeps_the_mask(tokenizer):
         # the decoys stay: glued letters, a longer word, a bare first part
         assert "wrenfeather" in text and "xwren-archive-fit" in text and "merlin-archive-plannerx" in text
         assert "wren-archive-fitting" in text and "a wren sang" in text
-    assert len(first_parts) == 3  # each copy under its own names
+    assert len(first_parts) == 8  # each copy under its own names
+    assert fit_suffixes == ({"fit", "policy"} if shuffle else {"fit"})  # the shuffle moves suffixes in the pair
 
 
 def test_occurrences_are_whole_names_longest_first(tokenizer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,20 @@ def test_renamed_copies_follow_each_trajectory_under_fresh_names(inputs, tmp_pat
             trained = tokenizer.decode([t for t, m in zip(copy["input_ids"], copy["assistant_masks"], strict=True) if m])
             assert "<tool_call>" in trained and "/skills/" in trained  # the teacher's read, still trained
         assert copies[0]["input_ids"] != copies[1]["input_ids"]
+    # the teacher read the oracle: in the copies its suffix moves within its lookalike group (shuffle_suffixes,
+    # the default), and stays without the shuffle
+    for shuffle, rows_ in ((True, rows), (False, sft_rows(inputs["trajectories"], only_resolved=True,
+                                                           max_length=100_000, renamed_copies=2, tokenizer=tokenizer,
+                                                           seed=4, shuffle_suffixes=False))):
+        read_suffixes = []
+        for k, traj in enumerate(df.iter_rows(named=True)):
+            for copy in rows_[3 * k + 1: 3 * k + 3]:
+                trained = tokenizer.decode([t for t, m in zip(copy["input_ids"], copy["assistant_masks"],
+                                                              strict=True) if m])
+                read = re.search(r"/skills/([a-z0-9-]+)/SKILL\.md", trained)
+                assert read is not None
+                read_suffixes.append(read.group(1).split("-", 2)[2] == traj["gold"].split("-", 2)[2])
+        assert all(read_suffixes) != shuffle, read_suffixes
     with pytest.raises(ValueError, match="needs the policy's tokenizer"):
         sft_rows(inputs["trajectories"], only_resolved=True, max_length=100_000, renamed_copies=1)
     out = train_sft(SFTStageConfig(max_steps=1, per_device_batch_size=1, renamed_copies=1, full_weights=True),

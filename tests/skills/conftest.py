@@ -1,4 +1,5 @@
-"""Builders for the skills tests: small skill trees written into tmp_path."""
+"""Builders for the skills tests: small skill trees written into tmp_path; the small real bench
+(tests/support/tiny_fixtures.py, built once per session) for the renamed-slate tests."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.tiny_fixtures import bench  # noqa: F401  (fixture)
 
 SkillWriter = Callable[..., Path]
 
