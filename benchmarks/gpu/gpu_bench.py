@@ -128,13 +128,16 @@ def save_random_model(cfg: Any, out: Path, *, dtype: torch.dtype, tokenizer: Any
 BIG = 5 * 10**8
 ENGINE_PRESETS: dict[str, dict[str, Any]] = {
     # EngineConfig fields per named preset (trainer_throughput.py --variants, grpo_step_vs_trl.py --presets)
+    # default: what a user gets, EngineConfig's own defaults (the stage resolved per model, world and GPU)
+    "default": {"zero_stage": "auto", "optimizer": "auto"},
     "z3": {"zero_stage": 3, "optimizer": "torch"},
     "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
         ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
         ("stage3_prefetch_bucket_size", BIG), ("reduce_bucket_size", BIG))},
     "z2": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
         ("reduce_bucket_size", BIG), ("allgather_bucket_size", BIG))},
-    "z0": {"zero_stage": 0, "optimizer": "torch_fused"},
+    "z1": {"zero_stage": 1, "optimizer": "torch_fused"},  # bf16 without partitioning on one GPU
+    "z0": {"zero_stage": 0, "optimizer": "torch_fused"},  # fp32 only: DeepSpeed refuses bf16 at stage 0
     "z3_sdpa": {"zero_stage": 3, "optimizer": "torch", "attn_implementation": "sdpa"},
     "z3_ckpt": {"zero_stage": 3, "optimizer": "torch", "gradient_checkpointing": True},
     "z2_nooverlap": {"zero_stage": 2, "optimizer": "torch_fused", "zero_overrides": (
@@ -327,14 +330,15 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
     failure (or a kill by the caller's timeout) still leaves the timed numbers."""
     from transformers import AutoTokenizer
 
-    from skillgate_core.rl.engine import build_engine, load_replica
+    from skillgate_core.rl.engine import build_engine, load_replica, resolve_zero
     from skillgate_core.rl.grpo_config import GRPOConfig
     from skillgate_core.rl.profiles import get_profile
 
     cuda = ctx.device.startswith("cuda")
     tok = AutoTokenizer.from_pretrained(job.model_dir)
     t0 = time.perf_counter()
-    engine = build_engine(job.model_dir, job.engine)
+    zero = resolve_zero(job.model_dir, job.engine)
+    engine = build_engine(job.model_dir, job.engine, zero=zero)
     replica = load_replica(job.model_dir, job.engine)
     setup_s = time.perf_counter() - t0
     profile = get_profile("mixed_task_reward")
@@ -349,7 +353,7 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
         records.append(_grpo_step(job, state, i, "warmup" if i < job.warmup else "timed"))
     summary = _grpo_summary(records) | {
         "setup_s": round(setup_s, 2), "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
-        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None}
+        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None, **zero_record(zero)}
     write_json(Path(job.out_dir) / f"grpo_ours{job.tag}.json", summary)
     if job.profile:
         from torch.profiler import ProfilerActivity
@@ -494,7 +498,7 @@ def _train_step(engine: Any, micro_batches: list[Any], normaliser: float) -> Non
 
 def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
     from skillgate_core.rl import collectives
-    from skillgate_core.rl.engine import build_engine
+    from skillgate_core.rl.engine import build_engine, resolve_zero
     from skillgate_core.rl.logprobs import packs_varlen
     from skillgate_core.rl.loss import global_token_normaliser
     from skillgate_core.rl.packing import PackingConfig, pack_samples
@@ -505,7 +509,8 @@ def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        engine = build_engine(job.model_dir, ecfg)
+        zero = resolve_zero(job.model_dir, ecfg)
+        engine = build_engine(job.model_dir, ecfg, zero=zero)
         build_s = time.perf_counter() - t0
         samples = synthetic_samples(job, engine.module.config.vocab_size, seed=ctx.rank)
         varlen = packs_varlen(engine)
@@ -533,11 +538,18 @@ def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
             "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 1) if cuda else None,
             "config": {k: v for k, v in vars(ecfg).items()
                        if k in ("zero_stage", "optimizer", "zero_overrides", "gradient_checkpointing", "dtype")},
+            **zero_record(zero),
         }
     except Exception as exc:  # one variant failing must not lose the others' numbers
         return {"error": f"{type(exc).__name__}: {exc}"[:800]}
     finally:
         release(engine)
+
+
+def zero_record(zero: Any) -> dict[str, Any]:
+    """The resolved ZeRO choice (rl.zero_choice.ZeroChoice) as the benchmark JSONs record it."""
+    return {"zero_stage_resolved": zero.stage, "zero_stage_reason": zero.reason, "zero_stage_auto": zero.auto,
+            "zero_choice_overrides": [list(kv) for kv in zero.overrides]}
 
 
 def throughput_worker(ctx: Any, job: ThroughputJob) -> dict[str, Any]:

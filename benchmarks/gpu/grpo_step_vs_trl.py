@@ -10,9 +10,11 @@
     anchor's prompts, bs/gens prompts per step each sampled gens times (bs completions of up to
     maxlen tokens), single turn: the colocated replica samples with policy.fast_sampler (static KV
     cache + CUDA-graph decode step), reward len(text) % 7, group advantages (the plain GRPO loss of
-    the mixed_task_reward profile), then rl.grpo.update_policy on a DeepSpeed ZeRO-3 engine (1 worker
+    the mixed_task_reward profile), then rl.grpo.update_policy on our DeepSpeed engine (1 worker
     via run_in_process, bf16: N, packing, old log-probs, loss + backward, ONE optimizer step) and
-    rl.engine.refresh_replica. One full step = generate + log-probs + update + sync.
+    rl.engine.refresh_replica. One full step = generate + log-probs + update + sync. The engine is
+    ZeRO --zero-stage (3) with --optimizer, or each --presets preset (`default` = the trainer's own
+    defaults); the JSON records the stage each resolved to and why (zero_stage_resolved / _reason).
 
 Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
 the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
@@ -51,7 +53,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sampler", default="auto", choices=["auto", "static", "hf"], help="auto = static on GPU")
     p.add_argument("--attn", default="best", help="training attention: best = torch_varlen when it passes its "
                    "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
-    p.add_argument("--zero-stage", type=int, default=3)
+    p.add_argument("--zero-stage", type=lambda v: v if v == "auto" else int(v), default=3,
+                   help="0..3, or auto (the trainer's default: chosen per model, world and GPU)")
     p.add_argument("--optimizer", default="torch", choices=["auto", "torch", "torch_fused", "deepspeed"])
     p.add_argument("--presets", default="", help="comma-separated engine presets of gpu_bench.ENGINE_PRESETS "
                    f"({','.join(gpu_bench.ENGINE_PRESETS)}), each timed in turn against the one TRL run; "

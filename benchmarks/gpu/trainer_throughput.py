@@ -14,21 +14,26 @@ samples are ONE packed row of 16384 tokens; with sdpa, one micro-batch per sampl
 
   plain PyTorch   anchors/anchor_ds.py --mode torch (subprocess): bf16, fused AdamW, batch [8, 2048]
   process         our engine, 1 GPU, run_in_process, each --variants preset (below)
-  ray             our engine through Ray Train (launch_ray) with --num-gpus workers, the z3 preset and
-                  the best process preset: scaling = ray tokens/s / process tokens/s of that preset
+  ray             our engine through Ray Train (launch_ray) with --num-gpus workers, the default preset
+                  and the best process preset: scaling = ray tokens/s / process tokens/s of that preset
 
 Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
-  z3          ZeRO-3, torch AdamW: the trainer's defaults
+  default     what a user gets: EngineConfig's defaults, zero_stage "auto" (rl.zero_choice picks the
+              stage from the model size, the world size and the free GPU memory; the JSON records
+              which and why: zero_stage_resolved, zero_stage_reason) and optimizer "auto"
+  z3          ZeRO-3, torch AdamW: the trainer's defaults before zero_stage "auto"
   z3_persist  ZeRO-3, every parameter persistent (no per-layer gathers on one GPU), bigger
               prefetch / reduce buckets, fused AdamW
   z2          ZeRO-2, fused AdamW, 500M-element buckets
-  z0          no ZeRO partitioning (DeepSpeed's bf16 optimizer), fused AdamW
+  z1          ZeRO-1, fused AdamW: DeepSpeed's bf16 optimizer, on one GPU no partitioning
+  z0          no ZeRO (fp32 only: DeepSpeed refuses bf16 weights with fp32 gradient accumulation there)
   z3_sdpa     z3 with sdpa attention (one sample per micro-batch): what the varlen kernel buys
   z3_ckpt     z3 with gradient checkpointing (memory for speed)
   z2_nooverlap z2 with overlap_comm off
 
-MFU = tokens/s per GPU x (6 N + 12 L d s) / 790e12 (docs/gpu.md, Anchors). JSON: --out, else $OUT,
-else benchmarks/results/gpu/.
+MFU = tokens/s per GPU x (6 N + 12 L d s) / 790e12 (docs/gpu.md, Anchors); summary.default holds the
+default preset's MFU beside the plain PyTorch one and the one-GPU target (TARGET_MFU). JSON: --out, else
+$OUT, else benchmarks/results/gpu/.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_bench  # noqa: E402  (this folder: Ray workers import it by name too)
 
 SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 512, "seq": 128, "mb": 2,
-         "steps": 2, "warmup": 1, "prompt_len": 16, "variants": "z3,z2", "budget_s": 0.0}
+         "steps": 2, "warmup": 1, "prompt_len": 16, "variants": "default,z3,z2", "budget_s": 0.0}
 
 PRESETS = gpu_bench.ENGINE_PRESETS
+TARGET_MFU = 0.35
+"""The project's target for the default trainer on one GPU (docs/gpu.md, Anchors)."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,22 +68,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (anchor_ds.py: 2)")
     # ours
     p.add_argument("--prompt-len", type=int, default=64, help="prompt tokens of each 2048-token sample (no loss)")
-    p.add_argument("--variants", default="z3,z3_persist,z2,z0", help=f"process presets, of {','.join(PRESETS)}")
+    p.add_argument("--variants", default="default,z3,z3_persist,z2,z1",
+                   help=f"process presets, of {','.join(PRESETS)}")
     p.add_argument("--attn", default="best", help="best = torch_varlen when it passes its self-check here, "
                    "else auto; or auto / sdpa / torch_varlen / flash_attention_2")
     p.add_argument("--num-gpus", type=int, default=0, help="Ray Train workers (default: every visible GPU, 1 on CPU)")
     p.add_argument("--launchers", default="process,ray", help="process, ray, or both")
-    p.add_argument("--ray-variants", default="z3,best", help="presets run under Ray (best = the fastest process one)")
+    p.add_argument("--ray-variants", default="default,best",
+                   help="presets run under Ray (best = the fastest process one)")
     p.add_argument("--anchor-mode", default="torch", choices=["torch", "ds", "both", "none"],
                    help="anchor_ds.py --mode to run beside ours (none = skip)")
     p.add_argument("--anchor-timeout", type=float, default=180.0)
     p.add_argument("--budget-s", type=float, default=150.0, help="per launcher: presets left after this are skipped")
-    p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 steps, z3 + z2, Ray 1 worker")
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU smoke: tiny model, 2 steps, default + z3 + z2, Ray 1 worker")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):
         p.set_defaults(**SMOKE)  # smoke values are defaults: flags given beside --smoke still win
     a = p.parse_args(argv)
-    unknown = [v for v in a.variants.split(",") if v not in PRESETS]
+    unknown = [v for v in a.variants.split(",") + a.ray_variants.split(",") if v not in PRESETS and v != "best"]
     if unknown:
         p.error(f"unknown presets {unknown}; known: {sorted(PRESETS)}")
     if a.num_gpus <= 0:
@@ -151,24 +161,34 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def summarise(result: dict, num_gpus: int, best: str | None) -> dict:
-    """The numbers the docs table wants: plain torch, each of ours, MFU, ratio to torch, scaling."""
+    """The numbers the docs table wants: plain torch, each of ours (with the ZeRO stage it ran), MFU,
+    ratio to torch, scaling; `default`: the default preset's rows, the stage it resolved to and why, and
+    whether one GPU meets TARGET_MFU."""
     torch_tps = result.get("anchor_ds", {}).get("torch", {}).get("tok_per_s")
     rows = {}
     for launcher in ("process", f"ray_{num_gpus}"):
         for name, r in (result.get(launcher) or {}).items():
             if isinstance(r, dict) and "tok_per_s" in r:
                 rows[f"{launcher}/{name}"] = {
-                    "tok_per_s": r["tok_per_s"], "mfu": r["mfu_vs_790T"],
+                    "tok_per_s": r["tok_per_s"], "mfu": r["mfu_vs_790T"], "zero_stage": r.get("zero_stage_resolved"),
                     "vs_plain_torch": round(r["tok_per_s_per_gpu"] / torch_tps, 3) if torch_tps else None}
             elif isinstance(r, dict):
                 rows[f"{launcher}/{name}"] = {k: v for k, v in r.items() if k in ("error", "skipped")}
+    default: dict = {"target_mfu_one_gpu": TARGET_MFU}
+    for launcher in ("process", f"ray_{num_gpus}"):
+        r = (result.get(launcher) or {}).get("default")
+        if isinstance(r, dict):
+            default[launcher] = rows[f"{launcher}/default"] | {
+                k: r[k] for k in ("zero_stage_resolved", "zero_stage_reason") if k in r}
+    if "mfu" in default.get("process", {}):
+        default["meets_target_one_gpu"] = default["process"]["mfu"] >= TARGET_MFU
     scaling = {}
     for name, r in (result.get(f"ray_{num_gpus}") or {}).items():
         one = (result.get("process") or {}).get(name, {})
         if isinstance(r, dict) and "tok_per_s" in r and "tok_per_s" in one:
             scaling[name] = round(r["tok_per_s"] / one["tok_per_s"], 3)
     return {"plain_torch_tok_per_s": torch_tps, "plain_torch_mfu": result.get("anchor_ds", {}).get("torch", {}).get(
-        "mfu_vs_790T"), "best_process_preset": best, "rows": rows,
+        "mfu_vs_790T"), "best_process_preset": best, "rows": rows, "default": default,
         f"scaling_ray{num_gpus}_vs_process1": scaling}
 
 

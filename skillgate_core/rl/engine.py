@@ -1,9 +1,10 @@
-"""DeepSpeed ZeRO-3 training engine, frozen reference, and the colocated inference replica.
+"""DeepSpeed ZeRO training engine, frozen reference, and the colocated inference replica.
 
 Every function here runs inside a worker of `skillgate_core.rl.launch` (a process group must exist:
 gloo on CPU, NCCL on GPU, any world size) and is COLLECTIVE: every rank calls it, in the same order.
 
-    engine = build_engine(model_dir, EngineConfig())              # policy, Adam per docs/method.md 6
+    zero = resolve_zero(model_dir, EngineConfig())                 # "auto": the stage for this model/world
+    engine = build_engine(model_dir, EngineConfig(), zero=zero)    # policy, Adam per docs/method.md 6
     ref = build_reference(model_dir, EngineConfig(), beta=3e-5)    # None when beta == 0
     replica = load_replica(model_dir, EngineConfig())              # plain HF model, for rollouts
     ...
@@ -19,6 +20,11 @@ gradients over data-parallel ranks, so `backward` multiplies by the world size t
 gradient accumulation is unmanaged (`managed_gradient_accumulation: false`): any number of
 micro-batches accumulates, `optimizer_step` is the boundary, nothing is scaled by an accumulation
 count. Under bf16 the accumulation and the reduce-scatter run in float32.
+
+The ZeRO stage: `EngineConfig.zero_stage` names one, or "auto" (the default) has `resolve_zero` pick
+it from the parameter count, the world size and the free device memory (rl.zero_choice: its rules),
+once, when the engine is built; `build_engine` logs the choice, and the GRPO run records it in its
+metrics (`zero_stage_resolved`, `zero_stage_reason`), not in any config digest.
 
 ZeRO-3 loading avoids the known Ray Train + DeepSpeed pitfalls: an HfDeepSpeedConfig
 is alive while from_pretrained runs, so each rank materialises only its shard; it is dropped right
@@ -41,6 +47,7 @@ import torch
 
 from skillgate_core.rl.varlen_attention import TORCH_VARLEN
 from skillgate_core.rl.varlen_attention import register as register_torch_varlen
+from skillgate_core.rl.zero_choice import ZeroChoice, ZeroStage, choose_zero, explicit_zero
 
 __all__ = [
     "EngineConfig",
@@ -54,7 +61,9 @@ __all__ = [
     "iter_gathered_parameters",
     "load_replica",
     "optimizer_step",
+    "parameter_count",
     "refresh_replica",
+    "resolve_zero",
 ]
 
 
@@ -79,12 +88,14 @@ class EngineConfig:
     with fused=True (one kernel for the whole update); deepspeed = FusedAdam on GPU /
     DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the optimizer is
     offloaded, else torch."""
-    zero_stage: int = 3
-    """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state)."""
+    zero_stage: ZeroStage = "auto"
+    """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state; 2 gradients and
+    optimizer state; 1 optimizer state); auto = chosen when the engine is built from the model size, the
+    world size and the free device memory (rl.zero_choice; stage 3 on CPU)."""
     offload_optimizer: bool = False
     """Keep optimizer state in CPU memory (ZeRO-Offload)."""
     offload_params: bool = False
-    """Keep parameter shards in CPU memory (ZeRO-Infinity, stage 3 only)."""
+    """Keep parameter shards in CPU memory (ZeRO-Infinity, stage 3 only; auto then picks 3)."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward (non-reentrant) to save memory."""
     attn_implementation: str = "auto"
@@ -106,10 +117,10 @@ class EngineConfig:
             raise ValueError("lr and eps must be > 0, weight_decay and grad_clip >= 0")
         if not all(0 <= b < 1 for b in self.betas) or len(self.betas) != 2:
             raise ValueError("betas must be two numbers in [0, 1)")
-        if self.zero_stage not in (0, 1, 2, 3):
-            raise ValueError("zero_stage must be 0..3")
-        if self.offload_params and self.zero_stage != 3:
-            raise ValueError("offload_params needs zero_stage 3")
+        if self.zero_stage != "auto" and (isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3)):
+            raise ValueError(f"zero_stage must be 0..3 or 'auto', got {self.zero_stage!r}")
+        if self.offload_params and self.zero_stage not in (3, "auto"):
+            raise ValueError("offload_params needs zero_stage 3 (or auto, which then picks 3)")
         if self.gather_bucket_mb < 1:
             raise ValueError("gather_bucket_mb must be >= 1")
         if any(not isinstance(kv, tuple) or len(kv) != 2 or not isinstance(kv[0], str) for kv in self.zero_overrides):
@@ -162,7 +173,8 @@ def varlen_usable() -> bool:
     return problem is None
 
 
-def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = True) -> dict[str, Any]:
+def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = True,
+                  choice: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
     # overlap_comm: stages 2 and 3 only (2026-11-30 on the H200, stage 0 refused it: "overlap_comm only with ZeRO
     # stage 2", so the z0 preset of trainer_throughput.py never ran)
     zero: dict[str, Any] = {"stage": stage, "contiguous_gradients": True,
@@ -171,12 +183,13 @@ def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = Tr
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
     if config.offload_params and stage == 3:
         zero["offload_param"] = {"device": "cpu", "pin_memory": _device_type() == "cuda"}
-    return zero | dict(config.zero_overrides)
+    return zero | dict(choice) | dict(config.zero_overrides)
 
 
-def deepspeed_config(config: EngineConfig, *, inference: bool = False) -> dict[str, Any]:
+def deepspeed_config(config: EngineConfig, *, inference: bool = False, zero: ZeroChoice | None = None) -> dict[str, Any]:
     """The DeepSpeed config dict of the policy engine (inference=True: the frozen reference, ZeRO-3,
-    no optimizer)."""
+    no optimizer). `zero`: the resolved stage and knobs (`resolve_zero`), needed when zero_stage is
+    "auto"; the config's own zero_overrides apply after the choice's."""
     bf16 = compute_dtype(config) == torch.bfloat16
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": 1,  # one packed row per forward
@@ -188,12 +201,20 @@ def deepspeed_config(config: EngineConfig, *, inference: bool = False) -> dict[s
     if inference:
         ds["zero_optimization"] = _zero_section(config, 3, with_optimizer=False)
         return ds
+    if zero is None:
+        if config.zero_stage == "auto":
+            raise ValueError('zero_stage "auto" is resolved on the ranks: pass zero=resolve_zero(model_dir, config)')
+        zero = explicit_zero(int(config.zero_stage))
+    if zero.stage == 0 and bf16:
+        # DeepSpeed 0.19: "unsupported mix of model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32"
+        raise ValueError("zero_stage 0 with bf16: DeepSpeed accumulates fp32 gradients for bf16 weights only "
+                         "under ZeRO; use zero_stage 1 (on one rank it partitions nothing) or 'auto'")
     use_deepspeed_adam = config.optimizer == "deepspeed" or (config.optimizer == "auto" and config.offload_optimizer)
     ds |= {
         # the caller owns the accumulation boundary: optimizer_step() after any number of backward()
         "managed_gradient_accumulation": False,
         "gradient_clipping": config.grad_clip,
-        "zero_optimization": _zero_section(config, config.zero_stage),
+        "zero_optimization": _zero_section(config, zero.stage, choice=zero.overrides),
         "optimizer": {
             "type": "AdamW",
             "params": {
@@ -250,14 +271,54 @@ def _load(model_dir: str | Path, config: EngineConfig, ds: dict[str, Any] | None
         return AutoModelForCausalLM.from_pretrained(model_dir, dtype=compute_dtype(config), attn_implementation=attn)
 
 
-def build_engine(model_dir: str | Path, config: EngineConfig):
-    """The trainable policy: a DeepSpeed engine (ZeRO stage config.zero_stage) around the HF causal LM
-    in `model_dir`, with AdamW per `config`. Call `engine.train()` / `.eval()` as usual."""
-    import deepspeed
+def parameter_count(model_dir: str | Path) -> int:
+    """Parameters of the HF causal LM in `model_dir` (tied weights once), counted on the meta device:
+    nothing is loaded."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with _hf_deepspeed(None), torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
+    return sum(p.numel() for p in model.parameters())
+
+
+def _free_device_bytes() -> int | None:
+    """Free memory of this rank's accelerator now (None on CPU)."""
+    if _device_type() != "cuda":
+        return None
+    return int(torch.cuda.mem_get_info(torch.cuda.current_device())[0])
+
+
+def resolve_zero(model_dir: str | Path, config: EngineConfig) -> ZeroChoice:
+    """The ZeRO stage and knobs the engine is built with: the config's stage, or with "auto"
+    `zero_choice.choose_zero` on this model's parameter count, the world size and the smallest rank's
+    free device memory. COLLECTIVE under "auto" (every rank gets the same answer)."""
+    if config.zero_stage != "auto":
+        return explicit_zero(int(config.zero_stage))
+    from skillgate_core.rl import collectives
 
     _require_process_group()
-    ds = deepspeed_config(config)
-    model = _load(model_dir, config, ds if config.zero_stage == 3 else None)
+    free = collectives.all_gather_objects(_free_device_bytes())
+    device_bytes = None if any(f is None for f in free) else min(free)
+    dtype: Literal["bf16", "fp32"] = "bf16" if compute_dtype(config) == torch.bfloat16 else "fp32"
+    return choose_zero(parameter_count(model_dir), collectives.world_size(), device_bytes, dtype,
+                       offload_optimizer=config.offload_optimizer, offload_params=config.offload_params)
+
+
+def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoice | None = None):
+    """The trainable policy: a DeepSpeed engine around the HF causal LM in `model_dir`, with AdamW per
+    `config`, at ZeRO stage `zero` (None: `resolve_zero(model_dir, config)` here; pass it to record the
+    choice). Rank 0 logs the stage and why. Call `engine.train()` / `.eval()` as usual."""
+    import deepspeed
+
+    from skillgate_core.rl.collectives import rank
+
+    _require_process_group()
+    if zero is None:
+        zero = resolve_zero(model_dir, config)
+    if rank() == 0:
+        logging.getLogger(__name__).info("policy engine: ZeRO %s", zero.reason + (" (auto)" if zero.auto else ""))
+    ds = deepspeed_config(config, zero=zero)
+    model = _load(model_dir, config, ds if zero.stage == 3 else None)
     model.config.use_cache = False
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -10,7 +10,7 @@ Each Ray Train worker (or the single process of a debugging run) runs `grpo_work
         4. pack       samples -> micro-batches under a token budget; every rank runs the same count
         5. old/ref    log-probs recomputed by the engine (and the frozen reference), no grad
         6. update     loss + backward per micro-batch, ONE optimizer step
-        7. sync       the replica (or the SGLang servers) takes the gathered ZeRO-3 weights
+        7. sync       the replica (or the SGLang servers) takes the (gathered) weights
         8. record     metrics (rank 0 writes metrics.jsonl and ticks the progress), checkpoint every K steps
 
 Helpers live in their own modules: rollouts (step 1), samples (2), packing/logprobs (4-5), engine
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ from skillgate_core.rl.engine import (
     load_replica,
     optimizer_step,
     refresh_replica,
+    resolve_zero,
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
@@ -59,6 +61,7 @@ from skillgate_core.rl.rollouts import rollout_step, step_filter_for
 from skillgate_core.rl.samples import TOKEN_FIELDS, CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
+from skillgate_core.rl.zero_choice import ZeroChoice, resumed_zero
 
 if TYPE_CHECKING:
     from skillgate_core.rl.launch import WorkerContext
@@ -233,7 +236,10 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         # one rank holds every shard anyway: a plain copy spares each reference forward ZeRO-3's gather hooks
         reference_sharded=world > 1,
     )
-    engine = build_engine(job.model_dir, engine_config)
+    zero = _run_zero(job, engine_config)
+    if rank == 0:
+        print(f"grpo {job.experiment_id}: policy engine ZeRO {zero.reason}", file=sys.stderr, flush=True)
+    engine = build_engine(job.model_dir, engine_config, zero=zero)
     reference = build_reference(job.model_dir, engine_config, beta=cfg.beta)
     replica = load_replica(job.model_dir, engine_config) if cfg.rollout_source == "policy" else None
     static_sampler = _static_sampler(replica, tokenizer, cfg, world) if replica is not None else None
@@ -260,7 +266,8 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     stream = PromptStream(len(tasks), cfg.seed, rank, world, cursor=state.cursors[rank])
     per_worker = cfg.prompts_per_step // world
     metrics_path = Path(job.segment_dir) / METRICS_FILE
-    summary: dict[str, Any] = {"steps": [], "checkpoints": []}
+    summary: dict[str, Any] = {"steps": [], "checkpoints": [], "zero_stage_resolved": zero.stage,
+                               "zero_stage_reason": zero.reason}
     progress = step_progress(total=cfg.steps, initial=state.step, desc=f"grpo {job.experiment_id}",
                              style=job.progress, under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
 
@@ -314,6 +321,17 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     return summary
 
 
+def _run_zero(job: GRPOJob, engine_config: EngineConfig) -> ZeroChoice:
+    """The run's ZeRO stage (collective): resolve_zero's, except that a resumed "auto" run keeps the stage
+    its checkpoint was written with, since DeepSpeed's checkpoint files differ by stage (a checkpoint from
+    before "auto" existed names it in its saved config)."""
+    zero = resolve_zero(job.model_dir, engine_config)
+    if not job.resume_checkpoint:
+        return zero
+    saved = json.loads((Path(job.resume_checkpoint) / TRAINER_STATE_FILE).read_text())
+    return resumed_zero(zero, saved.get("zero_stage", saved.get("config", {}).get("zero_stage")))
+
+
 def export_id_for(step: int) -> str:
     """The id of the export taken at `step` (unique within an experiment)."""
     return f"step-{step:08d}"
@@ -362,7 +380,7 @@ def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int], optimi
         engine.save_checkpoint(str(tmp / ENGINE_DIR), tag=ENGINE_TAG)
         collectives.barrier()
         state = {"step": step, "cursors": cursors, "world_size": collectives.world_size(),
-                 "optimizer_steps": optimizer_steps,
+                 "optimizer_steps": optimizer_steps, "zero_stage": int(engine.zero_optimization_stage()),
                  "config": asdict(job.config), "written_at": time.time()}
         (tmp / TRAINER_STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
 

@@ -24,6 +24,7 @@ from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import parse_urls
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
+from skillgate_core.rl.zero_choice import ZeroStage
 
 __all__ = ["VARIANTS", "GRPOConfig", "RolloutSource"]
 
@@ -44,7 +45,7 @@ nothing and every group would be rejected as zero-variance."""
 # A declaration, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class GRPOConfig:
-    """GRPO with the SkillGate selector credit (docs/method.md 4-7) on Ray Train + DeepSpeed ZeRO-3."""
+    """GRPO with the SkillGate selector credit (docs/method.md 4-7) on Ray Train + DeepSpeed ZeRO."""
 
     profile: str = "selector_clean_oracle_action_credit"
     """Training profile (docs/method.md 7); rl-train = SkillGate."""
@@ -143,8 +144,11 @@ class GRPOConfig:
     """Seed of the prompt order and of sampling."""
     bf16: bool = False
     """bf16 weights and compute (GPU); float32 on CPU."""
-    zero_stage: Annotated[int, Range(ge=0, le=3)] = 3
-    """DeepSpeed ZeRO stage."""
+    zero_stage: ZeroStage = "auto"
+    """DeepSpeed ZeRO stage 0..3, or auto: picked when the engine is built from the model size, the number of
+    workers and the free GPU memory (rl.zero_choice; stage 3 on CPU). "auto" is what the config digest
+    hashes; the stage it resolved to and why are in the run's metrics (zero_stage_resolved,
+    zero_stage_reason). A resumed run keeps the stage its checkpoint was written with."""
     max_failures: NonNegativeInt = 0
     """Ray Train FailureConfig.max_failures: worker-group restarts from the last checkpoint."""
     launcher: Literal["ray", "process"] = "ray"
@@ -186,6 +190,8 @@ class GRPOConfig:
                 f"{self.profile} (min(force_after_groups {self.force_after_groups}, force_after_samples "
                 f"{self.force_after_samples} / group_size {self.group_size}) = {forcing_point} rejected groups): "
                 "below it the step would give up where the method forces acceptance")
+        if self.zero_stage != "auto" and (isinstance(self.zero_stage, bool) or not isinstance(self.zero_stage, int)):
+            raise ValueError(f"grpo.zero_stage must be 0..3 or 'auto', got {self.zero_stage!r}")
         if self.launcher == "process" and self.num_workers != 1:
             raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
 

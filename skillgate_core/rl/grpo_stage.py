@@ -144,7 +144,7 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
                                   name=f"{experiment_id}-{run_name}")
             desc = f"grpo {experiment_id}"
             # Ray's start, then each worker's DeepSpeed engine and the first rollouts: minutes under load
-            print(f"{desc}: starting Ray and {config.num_workers} Ray Train workers (DeepSpeed ZeRO-3); "
+            print(f"{desc}: starting Ray and {config.num_workers} Ray Train workers (DeepSpeed); "
                   "the first step follows their start-up", file=sys.stderr, flush=True)
             with follow_metrics(segment_dir / METRICS_FILE, total=config.steps, initial=start_step, desc=desc,
                                 style=progress_style(), waiting="still starting (Ray, DeepSpeed, first rollouts)"):
@@ -176,6 +176,9 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         "resumed_from_step": start_step,
         "steps": config.steps,
         "variant": config.variant,
+        # grpo.zero_stage "auto" resolves by machine: what this segment's engine ran with, and why
+        "zero_stage_resolved": summary["zero_stage_resolved"],
+        "zero_stage_reason": summary["zero_stage_reason"],
         # steps whose groups were all rejected take no optimizer step: what each arm really trained on
         "optimizer_steps": sum(bool(r.get("optimizer_step_taken", r.get("trained"))) for r in rows),
         "export_id": export["export_id"],

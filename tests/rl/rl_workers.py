@@ -9,7 +9,7 @@ replica is refreshed from the gathered weights.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -23,6 +23,7 @@ from skillgate_core.rl.engine import (  # names, not logic: one imported name a 
     load_replica,
     optimizer_step,
     refresh_replica,
+    resolve_zero,
 )
 from skillgate_core.rl.launch import WorkerContext
 from skillgate_core.rl.logprobs import token_logprobs
@@ -37,7 +38,7 @@ class StepCase:
     """One GRPO step to run on every rank."""
 
     model_dir: str
-    engine: EngineConfig = field(default_factory=lambda: EngineConfig(lr=1e-3, grad_clip=1.0))
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(lr=1e-3, grad_clip=1.0, zero_stage=3))
     num_samples: int = 6
     max_tokens: int = 64
     beta: float = 0.05
@@ -76,7 +77,8 @@ def hand_made_samples(case: StepCase, vocab: int) -> list[TrainSample]:
 
 
 def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
-    engine = build_engine(case.model_dir, case.engine)
+    zero = resolve_zero(case.model_dir, case.engine)
+    engine = build_engine(case.model_dir, case.engine, zero=zero)
     reference = build_reference(case.model_dir, case.engine, beta=case.beta)
     vocab = engine.module.config.vocab_size
     mine = hand_made_samples(case, vocab)[ctx.rank :: ctx.world_size]
@@ -113,6 +115,9 @@ def grpo_step_worker(ctx: WorkerContext, case: StepCase) -> dict:
     return {
         "rank": ctx.rank,
         "world_size": ctx.world_size,
+        "zero": asdict(zero),
+        "engine_zero_stage": int(engine.zero_optimization_stage()),
+        "engine_optimizer": type(engine.optimizer).__name__,
         "micro_batches": len(mbs),
         "packed_micro_batches": packed,
         "normaliser": normaliser,
@@ -138,7 +143,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
 
     from skillgate_core.rl.engine import compute_dtype, iter_gathered_parameters
 
-    config = EngineConfig()
+    config = EngineConfig(zero_stage=3)
     engine = build_engine(model_dir, config)
     placeholder_sizes = [p.numel() for p in engine.module.parameters()]
     full_bytes = {n: p.ds_numel * p.element_size() for n, p in engine.module.named_parameters()}
@@ -199,12 +204,13 @@ def _gcs_address() -> str:
 
 @dataclass(frozen=True)
 class CheckpointCase:
-    """Save a ZeRO-3 checkpoint of the model into `folder` (save), or load it back through
+    """Save a checkpoint of the model into `folder` (save), or load it back through
     skillgate_core.rl.checkpoint_load (not save)."""
 
     model_dir: str
     folder: str
     save: bool
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(lr=1e-3, zero_stage=3))
 
 
 def checkpoint_worker(ctx: WorkerContext, case: CheckpointCase) -> dict[str, object]:
@@ -212,7 +218,7 @@ def checkpoint_worker(ctx: WorkerContext, case: CheckpointCase) -> dict[str, obj
 
     from skillgate_core.rl.checkpoint_load import UnsafeCheckpoint, load_engine_checkpoint
 
-    engine = build_engine(case.model_dir, EngineConfig(lr=1e-3))
+    engine = build_engine(case.model_dir, case.engine)
     if case.save:
         engine.global_steps = 7  # a value the load must bring back
         engine.save_checkpoint(case.folder, tag="state")

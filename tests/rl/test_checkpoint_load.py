@@ -13,6 +13,7 @@ import torch
 from rl_workers import CheckpointCase, checkpoint_worker
 
 from skillgate_core.rl.checkpoint_load import UnsafeCheckpoint, check_checkpoint_files
+from skillgate_core.rl.engine import EngineConfig
 from skillgate_core.rl.launch import run_in_process
 
 
@@ -50,6 +51,20 @@ def test_a_real_zero3_checkpoint_passes_the_check_and_resumes(saved, tmp_path):
     assert sorted(p.name for p in checked) == ["zero_pp_rank_0_mp_rank_00_model_states.pt",
                                                "zero_pp_rank_0_mp_rank_00_optim_states.pt"]
     assert _load(saved[0], folder) == {"global_steps": 7}
+
+
+def test_a_bf16_zero1_checkpoint_the_default_writes_on_one_gpu_passes_the_check_and_resumes(tiny_model_dir, tmp_path):
+    """zero_stage auto picks stage 1 on one GPU, bf16: DeepSpeed's bf16 optimizer saves other files and
+    classes than ZeRO-3 does; a resume must load them through the same restricted unpickler."""
+    model_dir, folder = str(tiny_model_dir), tmp_path / "engine"
+    engine = EngineConfig(lr=1e-3, dtype="bf16", zero_stage=1)
+    run_in_process(checkpoint_worker, CheckpointCase(model_dir, str(folder), save=True, engine=engine), use_gpu=False)
+    checked = check_checkpoint_files(folder / "state")
+    assert sorted(p.name for p in checked) == ["bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                                               "mp_rank_00_model_states.pt"]
+    [r] = run_in_process(checkpoint_worker, CheckpointCase(model_dir, str(folder), save=False, engine=engine),
+                         use_gpu=False).results
+    assert r == {"global_steps": 7}
 
 
 PLANTS = {

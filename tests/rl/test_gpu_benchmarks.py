@@ -41,21 +41,31 @@ def test_grpo_step_vs_trl_smoke(tmp_path):
 
 @pytest.mark.e2e
 def test_trainer_throughput_smoke_process(tmp_path):
-    r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", "z3,z3_persist,z0",
+    r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", "default,z3,z3_persist,z0",
              "--attn", "torch_varlen")
     assert r["anchor_ds"]["torch"]["tok_per_s"] > 0
     assert r["model"]["params"] == r["anchor_ds"]["nparams"]  # the anchor's exact model
-    for name in ("z3", "z3_persist", "z0"):
+    for name in ("default", "z3", "z3_persist", "z0"):
         row = r["process"][name]
         assert row["tok_per_s"] > 0 and row["packs_varlen"] and row["micro_batches_per_step"] == 1, row
-    assert set(r["summary"]["rows"]) == {"process/z3", "process/z3_persist", "process/z0"}
+    assert set(r["summary"]["rows"]) == {"process/default", "process/z3", "process/z3_persist", "process/z0"}
+    # the default preset is the user's config: "auto", resolved on the rank (CPU: 3) and said why, in one run
+    # beside plain torch and the named presets
+    assert r["process"]["default"]["config"]["zero_stage"] == "auto"
+    assert r["process"]["z0"]["zero_stage_resolved"] == 0 and not r["process"]["z0"]["zero_stage_auto"]
+    default = r["summary"]["default"]
+    assert default["process"]["zero_stage_resolved"] == 3 and "CPU" in default["process"]["zero_stage_reason"]
+    assert default["process"]["mfu"] == r["process"]["default"]["mfu_vs_790T"]
+    assert default["target_mfu_one_gpu"] == 0.35
+    assert default["meets_target_one_gpu"] == (default["process"]["mfu"] >= 0.35)
 
 
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_trainer_throughput_smoke_with_ray(tmp_path):
     r = _run("trainer_throughput.py", tmp_path)
-    assert r["ray_1"]["z3"]["tok_per_s"] > 0 and r["summary"]["scaling_ray1_vs_process1"]["z3"] > 0
+    assert r["ray_1"]["default"]["tok_per_s"] > 0 and r["summary"]["scaling_ray1_vs_process1"]["default"] > 0
+    assert r["summary"]["default"]["ray_1"]["zero_stage_resolved"] == 3  # CPU
 
 
 ANCHOR_SHA256 = {
@@ -81,6 +91,7 @@ def test_grpo_step_vs_trl_presets_share_one_trl_run(tmp_path):
     r = _run("grpo_step_vs_trl.py", tmp_path, "--presets", "z3,z2", "--no-profile")
     assert set(r["ours_presets"]) == set(r["ratio_presets"]) == {"z3", "z2"}
     assert r["ours"]["preset"] == "z3" and r["ours_presets"]["z2"]["engine"]["zero_stage"] == 2
+    assert r["ours_presets"]["z2"]["zero_stage_resolved"] == 2 and r["ours"]["zero_stage_reason"].startswith("stage 3")
     assert all("error" not in o and o["steps"] == 2 for o in r["ours_presets"].values())
     assert not list(tmp_path.glob("grpo_ours*.json"))
 

@@ -70,6 +70,9 @@ def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
     taken = sum(r["optimizer_step_taken"] for r in rows)
     assert result.metrics["optimizer_steps"] == rows[-1]["optimizer_steps"] == taken > 0
     assert result.metrics["variant"] == ""
+    # grpo.zero_stage auto (the default) resolves on the ranks and the run says to what and why
+    assert config.zero_stage == "auto" and result.metrics["zero_stage_resolved"] == 3
+    assert "CPU" in result.metrics["zero_stage_reason"]
     export = result.outputs["policy_export"]
     model = AutoModelForCausalLM.from_pretrained(export)
     assert model.num_parameters() > 0
@@ -102,6 +105,10 @@ def test_a_labelled_variant_carries_its_label(pipeline, tmp_path, skillgate_home
     assert result.metrics["experiment_id"].startswith("grpo-selector-clean-oracle-action-credit-"
                                                       "selector-on-zero-variance-")
     assert result.metrics["variant"] == "selector_on_zero_variance"
+    assert result.metrics["zero_stage_resolved"] == 3  # auto on CPU, one process: recorded as well
+    state = json.loads(next(Path(c["path"]) for c in result.metrics["checkpoints"]).joinpath(
+        "trainer_state.json").read_text())
+    assert state["zero_stage"] == 3 and state["config"]["zero_stage"] == "auto"  # what a resume keeps
     rows = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
     assert [r["variant"] for r in rows] == ["selector_on_zero_variance"]
     assert "selector_only_groups" in rows[0]
