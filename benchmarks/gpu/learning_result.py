@@ -5,15 +5,22 @@ state home (SKILLGATE_HOME, default /tmp/skillgate-lr) whose stage cache is the 
 commands: a finished identical stage run is reused, so on a machine still warm from the last
 command nothing is recomputed; on a fresh machine the same configs on the same inputs rebuild it
 (init-model, collect and rl-data-prep deterministically; SFT with the same seed and data, not
-bit-identical on a GPU). Exports of GRPO arms are never rebuilt implicitly: `eval` refuses an arm
+bit-identical on a GPU). Exports of trained arms are never rebuilt implicitly: `eval` refuses an arm
 that this home has not trained.
+
+Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the seven GRPO
+profiles (skillgate_core/rl/profiles.py) or a baseline (bc, dpo), N the seed (PROFILE alone: seed 0).
+A GRPO arm is the scale's one [grpo] config with its profile and seed set (arm_config): no arm can
+run other hyperparameters than another. Its eval method label and out folders are PROFILE at seed 0
+(the labels of the runs before seeds existed) and PROFILE@sN otherwise. `arms` checks a list and
+prints it; every other command refuses an unknown or malformed arm before it writes anything.
 
     # CPU machine (polars, rank_bm25): the bench, carried to the GPU machine as .tar.xz (~7 MB)
     python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
     # GPU machine (benchmarks/gpu/learning_result.sh runs these per part, a GPU each)
-    python benchmarks/gpu/learning_result.py prep  --bench .lr/bench.tar.xz --out $OUT/lr
-    python benchmarks/gpu/learning_result.py arm   --bench ... --profile mixed_task_reward --out $OUT/lr
-    python benchmarks/gpu/learning_result.py eval  --bench ... --profile mixed_task_reward --out $OUT/lr
+    python benchmarks/gpu/learning_result.py prep  --bench .lr/bench.tar.xz --arms "..." --out $OUT/lr
+    python benchmarks/gpu/learning_result.py arm   --bench ... --arms mixed_task_reward@s1 --out $OUT/lr
+    python benchmarks/gpu/learning_result.py eval  --bench ... --arms "sft mixed_task_reward@s1" --out $OUT/lr
     python benchmarks/gpu/learning_result.py probe --bench ... --out $OUT/lr      # timings for sizing
     # CPU machine: the paper from the rows and training files the parts brought back
     python benchmarks/gpu/learning_result.py paper --collected DIR --out DIR/paper
@@ -22,15 +29,17 @@ that this home has not trained.
 
 The stages and their configs (SCALES): bench-build (the bundled suite; built on the CPU machine,
 which has polars and rank_bm25) -> init-model (the small policy) -> collect (the reference teacher
-with selection noise, bwrap sandboxes) -> sft -> rl-data-prep (one table per arm's profile: the
-same tasks and prompts) -> grpo (one arm per profile: same seed, steps and data) -> eval70
-(eval70_v1 on each export, and on the SFT policy) -> paper-tables (from the eval rows + training
-metrics). Every subcommand except write-bench and paper runs with polars, duckdb, prefect and
-rank_bm25 blocked, as on the GPU machine, so a CPU run shows what the GPU run will import.
+with selection noise, bwrap sandboxes) -> sft -> rl-data-prep (one table per profile the arms train
+on: the same tasks, slates and prompt ids, checked; no_skill adds bare prompts, hybrid_slate both)
+-> grpo per GRPO arm / bc, dpo per baseline arm (all from the SFT policy) -> eval70 (eval70_v1 on
+each export, and on the SFT policy) -> paper-tables (from the eval rows + training metrics). Every
+subcommand except write-bench and paper runs with polars, duckdb, prefect and rank_bm25 blocked, as
+on the GPU machine, so a CPU run shows what the GPU run will import.
 
 Out (--out): <command>.json with every stage record (config, input/output digests, seconds, reused,
-metrics), and the files a paper build needs: eval/<method>/eval_trials.parquet (+ summary.json),
-training/<profile>/{metrics.jsonl, credit_episodes.jsonl, curves.png}. No model weights.
+metrics), and the files a paper build needs: eval/<label>/eval_trials.parquet (+ summary.json),
+training/<label>/{metrics.jsonl, credit_episodes.jsonl, curves.png} (a baseline: its
+{bc,dpo}_summary.json). No model weights.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ import signal
 import sys
 import tarfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +66,8 @@ if str(ROOT) not in sys.path:
 ABSENT = ("polars", "duckdb", "prefect", "rank_bm25")
 """What the GPU machine lacks (docs/gpu.md, What travels); blocked here for every GPU-side subcommand."""
 
-ARMS = ("mixed_task_reward", "selector_clean_oracle_action_credit", "selector_clean_oracle_masked_task_only")
-"""The three GRPO arms of the learning result: outcome reward only, SkillGate, task-only (read masked)."""
+DEFAULT_ARMS = ("mixed_task_reward", "selector_clean_oracle_action_credit", "selector_clean_oracle_masked_task_only")
+"""The arms trained when none are named (--arms): outcome reward only, SkillGate, task-only (read masked)."""
 
 SFT_METHOD = "sft"
 """The eval `method` label of the SFT policy (the arms' common start)."""
@@ -86,6 +95,92 @@ def block_absent() -> None:
         sys.modules[name] = None  # type: ignore[assignment]
 
 
+# --- arms ---------------------------------------------------------------------------------------
+
+BASELINES = ("bc", "dpo")
+"""The supervised selection baselines (stages bc and dpo, docs/method.md 7) as arms: trained from the same SFT
+policy on the same RL table's slate prompts, evaluated like the GRPO arms."""
+
+_ARM_TEXT = re.compile(r"(?P<kind>[a-z_]+)(?:@s(?P<seed>0|[1-9][0-9]*))?")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One trained arm of the learning result, written PROFILE or PROFILE@sN (--arms, ARMS=)."""
+
+    kind: str
+    """A GRPO profile (skillgate_core/rl/profiles.py) or a baseline of BASELINES."""
+    seed: int = 0
+    """The GRPO seed (prompt order and sampling), or the baseline trainer's seed (data order, adapter init)."""
+
+    @property
+    def label(self) -> str:
+        """The eval `method` label and the name of the arm's out folders: the kind alone at seed 0 (the rows
+        collected before arms had seeds keep pairing with the new ones), KIND@sN otherwise."""
+        return self.kind if self.seed == 0 else f"{self.kind}@s{self.seed}"
+
+    @property
+    def stage(self) -> str:
+        """The pipeline stage that trains it."""
+        return self.kind if self.kind in BASELINES else "grpo"
+
+    @property
+    def record_label(self) -> str:
+        """Its training stage's key in the command's JSON (grpo_PROFILE as before seeds; bc, dpo)."""
+        return f"grpo_{self.label}" if self.stage == "grpo" else self.label
+
+
+def arm_choices() -> tuple[str, ...]:
+    from skillgate_core.rl.profiles import profile_names  # pure Python: no torch
+
+    return (*profile_names(), *BASELINES)
+
+
+def parse_arm(text: str) -> Arm:
+    """PROFILE (seed 0) or PROFILE@sN (seed N >= 0, no leading zeros: one text per label); ValueError naming the
+    arm and the choices."""
+    m = _ARM_TEXT.fullmatch(text)
+    if m is None or m["kind"] not in arm_choices():
+        why = "unknown profile" if m is not None else "expected PROFILE or PROFILE@sN (N >= 0)"
+        raise ValueError(f"arm {text!r}: {why}; profiles: {', '.join(arm_choices())}")
+    return Arm(m["kind"], int(m["seed"] or 0))
+
+
+def parse_arms(texts: list[str], *, sft: bool) -> list[Arm | str]:
+    """The arms of --arms values (each a space- or comma-separated list), in order; with `sft`, the SFT policy
+    (SFT_METHOD) may be named too (the eval command). An arm named twice is refused: two processes would train it."""
+    arms: list[Arm | str] = []
+    for text in (t for value in texts for t in re.split(r"[\s,]+", value) if t):
+        if text == SFT_METHOD:
+            if not sft:
+                raise ValueError(f"arm {text!r}: the SFT policy is evaluated (eval --arms sft), not trained")
+            arms.append(text)
+            continue
+        arms.append(parse_arm(text))
+    labels = [x if isinstance(x, str) else x.label for x in arms]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"arms named twice: {', '.join(twice)}")
+    return arms
+
+
+def arm_config(cfg: dict[str, Any], arm: Arm) -> Any:
+    """The training config of one arm, and the only place one is made: a GRPO arm is the scale's single
+    [grpo] config (steps, learning rate, group size, rejection cap, turns, ...) with the arm's profile and
+    seed set, a baseline is its stage's single config with its seed set. So no two arms of a stage can
+    differ in anything but the profile and the seed (at seed 0 the config is the one trained before arms
+    had seeds: every scale's GRPO seed is 0)."""
+    if arm.stage == "grpo":
+        return replace(cfg["grpo"], profile=arm.kind, seed=arm.seed)
+    return replace(cfg[arm.kind], seed=arm.seed)
+
+
+def data_profile(cfg: dict[str, Any], arm: Arm) -> str:
+    """The profile of the rl-data-prep table an arm trains on: a GRPO arm's own (its prompt variants:
+    no_skill's bare prompts, hybrid_slate's pairs), a baseline's the scale's table (slate prompts)."""
+    return arm.kind if arm.stage == "grpo" else cfg["data"].profile
+
+
 # --- scales -------------------------------------------------------------------------------------
 
 def bench_config(scale: str) -> Any:
@@ -106,9 +201,10 @@ def scale_configs(scale: str) -> dict[str, Any]:
     from skillgate_core.policy.init_model import InitModelConfig
     from skillgate_core.rl.data_prep import RLDataPrepConfig
     from skillgate_core.rl.grpo_config import GRPOConfig
+    from skillgate_core.sft.baselines import BCStageConfig, DPOStageConfig
     from skillgate_core.sft.trainer import SFTStageConfig
 
-    if scale == "h200":
+    if scale == "h200":  # no bc / dpo: LoRA on this randomly initialised base does not act (the sft comment)
         return {
             # ~25M parameters: 8 layers of 512, GQA 8/4, the init-model tokenizer (2,048 BPE, ChatML)
             "model": InitModelConfig(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
@@ -176,6 +272,8 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                learning_rate=1e-3, sandbox_workers=2, max_rejected_groups=2, force_after_groups=1,
                                force_after_samples=2, backend="bwrap", seed=0),
             "eval": Eval70Config(protocol="", batch_episodes=4, sandbox_workers=2, device="cpu"),  # protocol: the tiny spec
+            "bc": BCStageConfig(max_tasks=4, max_steps=1, learning_rate=5e-3),
+            "dpo": DPOStageConfig(max_tasks=2, max_steps=1),
             "paper": PaperConfig(bootstrap_resamples=10_000),
         }
     raise SystemExit(f"unknown scale {scale!r}: h200, smollm2, tiny or tiny-llama")
@@ -183,7 +281,8 @@ def scale_configs(scale: str) -> dict[str, Any]:
 
 def recipe_configs(name: str) -> dict[str, Any]:
     """The driver's config slots from a recipe of deployments/recipes/ (the SkillGate arm's grpo and eval70
-    tables; every arm differs from it only in its profile, which the driver sets)."""
+    tables: every GRPO arm is that grpo table with its profile and seed set, arm_config; bc and dpo when the
+    recipe trains them)."""
     from skillgate_core.pipeline.recipes import load_recipe, resolve_recipe
 
     recipe = load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")
@@ -197,7 +296,7 @@ def recipe_configs(name: str) -> dict[str, Any]:
         configs["paper-tables"] = PaperConfig(**recipe.tables.get("paper-tables", {}))
     return {"model": configs["init-model"], "collect": configs["collect"], "sft": configs["sft"],
             "data": configs["rl-data-prep"], "grpo": configs["grpo"], "eval": configs["eval70"],
-            "paper": configs["paper-tables"]}
+            "paper": configs["paper-tables"], **{b: configs[b] for b in BASELINES if b in configs}}
 
 
 # --- sizing the arms from the probe ----------------------------------------------------------------
@@ -363,9 +462,9 @@ def write_bench(config: Any, target: Path) -> Path:
 
 # --- the chain ----------------------------------------------------------------------------------
 
-def prep(run: Run, arms: tuple[str, ...] = ARMS) -> dict[str, Path]:
-    """init-model -> collect -> sft -> rl-data-prep per arm of `arms` (none: the SFT policy only); every
-    output path by role."""
+def prep(run: Run, arms: tuple[Arm, ...] = ()) -> dict[str, Path]:
+    """init-model -> collect -> sft -> rl-data-prep per table the `arms` train on (none: the SFT policy
+    only); every output path by role. Several tables are checked to hold the same tasks, slates and prompts."""
     bench = bench_dir(run)
     base = run.stage("init_model", "init-model", run.cfg["model"], {})
     traj = run.stage("collect", "collect", run.cfg["collect"],
@@ -373,67 +472,123 @@ def prep(run: Run, arms: tuple[str, ...] = ARMS) -> dict[str, Path]:
     sft = run.stage("sft", "sft", run.cfg["sft"], {"base_model": Path(base.outputs["base_model"]),
                                                    "trajectories": Path(traj.outputs["trajectories"])})
     paths = {"bench": bench, "sft_model": Path(sft.outputs["sft_model"])}
-    if not arms:
+    profiles = tuple(dict.fromkeys(data_profile(run.cfg, a) for a in arms))
+    if not profiles:
         return paths
-    for profile in arms:
+    for profile in profiles:
         data = run.stage(f"rl_data_{profile}", "rl-data-prep", replace(run.cfg["data"], profile=profile),
                          {"bench": bench, "sft_model": paths["sft_model"]})
         paths[f"rl_data_{profile}"] = Path(data.outputs["rl_data"])
-    prompts = {p: run.result["stages"][f"rl_data_{p}"]["output_digests"]["rl_data"] for p in arms}
-    run.result["same_prompts_note"] = ("the arms' tables differ only in their profile column: same tasks, slates and "
-                                       "prompt ids (rl-data-prep sorts the first max_tasks train tasks)")
-    run.result["rl_data_digests"] = prompts
+    run.result["rl_data_digests"] = {
+        p: run.result["stages"][f"rl_data_{p}"]["output_digests"]["rl_data"] for p in profiles}
+    run.result["rl_data_same"] = same_tasks(paths, profiles)
+    run.save()
     return paths
+
+
+def same_tasks(paths: dict[str, Path], profiles: tuple[str, ...]) -> dict[str, Any]:
+    """The tables of `profiles` hold the same tasks in the same order, with the same slates, skill names and
+    prompt ids wherever two tables both have that prompt variant (they differ in their profile and in which
+    variants it plays: no_skill has no slate prompt, hybrid_slate both); SystemExit naming the first difference."""
+    from skillgate_core.base.parquet_rows import read_rows
+
+    keys = ("task_id", "slate", "gold_name", "skill_aliases", "prompt_ids", "no_skill_prompt_ids")
+    first, *others = profiles
+    reference = read_rows(paths[f"rl_data_{first}"], columns=keys)
+    for profile in others:
+        rows = read_rows(paths[f"rl_data_{profile}"], columns=keys)
+        if [r["task_id"] for r in rows] != [r["task_id"] for r in reference]:
+            raise SystemExit(f"rl-data-prep: the tables of {first} and {profile} hold different tasks")
+        for a, b in zip(reference, rows, strict=True):
+            for k in keys[1:]:
+                shared = k in ("slate", "gold_name", "skill_aliases") or (a[k] is not None and b[k] is not None)
+                if shared and a[k] != b[k]:
+                    raise SystemExit(f"rl-data-prep: task {a['task_id']}: {k} differs between the tables of "
+                                     f"{first} and {profile}")
+    return {"profiles": list(profiles), "tasks": len(reference),
+            "checked": "task ids, slates, gold names, skill aliases, and the prompt ids of every variant two "
+                       "tables share"}
 
 
 def grpo_inputs(paths: dict[str, Path], profile: str) -> dict[str, Path]:
     return {"sft_model": paths["sft_model"], "rl_data": paths[f"rl_data_{profile}"], "bench": paths["bench"]}
 
 
+def arm_inputs(run: Run, paths: dict[str, Path], a: Arm) -> dict[str, Path]:
+    """The training stage's inputs of an arm: every arm starts from the same SFT policy."""
+    if a.stage == "grpo":
+        return grpo_inputs(paths, a.kind)
+    return {"sft_model": paths["sft_model"], "rl_data": paths[f"rl_data_{data_profile(run.cfg, a)}"]}
+
+
 RESUMED_EXPORTS = "resumed_exports"
-"""In the home: <profile>.json per arm finished by a resume (its stage record is never reused, so `eval`
-finds the export here), naming the steps, the experiment and the export."""
+"""In the home: <arm label>.json per GRPO arm finished by a resume (its stage record is never reused, so
+`eval` finds the export here), naming the steps, the experiment and the export."""
 
 
-def arm(run: Run, paths: dict[str, Path], profile: str) -> Any:
-    """GRPO of one arm; its training files copied to out/training/<profile>/. An arm that an earlier
+def arm(run: Run, paths: dict[str, Path], a: Arm) -> Any:
+    """Train one arm; its training files copied to out/training/<label>/. A GRPO arm that an earlier
     command of this home cut off after a checkpoint (the budget ran out) is resumed from it to the same
     steps, so a command that ends mid-run loses at most checkpoint_every steps, never the arm."""
-    cfg = replace(run.cfg["grpo"], profile=profile)
-    inputs = grpo_inputs(paths, profile)
-    finished = _resumed_export(run, paths, profile)
+    if a.stage != "grpo":
+        return _baseline(run, paths, a)
+    cfg = arm_config(run.cfg, a)
+    inputs = arm_inputs(run, paths, a)
+    finished = _resumed_export(run, paths, a)
     if finished is not None:  # an earlier command finished it by a resume: never trained again
-        print(f"[{time.strftime('%H:%M:%S')}] grpo_{profile}: reused (finished by a resume: {finished})", flush=True)
-        run.result["stages"][f"grpo_{profile}"] = {"stage": "grpo", "reused": True, "resumed_export": str(finished)}
-        _keep_training(run, profile, finished.parent / "training")
+        print(f"[{time.strftime('%H:%M:%S')}] {a.record_label}: reused (finished by a resume: {finished})", flush=True)
+        run.result["stages"][a.record_label] = {"stage": "grpo", "reused": True, "resumed_export": str(finished)}
+        _keep_training(run, a.label, finished.parent / "training")
         return None
     resume = _cut_off_experiment(cfg, inputs)
     if resume:
-        print(f"[{time.strftime('%H:%M:%S')}] grpo_{profile}: resuming {resume} to step {cfg.steps}", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {a.record_label}: resuming {resume} to step {cfg.steps}", flush=True)
         cfg = replace(cfg, resume_experiment=resume)
     try:
-        record = run.stage(f"grpo_{profile}", "grpo", cfg, inputs)
+        record = run.stage(a.record_label, "grpo", cfg, inputs)
     except BaseException:
-        _salvage_training(run, profile)  # a run cut off (budget, SIGTERM) still brings back the steps it took
+        _salvage_training(run, a, _experiment_id(cfg, inputs))  # a run cut off still brings back its steps
         raise
     if resume:
         (run.home / RESUMED_EXPORTS).mkdir(parents=True, exist_ok=True)
-        _write_json(run.home / RESUMED_EXPORTS / f"{profile}.json",
+        _write_json(run.home / RESUMED_EXPORTS / f"{a.label}.json",
                     {"steps": cfg.steps, "experiment_id": resume, "policy_export": record.outputs["policy_export"],
                      "rl_data": str(inputs["rl_data"]), "sft_model": str(inputs["sft_model"])})
-    _keep_training(run, profile, Path(record.out_dir) / "training")
+    _keep_training(run, a.label, Path(record.out_dir) / "training")
     return record
 
 
-def _resumed_export(run: Run, paths: dict[str, Path], profile: str) -> Path | None:
-    """The export of this arm that a resume finished in this home (same steps and inputs), else None."""
-    kept_file = run.home / RESUMED_EXPORTS / f"{profile}.json"
+def _baseline(run: Run, paths: dict[str, Path], a: Arm) -> Any:
+    """BC or DPO from the SFT policy; its summary (bc_summary.json, dpo_summary.json) to out/training/<label>/."""
+    record = run.stage(a.record_label, a.stage, arm_config(run.cfg, a), arm_inputs(run, paths, a))
+    target = run.out / "training" / a.label
+    target.mkdir(parents=True, exist_ok=True)
+    summary = Path(record.out_dir) / f"{a.stage}_summary.json"
+    if summary.is_file():
+        shutil.copy2(summary, target / summary.name)
+    run.result.setdefault("baselines", {})[a.label] = record.metrics
+    run.save()
+    return record
+
+
+def _experiment_id(cfg: Any, inputs: dict[str, Path]) -> str:
+    """The GRPO experiment of `cfg` on `inputs` (its profile, seed and every other field are in the id)."""
+    from skillgate_core.rl.grpo_stage import default_experiment_id
+
+    return str(default_experiment_id(cfg, {role: Path(p).resolve() for role, p in inputs.items()}))
+
+
+def _resumed_export(run: Run, paths: dict[str, Path], a: Arm) -> Path | None:
+    """The export of this arm that a resume finished in this home (the same experiment: config and
+    inputs), else None."""
+    kept_file = run.home / RESUMED_EXPORTS / f"{a.label}.json"
     if not kept_file.is_file():
         return None
     kept = json.loads(kept_file.read_text())
-    inputs = grpo_inputs(paths, profile)
+    inputs = arm_inputs(run, paths, a)
     same = (kept["steps"] == run.cfg["grpo"].steps and kept["rl_data"] == str(inputs["rl_data"])
-            and kept["sft_model"] == str(inputs["sft_model"]))
+            and kept["sft_model"] == str(inputs["sft_model"])
+            and kept["experiment_id"] == _experiment_id(arm_config(run.cfg, a), inputs))
     return Path(kept["policy_export"]) if same and Path(kept["policy_export"]).is_dir() else None
 
 
@@ -442,12 +597,11 @@ def _cut_off_experiment(cfg: Any, inputs: dict[str, Path]) -> str:
     from skillgate_core.base.paths import state_layout
     from skillgate_core.ownership import experiment_dir, experiments_root, latest_checkpoint
     from skillgate_core.pipeline.run import finished_run
-    from skillgate_core.rl.grpo_stage import default_experiment_id
 
     layout = state_layout()
     if finished_run("grpo", cfg, inputs, layout) is not None:
         return ""
-    experiment_id = default_experiment_id(cfg, {role: Path(p).resolve() for role, p in inputs.items()})
+    experiment_id = _experiment_id(cfg, inputs)
     exp = experiment_dir(experiments_root(layout), experiment_id)
     if not exp.root.is_dir():
         return ""
@@ -455,23 +609,21 @@ def _cut_off_experiment(cfg: Any, inputs: dict[str, Path]) -> str:
     return experiment_id if latest is not None and 0 < latest.step < cfg.steps else ""
 
 
-def _salvage_training(run: Run, profile: str) -> None:
+def _salvage_training(run: Run, a: Arm, experiment_id: str) -> None:
     """The newest segment of this arm's experiment in the home (a GRPO stage that did not finish): its
-    metrics rows as training/<profile>/ and in the JSON, marked incomplete."""
-    # grpo-PROFILE-HASH: not a labelled variant's grpo-PROFILE-VARIANT-HASH
-    own = re.compile("grpo-" + re.escape(profile.replace("_", "-")) + "-[0-9a-f]{10}")
-    segments = [m.parent for m in (run.home / "experiments").glob("*/segments/*/metrics.jsonl")
-                if own.fullmatch(m.parents[2].name)]
+    metrics rows as training/<label>/ and in the JSON, marked incomplete."""
+    # the arm's own experiment only: another seed of the profile, training beside it, has another id
+    segments = [m.parent for m in (run.home / "experiments" / experiment_id).glob("segments/*/metrics.jsonl")]
     if not segments:
         return
     newest = max(segments, key=lambda d: (d / "metrics.jsonl").stat().st_mtime)
-    _keep_training(run, profile, newest)
-    run.result.setdefault("training_incomplete", {})[profile] = str(newest)
+    _keep_training(run, a.label, newest)
+    run.result.setdefault("training_incomplete", {})[a.label] = str(newest)
     run.save()
 
 
-def _keep_training(run: Run, profile: str, training: Path) -> None:
-    target = run.out / "training" / profile
+def _keep_training(run: Run, label: str, training: Path) -> None:
+    target = run.out / "training" / label
     target.mkdir(parents=True, exist_ok=True)
     for name in ("metrics.jsonl", "credit_episodes.jsonl", "curves.png"):
         if (training / name).is_file():
@@ -484,41 +636,44 @@ def _keep_training(run: Run, profile: str, training: Path) -> None:
             "time_env_s", "time_train_s", "rollout_tokens_per_s", "trained", "groups", "groups_drawn",
             "groups_accepted", "groups_rejected", "episodes_played", "rejected", "rejection_details", "forced_groups",
             "selector_only_groups", "zero_variance_all_fail", "zero_variance_all_pass", "variant")
-    run.result.setdefault("training", {})[profile] = [{k: r.get(k) for k in ("step", *keys)} for r in rows]
+    run.result.setdefault("training", {})[label] = [{k: r.get(k) for k in ("step", *keys)} for r in rows]
     # steps whose groups were all rejected take no optimizer step: what each arm really trained on
-    run.result.setdefault("optimizer_steps", {})[profile] = sum(
+    run.result.setdefault("optimizer_steps", {})[label] = sum(
         bool(r.get("optimizer_step_taken", r.get("trained"))) for r in rows)
     run.save()
 
 
-def export_of(run: Run, paths: dict[str, Path], method: str) -> Path:
+def export_of(run: Run, paths: dict[str, Path], method: Arm | str) -> Path:
     """The policy an eval method names: the SFT model, or an arm's export this home has trained."""
-    if method == SFT_METHOD:
+    if not isinstance(method, Arm):
         return paths["sft_model"]
     from skillgate_core.base.paths import state_layout
     from skillgate_core.pipeline.run import finished_run
 
-    done = finished_run("grpo", replace(run.cfg["grpo"], profile=method), grpo_inputs(paths, method), state_layout())
-    resumed = _resumed_export(run, paths, method)
+    done = finished_run(method.stage, arm_config(run.cfg, method), arm_inputs(run, paths, method), state_layout())
+    resumed = _resumed_export(run, paths, method) if method.stage == "grpo" else None
     if done is None and resumed is not None:
         return resumed
     if done is None:
-        raise SystemExit(f"arm {method} has no finished grpo run in {run.home} (a fresh machine, or part b did not "
-                         f"finish it): run `arm --profile {method}` first; exports are never rebuilt implicitly")
+        raise SystemExit(f"arm {method.label} has no finished {method.stage} run in {run.home} (a fresh machine, or "
+                         f"part b did not finish it): run `arm --arms {method.label}` first; exports are never "
+                         "rebuilt implicitly")
     return Path(done.outputs["policy_export"])
 
 
-def evaluate(run: Run, paths: dict[str, Path], method: str) -> Any:
-    """eval70 (eval70_v1 by default) on one method's policy; rows copied to out/eval/<method>/."""
+def evaluate(run: Run, paths: dict[str, Path], method: Arm | str) -> Any:
+    """eval70 (eval70_v1 by default) on one method's policy (the SFT policy, or an arm's export, labelled
+    Arm.label); rows copied to out/eval/<label>/."""
+    label = method.label if isinstance(method, Arm) else method
     policy = export_of(run, paths, method)
     try:
-        record = run.stage(f"eval70_{method}", "eval70", replace(run.cfg["eval"], method=method),
+        record = run.stage(f"eval70_{label}", "eval70", replace(run.cfg["eval"], method=label),
                            {"policy_export": policy, "bench": paths["bench"]})
     except BaseException:
-        _salvage_eval(run, method)  # an evaluation cut off (budget, SIGTERM) still brings back the trials it played
+        _salvage_eval(run, label)  # an evaluation cut off (budget, SIGTERM) still brings back the trials it played
         raise
     src = Path(record.outputs["eval_rows"])
-    target = run.out / "eval" / method
+    target = run.out / "eval" / label
     target.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
         if f.is_file():
@@ -552,6 +707,10 @@ def _salvage_eval(run: Run, method: str) -> None:
     run.save()
 
 
+PROBE_ARM = Arm("selector_clean_oracle_action_credit")
+"""The arm whose short GRPO run the probe times (SkillGate)."""
+
+
 def probe(run: Run, paths: dict[str, Path]) -> None:
     """Timings that size parts b and c: a short GRPO run of the SkillGate arm and eval70_v1 trials of the
     SFT policy (its first batches: rows, turns, outcomes, seconds), each inside what the budget leaves."""
@@ -559,10 +718,10 @@ def probe(run: Run, paths: dict[str, Path]) -> None:
 
     from skillgate_core.evaluation.stage import evaluate_export
 
-    profile = "selector_clean_oracle_action_credit"
+    profile = PROBE_ARM.kind
     steps = run.a.probe_grpo_steps
     if steps and run.left() > run.a.probe_grpo_min_s:
-        cfg = replace(run.cfg["grpo"], profile=profile, steps=steps, checkpoint_every=steps)
+        cfg = replace(arm_config(run.cfg, PROBE_ARM), steps=steps, checkpoint_every=steps)
         try:
             rec = run.stage(f"probe_grpo_{profile}_{steps}", "grpo", cfg, grpo_inputs(paths, profile))
             rows = [json.loads(x) for x in (Path(rec.out_dir) / "training" / "metrics.jsonl").read_text().splitlines()
@@ -650,7 +809,7 @@ def paper(run: Run, collected: list[Path]) -> Any:
     rows = run.home / "paper-input" / "eval_rows"
     shutil.rmtree(rows, ignore_errors=True)
     rows.mkdir(parents=True)
-    found = {"eval": [], "training": []}
+    found: dict[str, list[str]] = {"eval": [], "training": []}
     for root in collected:
         for f in sorted(Path(root).rglob("eval/*/eval_trials.parquet")):
             method = f.parent.name
@@ -682,7 +841,7 @@ def paper(run: Run, collected: list[Path]) -> Any:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=["write-bench", "prep", "arm", "eval", "probe", "select", "paper", "all"])
+    p.add_argument("command", choices=["write-bench", "arms", "prep", "arm", "eval", "probe", "select", "paper", "all"])
     p.add_argument("target", nargs="?", default="", help="write-bench: the .tar.xz to write")
     p.add_argument("--scale", default="h200", choices=["h200", "smollm2", "tiny", "tiny-llama"])
     p.add_argument("--home", default=os.environ.get("LR_HOME", "/tmp/skillgate-lr"),
@@ -690,7 +849,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bench", default="", help="the bench: write-bench's .tar.xz or a folder ('' = build it here)")
     p.add_argument("--out", default="", help="results folder (default $OUT/lr, else benchmarks/results/gpu/lr)")
     p.add_argument("--tag", default="", help="suffix of the command's JSON (two processes writing one --out)")
-    p.add_argument("--profile", action="append", default=[], help="arm / eval: a profile of ARMS, or 'sft' for eval")
+    p.add_argument("--arms", "--profile", dest="arms", action="append", default=[],
+                   help="arms / prep / arm / eval / probe / all: the arms, space- or comma-separated, each PROFILE "
+                        "(seed 0) or PROFILE@sN (GRPO seed N), PROFILE a GRPO profile or bc / dpo; eval also "
+                        f"'{SFT_METHOD}' (default: {' '.join(DEFAULT_ARMS)}; eval: {SFT_METHOD} and those)")
     p.add_argument("--eval", action="store_true", help="arm: evaluate the export right after training")
     p.add_argument("--collected", action="append", default=[], help="paper: folders holding eval/ and training/")
     p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
@@ -715,14 +877,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not a.out:
         a.out = str(Path(os.environ["OUT"]) / "lr") if os.environ.get("OUT") else str(ROOT / "benchmarks/results/gpu/lr")
-    bad = [x for x in a.profile if x not in (*ARMS, SFT_METHOD)]
-    if bad:
-        p.error(f"unknown --profile {bad}; arms: {', '.join(ARMS)} (eval also: {SFT_METHOD})")
+    # every arm is checked here, before a command writes or runs anything
+    try:
+        named = parse_arms(a.arms, sft=a.command == "eval")
+    except ValueError as exc:
+        p.error(f"--arms: {exc}")
+    if named and a.command in ("write-bench", "select", "paper"):
+        p.error(f"--arms: {a.command} trains and evaluates no arm")
+    a.arm_list = named or ([SFT_METHOD] if a.command == "eval" else []) + [Arm(k) for k in DEFAULT_ARMS]
+    a.trained = tuple(x for x in a.arm_list if isinstance(x, Arm))
+    baselines = sorted({x.kind for x in a.trained if x.stage != "grpo"})
+    if baselines and a.scale == "h200":
+        p.error(f"--arms: scale h200 has no {'/'.join(baselines)} config (LoRA on its randomly initialised base "
+                "does not act); smollm2 and tiny have")
     return a
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = parse(argv)
+    if a.command == "arms":  # what the other commands would train, checked (learning_result.sh asks this first)
+        listing = [{"label": x.label, "stage": x.stage, "kind": x.kind, "seed": x.seed} for x in a.trained]
+        print(json.dumps(listing))
+        return {"arms": listing}
     if a.command == "write-bench":
         if not a.target:
             raise SystemExit("write-bench needs the .tar.xz path to write")
@@ -751,18 +927,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.command == "paper":
             paper(run, [Path(c).resolve() for c in a.collected] or [run.out])
         else:
-            # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --profile sft`) runs right
+            # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --arms sft`) runs right
             # after SFT, before rl-data-prep spends the budget
-            policy_only = (a.command == "select" or (a.command == "probe" and not a.probe_grpo_steps)
-                           or (a.command == "eval" and set(a.profile) == {SFT_METHOD}))
-            paths = prep(run, () if policy_only else ARMS)
+            policy_only = a.command == "select" or (a.command == "probe" and not a.probe_grpo_steps)
+            tables = () if policy_only else a.trained + ((PROBE_ARM,) if a.command == "probe" else ())
+            paths = prep(run, tables)
             if a.command == "arm":
-                for profile in a.profile or list(ARMS):
-                    arm(run, paths, profile)
+                for one in a.trained:
+                    arm(run, paths, one)
                     if a.eval:
-                        evaluate(run, paths, profile)
+                        evaluate(run, paths, one)
             elif a.command == "eval":
-                for method in a.profile or [SFT_METHOD, *ARMS]:
+                for method in a.arm_list:
                     evaluate(run, paths, method)
             elif a.command == "probe":
                 probe(run, paths)
@@ -770,9 +946,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 base = Path(run.result["stages"]["init_model"]["outputs"]["base_model"])
                 select(run, base, paths)
             elif a.command == "all":  # the whole chain in one process (the CPU smoke)
-                for profile in ARMS:
-                    arm(run, paths, profile)
-                for method in (SFT_METHOD, *ARMS):
+                for one in a.trained:
+                    arm(run, paths, one)
+                for method in (SFT_METHOD, *a.trained):
                     evaluate(run, paths, method)
                 paper(run, [run.out])
     finally:

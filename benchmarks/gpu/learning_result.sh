@@ -5,16 +5,23 @@
 #
 #   PART=a  on GPU 0: init-model -> collect (reference teacher, selection noise) -> sft, then the first eval70_v1
 #           trials of the SFT policy (does it act, does it copy a slate name: the measurement that decides b and c),
-#           then rl-data-prep x 3 and a short GRPO run of the SkillGate arm (its step time sizes b), each only if
-#           the budget leaves room
-#   PART=b  prep (reused when the machine is warm, else rebuilt), then GRPO of the three arms (mixed_task_reward,
-#           SkillGate = selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only), one process
-#           each, in parallel over the GPUs round-robin                                   (any number of GPUs)
+#           then rl-data-prep of the arms' tables and a short GRPO run of the SkillGate arm (its step time sizes b),
+#           each only if the budget leaves room
+#   PART=b  prep (reused when the machine is warm, else rebuilt), then the training of every arm of ARMS (default
+#           the three GRPO arms mixed_task_reward, SkillGate = selector_clean_oracle_action_credit,
+#           selector_clean_oracle_masked_task_only), one process each, in parallel over the GPUs round-robin (any
+#           number of arms and GPUs: several processes share a GPU)
 #   PART=c  prep, then eval70_v1 of the SFT policy and of each arm, in parallel likewise (needs the machine warm
 #           from b: an arm's export is never rebuilt implicitly; an evaluation cut off resumes in another c)
-#   PART=all prep, then eval70 of the SFT policy and GRPO + eval70 of each arm, all in parallel: the whole result
-#           in one command (a fresh machine; fewer GRPO steps: LR_ARGS="--grpo-steps N")
+#   PART=all prep, then eval70 of the SFT policy and training + eval70 of each arm, all in parallel: the whole
+#           result in one command (a fresh machine; fewer GRPO steps: LR_ARGS="--grpo-steps N")
 #   PART=d  CPU machine: the paper build from what a-c brought back (LR_COLLECTED: folders or .tar.gz files)
+#
+# ARMS: the arms, space- or comma-separated, each PROFILE (GRPO seed 0) or PROFILE@sN (GRPO seed N), PROFILE one of
+# the seven GRPO profiles (skillgate_core/rl/profiles.py) or bc / dpo (the supervised baselines from the same SFT
+# policy); e.g. ARMS="mixed_task_reward@s1 selector_action_credit no_skill bc". Every GRPO arm is the scale's one
+# [grpo] config with its profile and seed set; a seeded arm's eval rows are labelled PROFILE@sN. An unknown or
+# malformed arm ends the command before prep (learning_result.py arms).
 #
 # State between commands: the stage cache under LR_HOME (/tmp/skillgate-lr on the device machine). A machine
 # still warm from the last command reuses every finished stage (so b and c should follow a, and each other,
@@ -23,8 +30,8 @@
 #
 # Carried (device `carry`): .devbundle (install_bundle.sh: trl, datasets, deepspeed, ...), and the checkout copy
 # holding .lr/bench.tar.xz (`learning_result.py write-bench`, ~7 MB) and .bwrap/*.deb (bubblewrap + libs).
-# Results: $OUT/lr_<part>.tar.gz (the driver's JSON per command, eval/<method>/, training/<profile>/; no
-# weights) and $OUT/lr_<part>.log. Environment: BUDGET_S (default 540: the whole command), DEVBUNDLE,
+# Results: $OUT/lr_<part>.tar.gz (the driver's JSON per command, eval/<label>/, training/<label>/; no
+# weights) and $OUT/lr_<part>.log. Environment: ARMS, BUDGET_S (default 540: the whole command), DEVBUNDLE,
 # BWRAP_DEBS, LR_BENCH, LR_HOME, LR_ARGS (extra driver arguments, e.g. "--grpo-steps 12 --eval-repeats 1").
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -78,8 +85,14 @@ if [ "$part" = d ]; then  # CPU machine: the paper from the returned files
   exit $?
 fi
 
+arms_text=${ARMS:-mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only}
+read -ra arms <<< "${arms_text//,/ }"
+
 {
   setup
+  # every arm checked before anything runs (an unknown profile, a malformed seed, an arm named twice)
+  # shellcheck disable=SC2086  # LR_ARGS: driver arguments, split
+  "$py" "$driver" arms ${LR_ARGS:-} --arms "${arms[*]}" || { echo "ARMS=\"$arms_text\": refused"; exit 2; }
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
   case "$part" in
     a)
@@ -89,38 +102,38 @@ fi
       CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-grpo-steps 0 --tag a_eval --budget-s $(( $(left) - 40 )) \
         > "$OUT/probe_eval.log" 2>&1
       echo "eval probe exit $?"
-      echo "== $(date -u +%T) rl-data-prep x 3, then the GRPO probe, on GPU 0 ($(left) s left)"
-      CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-eval-trials 0 --tag a_grpo --budget-s $(( $(left) - 40 )) \
-        > "$OUT/probe_grpo.log" 2>&1
+      echo "== $(date -u +%T) rl-data-prep of the arms' tables, then the GRPO probe, on GPU 0 ($(left) s left)"
+      CUDA_VISIBLE_DEVICES=0 lr 25 probe --probe-eval-trials 0 --arms "${arms[*]}" --tag a_grpo \
+        --budget-s $(( $(left) - 40 )) > "$OUT/probe_grpo.log" 2>&1
       echo "grpo probe exit $?"
       grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/probe_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -24
       mkdir -p "$OUT/lr" && mv "$OUT"/probe_*.log "$OUT/lr/" ;;
     b|c|all)
       echo "== $(date -u +%T) prep on GPU 0 ($(left) s left)"
-      CUDA_VISIBLE_DEVICES=0 lr 60 prep --tag "${part}_prep"; echo "prep exit $?"
-      # b: the three arms' GRPO; c: eval70 of the SFT policy and of each arm. One process each, spread over the
-      # GPUs round-robin (a 25M policy leaves an H200 mostly idle: two processes share one well)
-      # all: the SFT policy's eval70 and each arm's GRPO followed by its eval70, in one command (a fresh machine)
-      arms=(mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only)
-      # b after a probe on this machine: the steps that fit what is left (two arms share a GPU when there are
+      CUDA_VISIBLE_DEVICES=0 lr 60 prep --arms "${arms[*]}" --tag "${part}_prep"; echo "prep exit $?"
+      # b: each arm's training; c: eval70 of the SFT policy and of each arm. One process each, spread over the
+      # GPUs round-robin (SmolLM2-135M leaves an H200 mostly idle: 2026-12-01, three arms shared one)
+      # all: the SFT policy's eval70 and each arm's training followed by its eval70, in one command
+      # b after a probe on this machine: the steps that fit what is left (arms share a GPU when there are
       # fewer GPUs than arms), chosen once and kept in the home for c (an explicit --grpo-steps wins)
       fit=""
       if [ "$part" = b ] && [ -f "$LR_HOME/probe_timing.json" ]; then
-        n=$(( gpus > 0 ? gpus : 1 )); share=$(( (3 + n - 1) / n ))
+        n=$(( gpus > 0 ? gpus : 1 )); share=$(( (${#arms[@]} + n - 1) / n ))
         fit="--fit-budget-s $(( $(left) - 45 )) --gpu-share $share"
         echo "== fitting the GRPO steps to $(( $(left) - 45 )) s, $share arm(s) a GPU: $(cat "$LR_HOME/probe_timing.json" | tr -d '\n ')"
       fi
-      case "$part" in
-        b) jobs=("${arms[@]}"); cmds=("arm $fit" "arm $fit" "arm $fit") ;;
-        c) jobs=(sft "${arms[@]}"); cmds=(eval eval eval eval) ;;
-        all) jobs=(sft "${arms[@]}"); cmds=(eval "arm --eval" "arm --eval" "arm --eval") ;;
-      esac
+      jobs=(); cmds=()
+      if [ "$part" != b ]; then jobs=(sft); cmds=(eval); fi
+      for one in "${arms[@]}"; do
+        jobs+=("$one")
+        case "$part" in b) cmds+=("arm $fit") ;; c) cmds+=(eval) ;; all) cmds+=("arm --eval") ;; esac
+      done
       pids=()
       for i in "${!jobs[@]}"; do
         g=$(( i % (gpus > 0 ? gpus : 1) ))
         echo "== $(date -u +%T) GPU $g: ${cmds[$i]} ${jobs[$i]} ($(left) s left)"
         # shellcheck disable=SC2086  # cmds[i] is a subcommand and its flag
-        CUDA_VISIBLE_DEVICES=$g lr 25 ${cmds[$i]} --profile "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
+        CUDA_VISIBLE_DEVICES=$g lr 25 ${cmds[$i]} --arms "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
         pids+=($!)
       done
       for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "${cmds[$i]} ${jobs[$i]} exit $?"; done

