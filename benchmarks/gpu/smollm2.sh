@@ -35,9 +35,9 @@
 #   second seed and further profiles, e.g.
 #     ARMS="mixed_task_reward@s1 selector_clean_oracle_action_credit@s1 selector_clean_oracle_masked_task_only@s1
 #           selector_action_credit mixed_separated no_skill"
-#   are six arms on one GPU: not measured; expect at least twice the three arms' time, so the training may need
-#   a further `arms` call (a cut-off arm resumes) before the evaluations. Pass SKILLGATE_GIT_COMMIT literally:
-#   the device's copy has the session's first commit as its git HEAD.
+#   are six arms sharing one GPU: not measured (three took ~300 s); if the training outlasts one call, repeat
+#   PART=b arms with the next ARMS_TAG (a cut-off arm resumes) before the evaluations. Pass
+#   SKILLGATE_GIT_COMMIT literally: the device's copy has the session's first commit as its git HEAD.
 #
 # On the CPU machine, once:
 #   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
