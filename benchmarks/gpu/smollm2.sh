@@ -31,11 +31,11 @@
 #   probes, rl-data-prep: ~330 s), then PART=b ARMS_TAG=1 arms (the arms' training alone, in parallel), then
 #   ARMS_TAG=2 arms (PART=all: an arm cut off resumes from its checkpoint, then the eval70 runs). Measured
 #   2026-12-01 on one H200 at commit 699696b: three GRPO arms of 16 steps in parallel ~300 s, the four eval70
-#   runs (SFT + three arms) in parallel ~225 s, init + collect + SFT + probes + prep ~330 s. The next run's
-#   second seed and further profiles, e.g.
-#     ARMS="mixed_task_reward@s1 selector_clean_oracle_action_credit@s1 selector_clean_oracle_masked_task_only@s1
-#           selector_action_credit mixed_separated no_skill"
-#   are six arms sharing one GPU: not measured (three took ~300 s); if the training outlasts one call, repeat
+#   runs (SFT + three arms) in parallel ~225 s, init + collect + SFT + probes + prep ~330 s. The next run (a new
+#   SFT policy: renamed slates now shuffle the name suffixes) reruns the three arms and adds their second seed:
+#     ARMS="mixed_task_reward selector_clean_oracle_action_credit selector_clean_oracle_masked_task_only
+#           mixed_task_reward@s1 selector_clean_oracle_action_credit@s1 selector_clean_oracle_masked_task_only@s1"
+#   These are six arms sharing one GPU: not measured (three took ~300 s); if the training outlasts one call, repeat
 #   PART=b arms with the next ARMS_TAG (a cut-off arm resumes) before the evaluations. Pass
 #   SKILLGATE_GIT_COMMIT literally: the device's copy has the session's first commit as its git HEAD.
 #
