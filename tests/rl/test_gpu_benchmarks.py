@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.ctrl_c import own_group, signal_when_ready
 from support.sandbox_fixtures import skip_without_bwrap
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,7 +249,6 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     # machine resumes the arm from its latest checkpoint (not from step 0), and `eval` finds the export (~2 min).
     import os
     import signal
-    import time
 
     from skillgate_core.envs import bwrap_sandbox
 
@@ -258,15 +258,11 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     common = ["--scale", "tiny-llama", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out"),
               "--grpo-steps", "5"]
     arm = ["arm", "--arms", "mixed_task_reward", *common]
-    first = subprocess.Popen([*driver, *arm, "--tag", "cut"], cwd=REPO, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
     experiments = tmp_path / "home" / "experiments"
-    deadline = time.monotonic() + 600
-    while not list(experiments.glob("grpo-mixed-task-reward-*/segments/*/checkpoints/step_00000002")):
-        assert first.poll() is None and time.monotonic() < deadline, "the arm ended before its second checkpoint"
-        time.sleep(0.5)
-    os.killpg(first.pid, signal.SIGTERM)
-    first.wait(timeout=60)
+    with own_group([*driver, *arm, "--tag", "cut"], env=os.environ, cwd=REPO, quiet=True) as first:
+        # SIGTERM, as the device script's `timeout` sends it, once the arm has its second checkpoint
+        signal_when_ready(first, signal.SIGTERM, wait_s=600, exit_s=60, ready=lambda: bool(
+            list(experiments.glob("grpo-mixed-task-reward-*/segments/*/checkpoints/step_00000002"))))
     done = subprocess.run([*driver, *arm, "--tag", "resumed"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "resuming grpo-mixed-task-reward-" in done.stdout
@@ -301,7 +297,6 @@ def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_
     # 2026-12-01 on the H200 the arms' evaluations were cut off and their rows stayed on the machine (~1 min)
     import os
     import signal
-    import time
 
     from skillgate_core.envs import bwrap_sandbox
 
@@ -310,13 +305,9 @@ def test_an_evaluation_cut_off_by_the_budget_brings_back_the_rows_it_played(tmp_
     home, out = tmp_path / "home", tmp_path / "out"
     cmd = [sys.executable, str(GPU / "learning_result.py"), "eval", "--arms", "sft", "--scale", "tiny-llama",
            "--home", str(home), "--out", str(out), "--eval-batch", "1"]
-    run = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 600
-    while not list(home.glob("experiments/*/eval/*/rows/*/row.json")):
-        assert run.poll() is None and time.monotonic() < deadline, "the evaluation ended before its first row"
-        time.sleep(0.1)
-    os.killpg(run.pid, signal.SIGTERM)
-    run.wait(timeout=60)
+    with own_group(cmd, env=os.environ, cwd=REPO, quiet=True) as run:  # cut off by the budget after its first row
+        signal_when_ready(run, signal.SIGTERM, wait_s=600, exit_s=60,
+                          ready=lambda: bool(list(home.glob("experiments/*/eval/*/rows/*/row.json"))))
     kept = json.loads((out / "eval.json").read_text())["eval_incomplete"]["sft"]
     rows = [json.loads(x) for x in (out / "eval" / "sft" / "partial_rows.jsonl").read_text().splitlines()]
     assert 1 <= kept["trials"] == len(rows) < 8 and {r["method"] for r in rows} == {"sft"}
