@@ -9,7 +9,9 @@ bit-identical on a GPU). Exports of trained arms are never rebuilt implicitly: `
 that this home has not trained.
 
 Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the seven GRPO
-profiles (skillgate_core/rl/profiles.py) or a baseline (bc, dpo), N the seed (PROFILE alone: seed 0).
+profiles (skillgate_core/rl/profiles.py) or a baseline (bc, dpo), N the seed (PROFILE alone: seed 0). A
+two-stream profile may name labelled variants (docs/method.md): PROFILE+identity_first_mention@s1; the
+variants are part of the label.
 A GRPO arm is the scale's one [grpo] config with its profile and seed set (arm_config): no arm can
 run other hyperparameters than another. Its eval method label and out folders are PROFILE at seed 0
 (the labels of the runs before seeds existed) and PROFILE@sN otherwise. `arms` checks a list and
@@ -101,23 +103,27 @@ BASELINES = ("bc", "dpo")
 """The supervised selection baselines (stages bc and dpo, docs/method.md 7) as arms: trained from the same SFT
 policy on the same RL table's slate prompts, evaluated like the GRPO arms."""
 
-_ARM_TEXT = re.compile(r"(?P<kind>[a-z_]+)(?:@s(?P<seed>0|[1-9][0-9]*))?")
+_ARM_TEXT = re.compile(r"(?P<kind>[a-z_]+)(?P<variants>(?:\+[a-z_]+)*)(?:@s(?P<seed>0|[1-9][0-9]*))?")
 
 
 @dataclass(frozen=True)
 class Arm:
-    """One trained arm of the learning result, written PROFILE or PROFILE@sN (--arms, ARMS=)."""
+    """One trained arm of the learning result, written PROFILE[+VARIANT...][@sN] (--arms, ARMS=)."""
 
     kind: str
     """A GRPO profile (skillgate_core/rl/profiles.py) or a baseline of BASELINES."""
     seed: int = 0
     """The GRPO seed (prompt order and sampling), or the baseline trainer's seed (data order, adapter init)."""
+    variants: tuple[str, ...] = ()
+    """Labelled GRPO variants the arm switches on (skillgate_core.rl.grpo_config.VARIANTS, in that order):
+    ablations beside the method, only for the two-stream profiles (docs/method.md, Labelled variants)."""
 
     @property
     def label(self) -> str:
-        """The eval `method` label and the name of the arm's out folders: the kind alone at seed 0 (the rows
-        collected before arms had seeds keep pairing with the new ones), KIND@sN otherwise."""
-        return self.kind if self.seed == 0 else f"{self.kind}@s{self.seed}"
+        """The eval `method` label and the name of the arm's out folders: KIND[+VARIANT...], with @sN when the
+        seed is not 0 (the rows collected before arms had seeds keep pairing with the new ones)."""
+        name = "+".join((self.kind, *self.variants))
+        return name if self.seed == 0 else f"{name}@s{self.seed}"
 
     @property
     def stage(self) -> str:
@@ -137,13 +143,30 @@ def arm_choices() -> tuple[str, ...]:
 
 
 def parse_arm(text: str) -> Arm:
-    """PROFILE (seed 0) or PROFILE@sN (seed N >= 0, no leading zeros: one text per label); ValueError naming the
-    arm and the choices."""
+    """PROFILE[+VARIANT...][@sN]: seed N >= 0 (absent: 0; no leading zeros), each VARIANT a labelled GRPO variant
+    written at most once and in VARIANTS order (one text per label); ValueError naming the arm and the choices."""
+    from skillgate_core.rl.grpo_config import VARIANTS  # pure Python: no torch
+
     m = _ARM_TEXT.fullmatch(text)
     if m is None or m["kind"] not in arm_choices():
-        why = "unknown profile" if m is not None else "expected PROFILE or PROFILE@sN (N >= 0)"
+        why = "unknown profile" if m is not None else "expected PROFILE or PROFILE@sN (N >= 0), PROFILE[+VARIANT...]"
         raise ValueError(f"arm {text!r}: {why}; profiles: {', '.join(arm_choices())}")
-    return Arm(m["kind"], int(m["seed"] or 0))
+    variants = tuple(v for v in m["variants"].split("+") if v)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"arm {text!r}: unknown variant {unknown[0]!r}; variants: {', '.join(VARIANTS)}")
+    if list(variants) != sorted(set(variants), key=VARIANTS.index):
+        raise ValueError(f"arm {text!r}: variants must be named once each, in the order {'+'.join(VARIANTS)}")
+    if variants and m["kind"] in BASELINES:
+        raise ValueError(f"arm {text!r}: variants are GRPO options; {m['kind']} is a supervised baseline")
+    arm = Arm(m["kind"], int(m["seed"] or 0), variants)
+    if variants:
+        from skillgate_core.rl.profiles import get_profile
+
+        if get_profile(arm.kind).loss != "two_stream":
+            raise ValueError(f"arm {text!r}: {', '.join(variants)} is a variant of the two-stream (selector credit) "
+                             f"profiles; {arm.kind} has no selector stream")
+    return arm
 
 
 def parse_arms(texts: list[str], *, sft: bool) -> list[Arm | str]:
@@ -166,12 +189,12 @@ def parse_arms(texts: list[str], *, sft: bool) -> list[Arm | str]:
 
 def arm_config(cfg: dict[str, Any], arm: Arm) -> Any:
     """The training config of one arm, and the only place one is made: a GRPO arm is the scale's single
-    [grpo] config (steps, learning rate, group size, rejection cap, turns, ...) with the arm's profile and
-    seed set, a baseline is its stage's single config with its seed set. So no two arms of a stage can
-    differ in anything but the profile and the seed (at seed 0 the config is the one trained before arms
-    had seeds: every scale's GRPO seed is 0)."""
+    [grpo] config (steps, learning rate, group size, rejection cap, turns, ...) with the arm's profile,
+    seed and labelled variants set, a baseline is its stage's single config with its seed set. So no two arms
+    of a stage can differ in anything but the profile, the seed and the named variants (at seed 0 without a
+    variant the config is the one trained before arms had seeds: every scale's GRPO seed is 0)."""
     if arm.stage == "grpo":
-        return replace(cfg["grpo"], profile=arm.kind, seed=arm.seed)
+        return replace(cfg["grpo"], profile=arm.kind, seed=arm.seed, **{v: True for v in arm.variants})
     return replace(cfg[arm.kind], seed=arm.seed)
 
 
@@ -896,7 +919,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = parse(argv)
     if a.command == "arms":  # what the other commands would train, checked (learning_result.sh asks this first)
-        listing = [{"label": x.label, "stage": x.stage, "kind": x.kind, "seed": x.seed} for x in a.trained]
+        listing = [{"label": x.label, "stage": x.stage, "kind": x.kind, "seed": x.seed, **(
+            {"variants": list(x.variants)} if x.variants else {})} for x in a.trained]
         print(json.dumps(listing))
         return {"arms": listing}
     if a.command == "write-bench":

@@ -335,6 +335,12 @@ def test_arms_are_profiles_with_a_seed_and_a_bad_one_is_refused_before_anything_
         "mixed_task_reward@s-1": "arm 'mixed_task_reward@s-1': expected",
         "sft": "arm 'sft': the SFT policy is evaluated",
         "mixed_task_reward mixed_task_reward@s0": "arms named twice: mixed_task_reward",
+        "selector_action_credit+no_such": "arm 'selector_action_credit+no_such': unknown variant 'no_such'",
+        "selector_action_credit+identity_first_mention+selector_on_zero_variance": "in the order "
+                                                                                   "selector_on_zero_variance+",
+        "selector_action_credit+identity_first_mention+identity_first_mention": "named once each",
+        "mixed_task_reward+identity_first_mention": "mixed_task_reward has no selector stream",
+        "dpo+identity_first_mention": "dpo is a supervised baseline",
     }
     for text, message in refused.items():
         home, out = tmp_path / "home", tmp_path / "out"
@@ -353,6 +359,38 @@ def test_arms_are_profiles_with_a_seed_and_a_bad_one_is_refused_before_anything_
     assert lr.main(["arms", "--arms", "no_skill@s4 dpo", "--scale", "tiny"]) == {"arms": [
         {"label": "no_skill@s4", "stage": "grpo", "kind": "no_skill", "seed": 4},
         {"label": "dpo", "stage": "dpo", "kind": "dpo", "seed": 0}]}
+
+
+def test_a_labelled_variant_is_an_arm_of_its_own_differing_only_in_that_variant():
+    """PROFILE+VARIANT@sN: the recipe's one [grpo] config with the variant switched on, its own label (eval rows,
+    folders, experiment id) and the profile's own rl-data-prep table."""
+    from dataclasses import asdict
+
+    from skillgate_core.rl.grpo_stage import default_experiment_id
+
+    lr = _learning_result()
+    cfg = lr.scale_configs("smollm2")
+    method = lr.parse_arm("selector_clean_oracle_action_credit")
+    variant = lr.parse_arm("selector_clean_oracle_action_credit+identity_first_mention@s1")
+    both = lr.parse_arm("selector_action_credit+selector_on_zero_variance+identity_first_mention")
+    assert (variant.kind, variant.seed, variant.variants) == ("selector_clean_oracle_action_credit", 1,
+                                                              ("identity_first_mention",))
+    assert variant.label == "selector_clean_oracle_action_credit+identity_first_mention@s1"
+    assert variant.record_label == "grpo_" + variant.label
+    assert both.label == "selector_action_credit+selector_on_zero_variance+identity_first_mention"
+    a, b = lr.arm_config(cfg, method), lr.arm_config(cfg, variant)
+    assert b.identity_first_mention and not a.identity_first_mention and b.variant == "identity_first_mention"
+    assert {k: v for k, v in asdict(b).items() if k not in ("seed", "identity_first_mention")} == {
+        k: v for k, v in asdict(a).items() if k not in ("seed", "identity_first_mention")}
+    assert lr.arm_config(cfg, both).selector_on_zero_variance and lr.arm_config(cfg, both).identity_first_mention
+    assert lr.data_profile(cfg, variant) == lr.data_profile(cfg, method) == method.kind
+    inputs = {"sft_model": Path("/s"), "rl_data": Path("/r"), "bench": Path("/b")}
+    assert default_experiment_id(replace(b, seed=0), inputs) != default_experiment_id(a, inputs)
+    listing = lr.main(["arms", "--arms", "selector_clean_oracle_action_credit selector_clean_oracle_action_credit"
+                       "+identity_first_mention", "--scale", "tiny"])["arms"]
+    assert [x["label"] for x in listing] == ["selector_clean_oracle_action_credit",
+                                             "selector_clean_oracle_action_credit+identity_first_mention"]
+    assert "variants" not in listing[0] and listing[1]["variants"] == ["identity_first_mention"]
 
 
 def test_the_default_arms_train_and_evaluate_the_configs_they_did_before_seeds_and_a_seed_changes_only_the_seed():
