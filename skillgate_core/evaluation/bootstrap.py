@@ -17,12 +17,19 @@ one comparison uses the same draws.
     result = paired_bootstrap(skillgate, baseline, resamples=10_000, seed=0)
     result.interval("trial_success")  # BootstrapInterval(statistic='trial_success', difference=0.05, ...)
 
-Refuses two fingerprints (ProtocolMismatchError) and two task sets (TaskSetMismatchError).
+Seeds pooled (`pooled_paired_bootstrap`: an arm trained at several seeds against the baseline at the
+same seeds): a task's cluster is all its trials over those seeds, so a resample draws a task with every
+seed's trials of it. Rates pool those trials (n and x summed over seeds); a task's pass@k is the mean
+over the seeds of that seed's unbiased pass@k (k trials drawn within one seed's repeats, never across
+seeds), so the pooled pass@k is the mean of the per-seed pass@k values. One seed is `paired_bootstrap`.
+
+Refuses two fingerprints (ProtocolMismatchError) and two task sets (TaskSetMismatchError), between the
+method and the baseline and between seeds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +47,7 @@ __all__ = [
     "bootstrap_differences",
     "paired_bootstrap",
     "percentile_interval",
+    "pooled_paired_bootstrap",
     "rate_differences",
 ]
 
@@ -87,6 +95,14 @@ class PairedBootstrap:
     intervals: tuple[BootstrapInterval, ...]
     distributions: dict[str, np.ndarray] = field(repr=False, compare=False)
     """statistic -> the B resampled differences (for the figure; not in to_json)."""
+    arm_seeds: tuple[int, ...] = ()
+    """Training seeds of the two arms whose trials it compares: one for a per-seed comparison, several when
+    seeds are pooled (`pooled_paired_bootstrap`); empty when the caller did not say."""
+
+    @property
+    def pooled(self) -> bool:
+        """Whether it pools the trials of several seeds."""
+        return len(self.arm_seeds) > 1
 
     def interval(self, statistic: str) -> BootstrapInterval:
         """The interval of one statistic (KeyError naming those there are)."""
@@ -99,7 +115,7 @@ class PairedBootstrap:
         return {
             "method": self.method, "baseline": self.baseline, "fingerprint": self.fingerprint,
             "tasks": self.tasks, "resamples": self.resamples, "seed": self.seed,
-            "confidence": self.confidence, "k": self.k,
+            "confidence": self.confidence, "k": self.k, "arm_seeds": list(self.arm_seeds),
             "intervals": [dict(i.__dict__) for i in self.intervals],
         }
 
@@ -120,18 +136,27 @@ class _TaskArrays:
 _RATES = ("trial_success", *SELECTION_RATES)
 
 
-def _task_arrays(trials: Sequence[Trial], k: int, label: str) -> _TaskArrays:
-    counts = {rate: task_counts(trials, TRIAL_RATES[rate]) for rate in _RATES}
-    success = counts["trial_success"]
-    short = {t: n for t, (n, _) in success.items() if n < k}
-    if short:
-        first = sorted(short)[0]
-        raise ValueError(f"{label}: pass@{k} needs >= {k} trials per task; {len(short)} task(s) have fewer "
-                         f"(e.g. {first}: {short[first]})")
-    tasks = list(success)
-    n = np.array([success[t][0] for t in tasks], dtype=np.float64)
-    p = np.array([pass_at_k(*success[t], k) for t in tasks], dtype=np.float64)
-    counted = {rate: np.array([per_task[t][1] for t in tasks], dtype=np.float64) for rate, per_task in counts.items()}
+def _task_arrays(groups: Sequence[tuple[str, Sequence[Trial]]], k: int) -> _TaskArrays:
+    """One side from its trials at each seed ((label, trials) per seed, the same tasks at every seed): trials
+    and counted trials summed over the seeds, pass@k the mean over the seeds of each seed's pass@k."""
+    sides = []
+    for label, trials in groups:
+        counts = {rate: task_counts(trials, TRIAL_RATES[rate]) for rate in _RATES}
+        short = {t: n for t, (n, _) in counts["trial_success"].items() if n < k}
+        if short:
+            first = sorted(short)[0]
+            raise ValueError(f"{label}: pass@{k} needs >= {k} trials per task; {len(short)} task(s) have fewer "
+                             f"(e.g. {first}: {short[first]})")
+        sides.append((label, counts))
+    first_label, first = sides[0]
+    tasks = list(first["trial_success"])
+    for label, counts in sides[1:]:  # a task's cluster must hold every seed's trials of it
+        _check_same_tasks(tasks, list(counts["trial_success"]), first_label, label)
+    n = np.array([sum(c["trial_success"][t][0] for _, c in sides) for t in tasks], dtype=np.float64)
+    p = np.array([sum(pass_at_k(*c["trial_success"][t], k) for _, c in sides) / len(sides) for t in tasks],
+                 dtype=np.float64)
+    counted = {rate: np.array([sum(c[rate][t][1] for _, c in sides) for t in tasks], dtype=np.float64)
+               for rate in _RATES}
     return _TaskArrays(tasks=tasks, trials=n, passk=p, counted=counted)
 
 
@@ -161,17 +186,47 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
 
 def paired_bootstrap(method: Sequence[Trial], baseline: Sequence[Trial], *, method_label: str, baseline_label: str,
                      method_fingerprint: str, baseline_fingerprint: str, k: int = 4,
-                     resamples: int = MIN_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> PairedBootstrap:
+                     resamples: int = MIN_RESAMPLES, seed: int = 0, confidence: float = 0.95,
+                     arm_seeds: Sequence[int] = ()) -> PairedBootstrap:
     """Paired task-cluster bootstrap of `method` - `baseline` in trial success, pass@k, oracle exposure and
-    clean-oracle rate."""
+    clean-oracle rate. `arm_seeds`: the (one) training seed both arms share, recorded in the result."""
+    return _paired([(method_label, method)], [(baseline_label, baseline)], method_label=method_label,
+                   baseline_label=baseline_label, method_fingerprint=method_fingerprint,
+                   baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
+                   confidence=confidence, arm_seeds=tuple(arm_seeds))
+
+
+def pooled_paired_bootstrap(method: Mapping[int, Sequence[Trial]], baseline: Mapping[int, Sequence[Trial]], *,
+                            method_label: str, baseline_label: str, method_fingerprint: str,
+                            baseline_fingerprint: str, k: int = 4, resamples: int = MIN_RESAMPLES, seed: int = 0,
+                            confidence: float = 0.95) -> PairedBootstrap:
+    """`paired_bootstrap` with the seeds pooled (see the module doc): `method` and `baseline` map each training
+    seed to that seed's trials, the same seeds on both sides; every seed on the same tasks."""
+    seeds = sorted(method)
+    if not seeds or seeds != sorted(baseline):
+        raise ValueError(f"pooled seeds must be the same non-empty set on both sides: {method_label} has "
+                         f"{seeds}, {baseline_label} has {sorted(baseline)}")
+    return _paired([(f"{method_label} seed {s}", method[s]) for s in seeds],
+                   [(f"{baseline_label} seed {s}", baseline[s]) for s in seeds], method_label=method_label,
+                   baseline_label=baseline_label, method_fingerprint=method_fingerprint,
+                   baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
+                   confidence=confidence, arm_seeds=tuple(seeds))
+
+
+def _paired(method: Sequence[tuple[str, Sequence[Trial]]], baseline: Sequence[tuple[str, Sequence[Trial]]], *,
+            method_label: str, baseline_label: str, method_fingerprint: str, baseline_fingerprint: str, k: int,
+            resamples: int, seed: int, confidence: float, arm_seeds: tuple[int, ...]) -> PairedBootstrap:
+    """The bootstrap of both entry points: `method` and `baseline` are (label, trials) per pooled seed."""
     fingerprint = assert_same_protocol([(method_label, method_fingerprint), (baseline_label, baseline_fingerprint)])
     if resamples < MIN_RESAMPLES:
         raise ValueError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    m = _task_arrays(method, k, method_label)
-    b = _task_arrays(baseline, k, baseline_label)
-    _check_same_tasks(m.tasks, b.tasks, method_label, baseline_label)
+    for (m_label, m_trials), (b_label, b_trials) in zip(method, baseline, strict=True):
+        _check_same_tasks(sorted({t.task_id for t in m_trials}), sorted({t.task_id for t in b_trials}),
+                          m_label, b_label)  # each seed against its own baseline first: the clearest error
+    m = _task_arrays(method, k)  # checks its seeds against each other: with the loop above, one task set
+    b = _task_arrays(baseline, k)
     t = len(m.tasks)
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(t, np.full(t, 1.0 / t), size=resamples)
@@ -190,7 +245,8 @@ def paired_bootstrap(method: Sequence[Trial], baseline: Sequence[Trial], *, meth
     )
     return PairedBootstrap(method=method_label, baseline=baseline_label, fingerprint=fingerprint, tasks=t,
                            resamples=resamples, seed=seed, confidence=confidence, k=k, intervals=intervals,
-                           distributions={name: dist for name, (_, _, dist) in observed.items()})
+                           distributions={name: dist for name, (_, _, dist) in observed.items()},
+                           arm_seeds=arm_seeds)
 
 
 def _pooled(side: _TaskArrays, rate: str) -> float:

@@ -1,6 +1,6 @@
 """pass@k against brute force, vector 9, the behaviour cost, the paired bootstrap against exact
 enumeration of every resample (docs/method.md 8-9), its oracle-exposure and clean-oracle intervals, and
-the claim check read off them."""
+the claim check read off them; seeds pooled by task (pass@k the mean of the seeds')."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from skillgate_core.evaluation.bootstrap import (
     TaskSetMismatchError,
     bootstrap_differences,
     paired_bootstrap,
+    pooled_paired_bootstrap,
     rate_differences,
 )
 from skillgate_core.evaluation.claim import claim_check
@@ -290,3 +291,72 @@ def test_claim_check_holds_only_when_all_three_intervals_agree():
     lost = claim_check(_boot(worse, baseline))
     assert [c.met for c in lost.checks] == [True, True, False] and not lost.holds
     assert "trial success -25.0 pp [-25.0, -25.0] (needs the interval not wholly below 0: no)" in lost.line()
+
+
+# --- seeds pooled: a task's cluster is all its trials over the seeds ------------------------------------------
+
+def _pooled(method: dict[int, list[Trial]], baseline: dict[int, list[Trial]], **kw):
+    return pooled_paired_bootstrap(method, baseline, method_label="skillgate", baseline_label="mixed",
+                                   method_fingerprint=FP, baseline_fingerprint=FP, **kw)
+
+
+def test_pooled_seeds_by_hand_pass_at_k_is_the_mean_of_the_seeds():
+    # Task A: the method resolves 2/4 at seed 0 and 0/4 at seed 1, the baseline 0/4 at both; task B: the method
+    # 0/4 at both, the baseline 1/4 at seed 0 and 0/4 at seed 1. Rates pool the 8 trials of a task; pass@4 is
+    # each seed's pass@4 averaged: A's method 1/2 (not pass@4 of 2 in 8 = 55/70), B's baseline 1/2.
+    method = {0: trials({"A": ["resolved", "resolved", "fail", "fail"], "B": ["fail"] * 4}),
+              1: trials({"A": ["fail"] * 4, "B": ["error", "fail", "fail", "fail"]})}
+    baseline = {0: trials({"A": ["fail"] * 4, "B": ["fail", "resolved", "fail", "fail"]}),
+                1: trials({"A": ["fail"] * 4, "B": ["fail"] * 4})}
+    r = _pooled(method, baseline, seed=4)
+    assert r.arm_seeds == (0, 1) and r.pooled and r.tasks == 2 and r.to_json()["arm_seeds"] == [0, 1]
+    success, passk = r.interval("trial_success"), r.interval("pass@4")
+    assert (success.method_value, success.baseline_value, success.difference) == (2 / 16, 1 / 16, 1 / 16)
+    assert (passk.method_value, passk.baseline_value, passk.difference) == (0.25, 0.25, 0.0)
+    # 4 equally likely task draws, each task with both seeds' trials: (A,A) (A,B) (B,A) (B,B)
+    for statistic, draws in (("trial_success", [4 / 16, 1 / 16, 1 / 16, -2 / 16]), ("pass@4", [0.5, 0.0, 0.0, -0.5])):
+        values, counts = np.unique(r.distributions[statistic], return_counts=True)
+        assert values.tolist() == pytest.approx(sorted(set(draws)))
+        assert counts / counts.sum() == pytest.approx([0.25, 0.5, 0.25], abs=0.02)
+        assert (r.interval(statistic).ci_low, r.interval(statistic).ci_high) == pytest.approx((min(draws), max(draws)))
+
+
+def test_pooled_seeds_resample_a_task_with_all_its_seeds():
+    # Seed 0: the method reads the oracle in one more trial of every task; seed 1: one fewer. Pooled per task the
+    # difference is 0: with every seed's trials of a task drawn together no resample can move it off 0 (drawing
+    # the seeds apart would give an interval around 0, not [0, 0]).
+    more = {f"t{i}": 2 + i % 2 for i in range(12)}
+    fewer = {f"t{i}": 1 + i % 2 for i in range(12)}
+    r = _pooled({0: exposure_arm(more), 1: exposure_arm(fewer)}, {0: exposure_arm(fewer), 1: exposure_arm(more)})
+    exposure = r.interval("oracle_exposure")
+    assert (exposure.difference, exposure.ci_low, exposure.ci_high) == (0.0, 0.0, 0.0)
+    per_seed = _boot(exposure_arm(more), exposure_arm(fewer)).interval("oracle_exposure")
+    assert per_seed.ci_low > 0  # one seed alone: the interval is above 0
+
+
+def test_two_copies_of_one_seed_pool_to_that_seed():
+    method, baseline = exposure_arm(MORE_ORACLE), exposure_arm(BASELINE_ORACLE)
+    one = _boot(method, baseline, seed=7)
+    two = _pooled({0: method, 3: list(method)}, {0: baseline, 3: list(baseline)}, seed=7)
+    assert two.intervals == one.intervals and two.arm_seeds == (0, 3) and one.arm_seeds == ()
+    for statistic, dist in one.distributions.items():
+        assert np.allclose(two.distributions[statistic], dist, rtol=0, atol=1e-12), statistic
+
+
+def test_pooled_seeds_refusals():
+    m = trials({"a": ["resolved"] * 4, "b": ["fail"] * 4})
+    with pytest.raises(ValueError, match=r"the same non-empty set on both sides: skillgate has \[0, 1\], mixed has "
+                                         r"\[0\]"):
+        _pooled({0: m, 1: m}, {0: m})
+    with pytest.raises(ValueError, match="the same non-empty set"):
+        _pooled({}, {})
+    other = trials({"a": ["fail"] * 4, "c": ["fail"] * 4})
+    # seed 1's arm on other tasks than seed 1's baseline
+    with pytest.raises(TaskSetMismatchError, match=r"skillgate seed 1 and mixed seed 1 were evaluated on different"):
+        _pooled({0: m, 1: other}, {0: m, 1: m})
+    # both arms of seed 1 on the same tasks, but other ones than seed 0's: a task would lack a seed's trials
+    with pytest.raises(TaskSetMismatchError, match=r"skillgate seed 0 and skillgate seed 1 were evaluated"):
+        _pooled({0: m, 1: other}, {0: m, 1: other})
+    with pytest.raises(ValueError, match="skillgate seed 1: pass@4 needs >= 4 trials per task"):
+        _pooled({0: m, 1: trials({"a": ["fail"] * 3, "b": ["fail"] * 4})},
+                {0: m, 1: trials({"a": ["fail"] * 3, "b": ["fail"] * 4})})
