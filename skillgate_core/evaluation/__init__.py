@@ -9,8 +9,11 @@
 - `metrics`: trial- and task-level metrics (`pass_at_k`, `summarize_trials`, `behaviour_cost`); errors
   stay in the denominator and are also counted on their own; per-benchmark (family) breakdown.
 - `rows`: reading a folder of evaluations (eval_trials.parquet), grouping by method.
+- `arm_label`: a trained arm's method label PROFILE[+VARIANT...][@sN] read back; `seed_pairs`: which rows
+  are compared (each arm with the baseline at its seed, an arm's seeds pooled).
 - `bootstrap`: the paired task-cluster bootstrap of a method against a baseline (trial success, pass@k,
-  oracle exposure, clean-oracle rate); `claim`: SkillGate's claim read off those intervals.
+  oracle exposure, clean-oracle rate), also with seeds pooled by task; `claim`: SkillGate's claim read
+  off those intervals.
 - `tables`, `figures`: the paper's tables (markdown, LaTeX) and PNG figures from those rows.
 - `paper`, `paper_config`: the deterministic paper build (`build_paper`, stage `paper-tables`).
 - `regression`, `nightly`: the nightly's seeded task-cluster bootstrap and what it compares.

@@ -9,6 +9,9 @@ not resolve fewer trials. With the paired task-cluster bootstrap's percentile in
     trial success      difference interval not below 0 (its upper end >= 0: no significant loss)
 
 The claim holds when all three are met. Nothing is hard-coded: every verdict comes from the intervals.
+When both arms were trained at two or more shared seeds, the paper build asks it of the seeds pooled
+(bootstrap.pooled_paired_bootstrap) and lists each seed's own check beside it; the line says which
+seeds it pooled.
 
     check = claim_check(result)   # result: PairedBootstrap of SkillGate - mixed_task_reward, all tasks
     check.holds, check.line()
@@ -86,20 +89,23 @@ class ClaimCheck:
     """Coverage of the intervals read."""
     checks: tuple[CriterionCheck, ...]
     """One per criterion, in CLAIM_CRITERIA order."""
+    seeds: tuple[int, ...] = ()
+    """Training seeds of the arms whose trials the bootstrap compared (several: pooled)."""
 
     @property
     def holds(self) -> bool:
         return all(c.met for c in self.checks)
 
-    def line(self) -> str:
-        """The report's one line: verdict first, then every interval it rests on."""
+    def line(self, title: str = "**Claim check**") -> str:
+        """The report's one line: verdict first, then every interval it rests on; `title` opens it."""
         verdict = "holds" if self.holds else "does not hold"
-        return (f"**Claim check** ({self.method} - {self.baseline}, all tasks, {100 * self.confidence:g}% intervals): "
-                f"**{verdict}**. " + "; ".join(c.text() for c in self.checks) + ".")
+        pooled = f"seeds {', '.join(map(str, self.seeds))} pooled, " if len(self.seeds) > 1 else ""
+        return (f"{title} ({self.method} - {self.baseline}, {pooled}all tasks, {100 * self.confidence:g}% "
+                f"intervals): **{verdict}**. " + "; ".join(c.text() for c in self.checks) + ".")
 
     def to_json(self) -> dict[str, Any]:
         return {"method": self.method, "baseline": self.baseline, "confidence": self.confidence,
-                "holds": self.holds,
+                "seeds": list(self.seeds), "holds": self.holds,
                 "criteria": [{"statistic": c.criterion.statistic, "requirement": c.criterion.requirement,
                               "difference": c.interval.difference, "ci_low": c.interval.ci_low,
                               "ci_high": c.interval.ci_high, "met": c.met} for c in self.checks]}
@@ -112,4 +118,4 @@ def claim_check(result: PairedBootstrap, criteria: tuple[Criterion, ...] = CLAIM
         interval = result.interval(criterion.statistic)
         checks.append(CriterionCheck(criterion, interval, _met(interval, criterion.requirement)))
     return ClaimCheck(method=result.method, baseline=result.baseline, confidence=result.confidence,
-                      checks=tuple(checks))
+                      checks=tuple(checks), seeds=result.arm_seeds)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from skillgate_core.evaluation.arm_label import parse_arm_label
 from skillgate_core.evaluation.bootstrap import PairedBootstrap
 
 if TYPE_CHECKING:
@@ -146,8 +147,16 @@ def bootstrap_figure(result: PairedBootstrap, path: Path, dpi: int) -> dict[str,
     return _save(fig, path, f"Paired task-cluster bootstrap: {result.method} - {result.baseline}", dpi)
 
 
-def method_bootstrap_figure(results: Sequence[PairedBootstrap], path: Path, dpi: int) -> dict[str, Any]:
-    """One panel per statistic, stacked: each method's difference to the baseline with its percentile interval."""
+def _comparison_label(result: PairedBootstrap) -> str:
+    """A method as the figure names it: its label, with the seeds when they are pooled."""
+    return f"{result.method} (seeds {', '.join(map(str, result.arm_seeds))})" if result.pooled else result.method
+
+
+def method_bootstrap_figure(results: Sequence[PairedBootstrap], path: Path, dpi: int,
+                            heading: str | None = None) -> dict[str, Any]:
+    """One panel per statistic, stacked: each method's difference to the baseline with its percentile interval.
+    `heading`: what is compared (default: every method - the baseline, "at the method's seed" when the results
+    pair seeds with several baseline labels)."""
     plt = _pyplot()
     statistics = [i.statistic for i in results[0].intervals]
     panel_height = 1.0 + 0.35 * len(results)
@@ -161,16 +170,19 @@ def method_bootstrap_figure(results: Sequence[PairedBootstrap], path: Path, dpi:
         above = np.array([100 * i.ci_high for i in intervals]) - diffs
         ax.errorbar(diffs, y, xerr=[below, above], fmt="o", color="C0", capsize=3)
         ax.axvline(0.0, color="black", linewidth=0.8)
-        ax.set_yticks(y, [r.method for r in results], fontsize=7)
+        ax.set_yticks(y, [_comparison_label(r) for r in results], fontsize=7)
         ax.set_ylim(len(results) - 0.5, -0.5)  # the first method on top, as in the table
         ax.set_xlabel(f"{statistic} difference, method - baseline (percentage points)")
         ax.set_ylabel("method (its rows' label)")
         ax.set_title(statistic)
         ax.grid(axis="x", alpha=0.3)
     first = results[0]
-    fig.suptitle(f"every method - {first.baseline} ({first.tasks} tasks, paired by task, "
-                 f"{100 * first.confidence:g}% intervals)", fontsize=9)
-    return _save(fig, path, f"Paired task-cluster bootstrap: every method - {first.baseline}", dpi)
+    baselines = sorted({r.baseline for r in results})
+    heading = heading or ("every method - " + (baselines[0] if len(baselines) == 1 else
+                                               f"{parse_arm_label(baselines[0]).arm} at the method's seed"))
+    fig.suptitle(f"{heading} ({first.tasks} tasks, paired by task, {100 * first.confidence:g}% intervals)",
+                 fontsize=9)
+    return _save(fig, path, f"Paired task-cluster bootstrap: {heading}", dpi)
 
 
 def credit_starvation_figure(bins: Sequence[Mapping[str, Any]], path: Path, dpi: int) -> dict[str, Any]:

@@ -16,6 +16,13 @@ never one mixed table) or `training`. The build is deterministic: the same rows 
 (no timestamps, no absolute paths, sorted inputs, a seeded bootstrap). A table whose rows carry two
 fingerprints refuses (ProtocolMismatchError), before any file is written.
 
+Seeds: an arm's rows are labelled PROFILE[+VARIANT...][@sN] (evaluation/arm_label.py, seed 0 bare).
+Each method is compared with the baseline at its own seed (X@s1 - mixed_task_reward@s1; `sft` with
+seed 0's), and an arm with rows at two or more seeds that the baseline has too also with those seeds
+pooled (table paired_bootstrap_pooled_seeds, evaluation/seed_pairs.py). When SkillGate shares two or
+more seeds with the baseline, the claim check is made on them pooled, each seed's own check listed
+under it; with one seed it is made on seed 0's comparison.
+
 As a stage (`paper-tables`): input role eval_rows (a folder), output role report (this folder).
 CLI: `skillgate paper build ROWS_DIR [--training DIR] --out DIR`.
 """
@@ -35,12 +42,19 @@ from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.digests import file_sha256
 from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.evaluation import figures
-from skillgate_core.evaluation.bootstrap import PairedBootstrap, TaskSetMismatchError, paired_bootstrap
+from skillgate_core.evaluation.arm_label import parse_arm_label, seed_label
+from skillgate_core.evaluation.bootstrap import (
+    PairedBootstrap,
+    TaskSetMismatchError,
+    paired_bootstrap,
+    pooled_paired_bootstrap,
+)
 from skillgate_core.evaluation.claim import claim_check
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.paper_config import PaperConfig
 from skillgate_core.evaluation.probe import PROBE_SUMMARY_FILE, read_probe_summaries
 from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
+from skillgate_core.evaluation.seed_pairs import PooledArm, arm_seeds, pooled_arms, seed_pairs
 from skillgate_core.evaluation.tables import (
     Table,
     ablation_table,
@@ -51,6 +65,7 @@ from skillgate_core.evaluation.tables import (
     credit_starvation_table,
     main_results_table,
     method_bootstrap_table,
+    pooled_bootstrap_table,
     read_strata,
     read_strata_table,
     selector_tradeoff_table,
@@ -79,6 +94,8 @@ CREDIT_EPISODE_KEYS = ("step", "response_tokens", "loss_tokens", "read_call_toke
                        "oracle_actions", "oracle_negative_actions", "profile")
 """One row of credit_episodes.jsonl: one trained episode."""
 TRAINING_SECTION = "training"
+POOLED_TABLE = "paired_bootstrap_pooled_seeds"
+"""Key of the seeds-pooled bootstrap table (present when some compared arm has rows at two or more seeds)."""
 
 
 class PaperOutputError(ValueError):
@@ -164,37 +181,113 @@ class _Section:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _bootstrap(method: MethodTrials, baseline: MethodTrials, config: PaperConfig,
+def _bootstrap(method: MethodTrials, baseline: MethodTrials, config: PaperConfig, seed: int,
                benchmark: str | None = None) -> PairedBootstrap:
-    """`method` - `baseline` on all tasks, or on one benchmark's; the config's resamples, seed and confidence."""
+    """`method` - `baseline` (both at training seed `seed`) on all tasks, or on one benchmark's; the config's
+    resamples, seed and confidence."""
     def trials(m: MethodTrials) -> list[Trial]:
         return [t for t in m.trials if benchmark is None or t.benchmark == benchmark]
 
     return paired_bootstrap(
         trials(method), trials(baseline), method_label=method.method, baseline_label=baseline.method,
         method_fingerprint=method.fingerprint, baseline_fingerprint=baseline.fingerprint, k=config.k,
-        resamples=config.bootstrap_resamples, seed=config.bootstrap_seed, confidence=config.confidence)
+        resamples=config.bootstrap_resamples, seed=config.bootstrap_seed, confidence=config.confidence,
+        arm_seeds=(seed,))
+
+
+def _pooled_bootstrap(arm: PooledArm, config: PaperConfig) -> PairedBootstrap:
+    """`arm` - the baseline over all tasks, the trials of their shared seeds pooled."""
+    return pooled_paired_bootstrap(
+        {s: m.trials for s, m in zip(arm.seeds, arm.methods, strict=True)},
+        {s: b.trials for s, b in zip(arm.seeds, arm.baselines, strict=True)},
+        method_label=arm.arm, baseline_label=arm.baseline_arm, method_fingerprint=arm.methods[0].fingerprint,
+        baseline_fingerprint=arm.baselines[0].fingerprint, k=config.k, resamples=config.bootstrap_resamples,
+        seed=config.bootstrap_seed, confidence=config.confidence)
+
+
+@dataclass(frozen=True)
+class _Comparisons:
+    """Every paired bootstrap of one protocol against the baseline: per seed, and with seeds pooled."""
+
+    baseline_rows: bool
+    """Whether the baseline has rows at any seed (without, no comparison at all)."""
+    per_seed: dict[str, PairedBootstrap]
+    """method label -> its comparison with the baseline at its seed, in the table's order."""
+    skipped: dict[str, str]
+    """method label -> why it has no per-seed comparison."""
+    arms: list[PooledArm]
+    """Every compared arm with rows at two or more seeds."""
+    pooled: dict[str, PairedBootstrap]
+    """arm -> its comparison with the baseline, their shared seeds pooled."""
+    pooled_skipped: dict[str, str]
+    """arm -> why it has no pooled comparison."""
+
+
+def _comparisons(methods: Sequence[MethodTrials], config: PaperConfig) -> _Comparisons:
+    """Each method against the baseline at its own seed (X@s1 - baseline@s1; `sft` and other seedless labels
+    against seed 0), and each arm with two or more seeds shared with the baseline, those seeds pooled. A
+    comparison that cannot be made (no baseline rows at that seed, other tasks) is skipped with its reason:
+    one incomplete arm leaves the others' comparisons standing."""
+    per_seed, skipped = {}, {}
+    for pair in seed_pairs(methods, config.method, config.baseline):
+        label = pair.method.method
+        if pair.baseline is None:
+            skipped[label] = f"no rows for the baseline at seed {pair.seed} ({pair.baseline_label})"
+            continue
+        try:
+            per_seed[label] = _bootstrap(pair.method, pair.baseline, config, pair.seed)
+        except TaskSetMismatchError as exc:
+            skipped[label] = str(exc)
+    arms = pooled_arms(methods, config.method, config.baseline)
+    pooled, pooled_skipped = {}, {}
+    for arm in arms:
+        if not arm.poolable:
+            shared = ", ".join(map(str, arm.seeds)) or "none"
+            pooled_skipped[arm.arm] = (f"rows at seeds {', '.join(map(str, arm.method_seeds))}, of which the baseline "
+                                       f"has {shared}: fewer than 2 seeds to pool")
+            continue
+        try:
+            pooled[arm.arm] = _pooled_bootstrap(arm, config)
+        except TaskSetMismatchError as exc:
+            pooled_skipped[arm.arm] = str(exc)
+    baseline_arm = parse_arm_label(config.baseline).arm
+    return _Comparisons(baseline_rows=baseline_arm in arm_seeds(methods), per_seed=per_seed, skipped=skipped,
+                        arms=arms, pooled=pooled, pooled_skipped=pooled_skipped)
 
 
 def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tuple[str, PairedBootstrap]]:
-    """SkillGate - baseline over all tasks, then per benchmark."""
+    """SkillGate - baseline (seed 0, the bare labels) over all tasks, then per benchmark."""
     by = {m.method: m for m in methods}
     a, b = by[config.method], by[config.baseline]
     scopes = [("all", None)] + [(bench, bench) for bench in sorted({t.benchmark for t in a.trials})]
-    return [(scope, _bootstrap(a, b, config, bench)) for scope, bench in scopes]
+    return [(scope, _bootstrap(a, b, config, 0, bench)) for scope, bench in scopes]
 
 
-def _add_skillgate_bootstrap(section: _Section, methods: Sequence[MethodTrials], config: PaperConfig) -> None:
-    """The SkillGate - baseline table and figure, and the claim check read off its all-tasks intervals."""
+def _pooled_claim_arm(comparisons: _Comparisons, config: PaperConfig) -> PooledArm | None:
+    """SkillGate's arm when it shares two or more seeds with the baseline (the claim is then made pooled)."""
+    skillgate = parse_arm_label(config.method).arm
+    return next((a for a in comparisons.arms if a.arm == skillgate and a.poolable), None)
+
+
+def _add_skillgate_bootstrap(section: _Section, methods: Sequence[MethodTrials], config: PaperConfig,
+                             comparisons: _Comparisons) -> None:
+    """The SkillGate - baseline table (seed 0) and figure; the claim check read off its all-tasks intervals,
+    unless SkillGate shares two or more seeds with the baseline (then `_add_pooled_claim` makes it)."""
+    pooled_arm = _pooled_claim_arm(comparisons, config)
+    pointer = ([f"**Claim check**: made on seeds {', '.join(map(str, pooled_arm.seeds))} pooled (below the "
+                "seeds-pooled bootstrap); this table is seed 0's."] if pooled_arm else [])
     missing = sorted({config.method, config.baseline} - {m.method for m in methods})
     if missing:
         reason = f"no rows for method(s) {', '.join(missing)}"
         section.data["bootstrap"] = {"skipped": reason}
-        section.data["claim_check"] = {"skipped": reason}
         table = bootstrap_table([])
         section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: {reason}.",
                                     table.columns, (), []))
-        section.notes[table.key] = [f"**Claim check**: not made ({reason})."]
+        if pooled_arm is None:
+            section.data["claim_check"] = {"skipped": reason}
+            section.notes[table.key] = [f"**Claim check**: not made ({reason})."]
+        else:
+            section.notes[table.key] = pointer
         return
     results = _bootstraps(methods, config)
     section.tables.append(bootstrap_table(results))
@@ -202,34 +295,72 @@ def _add_skillgate_bootstrap(section: _Section, methods: Sequence[MethodTrials],
     section.figures["paired_bootstrap"] = lambda p: figures.bootstrap_figure(overall, p, config.dpi)
     section.after["paired_bootstrap"] = "paired_bootstrap"
     section.data["bootstrap"] = {"skipped": None}
+    if pooled_arm is not None:
+        section.notes["paired_bootstrap"] = pointer
+        return
     check = claim_check(overall)
     section.data["claim_check"] = {"skipped": None, **check.to_json()}
     section.notes["paired_bootstrap"] = [check.line()]
 
 
-def _compared_methods(methods: Sequence[MethodTrials], config: PaperConfig) -> list[MethodTrials]:
-    """Every method but the baseline, SkillGate first, the rest in the section's order."""
-    others = [m for m in methods if m.method != config.baseline]
-    return sorted(others, key=lambda m: m.method != config.method)  # stable: keeps the order of the rest
+def _add_pooled_bootstraps(section: _Section, comparisons: _Comparisons, config: PaperConfig) -> None:
+    """The seeds-pooled table and figure (only when some compared arm has rows at two or more seeds), and the
+    claim check on SkillGate's pooled seeds under it."""
+    if not comparisons.arms:
+        section.data["pooled_seeds"] = {"skipped": "no compared arm has rows at two or more seeds", "arms": {}}
+        return
+    baseline = parse_arm_label(config.baseline).arm
+    results = list(comparisons.pooled.values())
+    table = pooled_bootstrap_table(baseline, results, comparisons.pooled_skipped)
+    section.tables.append(table)
+    section.data["pooled_seeds"] = {"skipped": None, "arms": {a.arm: list(a.seeds) for a in comparisons.arms
+                                                              if a.arm in comparisons.pooled}}
+    if results:
+        section.figures[table.key] = lambda p: figures.method_bootstrap_figure(
+            results, p, config.dpi, heading=f"every arm - {baseline}, seeds pooled")
+        section.after[table.key] = table.key
+    if (arm := _pooled_claim_arm(comparisons, config)) is not None:
+        _add_pooled_claim(section, arm, comparisons)
 
 
-def _add_method_bootstraps(section: _Section, methods: Sequence[MethodTrials], config: PaperConfig) -> None:
-    """Every method with rows - the baseline, all tasks (table and figure); skipped as a whole without
-    baseline rows, per method when its task set differs from the baseline's."""
-    by = {m.method: m for m in methods}
-    baseline = by.get(config.baseline)
-    if baseline is None:
+def _add_pooled_claim(section: _Section, arm: PooledArm, comparisons: _Comparisons) -> None:
+    """The claim check on SkillGate's seeds pooled, then each pooled seed's own check (listed, not the verdict)."""
+    seeds = ", ".join(map(str, arm.seeds))
+    per_seed, lines = [], []
+    for seed in arm.seeds:
+        label = seed_label(arm.arm, seed)
+        result = comparisons.per_seed.get(label)
+        if result is None:
+            why = comparisons.skipped[label]
+            per_seed.append({"seed": seed, "skipped": why})
+            lines.append(f"- Seed {seed} check: not made ({why}).")
+            continue
+        check = claim_check(result)
+        per_seed.append({"seed": seed, "skipped": None, **check.to_json()})
+        lines.append("- " + check.line(title=f"Seed {seed} check"))
+    per_seed_notes = ["Each pooled seed on its own (its arm against the baseline at that seed):", "", *lines]
+    result = comparisons.pooled.get(arm.arm)
+    if result is None:
+        reason = f"seeds {seeds} pooled: {comparisons.pooled_skipped[arm.arm]}"
+        section.data["claim_check"] = {"skipped": reason, "pooled_seeds": list(arm.seeds), "per_seed": per_seed}
+        section.notes[POOLED_TABLE] = [f"**Claim check**: not made ({reason}).", "", *per_seed_notes]
+        return
+    check = claim_check(result)
+    section.data["claim_check"] = {"skipped": None, "pooled_seeds": list(arm.seeds), **check.to_json(),
+                                   "per_seed": per_seed}
+    section.notes[POOLED_TABLE] = [check.line(), "", *per_seed_notes]
+
+
+def _add_method_bootstraps(section: _Section, comparisons: _Comparisons, config: PaperConfig) -> None:
+    """Every method with rows - the baseline at its seed, all tasks (table and figure); skipped as a whole
+    without baseline rows at any seed, per method without them at its seed or when its task set differs."""
+    if not comparisons.baseline_rows:
         table = method_bootstrap_table(config.baseline, [], {})
         section.tables.append(Table(table.key, table.title, table.caption + f" Skipped: no rows for method "
                                     f"{config.baseline}.", table.columns, (), table.data))
         return
-    results, skipped = [], {}
-    for method in _compared_methods(methods, config):
-        try:
-            results.append(_bootstrap(method, baseline, config))
-        except TaskSetMismatchError as exc:  # one incomplete arm leaves the others' comparisons standing
-            skipped[method.method] = str(exc)
-    table = method_bootstrap_table(config.baseline, results, skipped)
+    results = list(comparisons.per_seed.values())
+    table = method_bootstrap_table(config.baseline, results, comparisons.skipped)
     section.tables.append(table)
     if results:
         section.figures[table.key] = lambda p: figures.method_bootstrap_figure(results, p, config.dpi)
@@ -274,8 +405,10 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
         [{"method": x["method"], "by_benchmark": x["by_benchmark"]} for x in main.data], config.k, p, config.dpi)
     section.after["main_results"] = "main_results"
 
-    _add_skillgate_bootstrap(section, methods, config)
-    _add_method_bootstraps(section, methods, config)
+    comparisons = _comparisons(methods, config)
+    _add_skillgate_bootstrap(section, methods, config, comparisons)
+    _add_pooled_bootstraps(section, comparisons, config)
+    _add_method_bootstraps(section, comparisons, config)
     section.tables.append(ablation_table(methods, config.ablation_methods, config.k))
     tradeoff = selector_tradeoff_table(methods)
     section.tables.append(tradeoff)
@@ -419,6 +552,14 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
             metrics[f"{name}/{interval['statistic']}_ci"] = [interval["ci_low"], interval["ci_high"]]
         if "holds" in p.get("claim_check", {}):
             metrics[f"{name}/claim_holds"] = p["claim_check"]["holds"]
+        if seeds := p.get("claim_check", {}).get("pooled_seeds"):
+            # the claim was made on SkillGate's seeds pooled: its pooled differences beside the seed-0 ones
+            metrics[f"{name}/claim_seeds"] = seeds
+            skillgate = parse_arm_label(config.method).arm
+            for c in p["tables"][POOLED_TABLE]["data"]["comparisons"]:
+                for interval in c["intervals"] if c["method"] == skillgate else ():
+                    metrics[f"{name}/pooled_{interval['statistic']}_difference"] = interval["difference"]
+                    metrics[f"{name}/pooled_{interval['statistic']}_ci"] = [interval["ci_low"], interval["ci_high"]]
     return PaperBuild(out=out, tables=tuple(written_tables), figures=tuple(written_figures), metrics=metrics)
 
 

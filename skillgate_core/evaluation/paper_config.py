@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, Range, check_ranges
+from skillgate_core.evaluation.arm_label import parse_arm_label
 
 __all__ = ["ABLATION_DESIGNS", "PaperConfig"]
 
@@ -25,11 +26,14 @@ class PaperConfig:
     """Which methods the paper compares and how its statistics are computed."""
 
     method: str = "selector_clean_oracle_action_credit"
-    """The `method` label of SkillGate: the method side of the per-benchmark paired bootstrap and of the
-    claim check (both skipped when it or the baseline has no rows)."""
+    """The seed-0 `method` label of SkillGate: the method side of the per-benchmark paired bootstrap (seed 0)
+    and of the claim check (both skipped when it or the baseline has no rows). Its other seeds' rows are
+    labelled METHOD@sN (evaluation/arm_label.py); with two or more seeds shared with the baseline the claim
+    check pools them."""
     baseline: str = "mixed_task_reward"
-    """The `method` label every paired bootstrap compares against: SkillGate's, and every other method's
-    with rows (none without baseline rows)."""
+    """The seed-0 `method` label every paired bootstrap compares against, at the compared arm's seed
+    (BASELINE@sN for an arm at seed N): SkillGate's, and every other method's with rows (none without
+    baseline rows)."""
     ablation_methods: tuple[str, ...] = (
         "selector_clean_oracle_masked_task_only",
         "hybrid_slate",
@@ -61,6 +65,16 @@ class PaperConfig:
         check_ranges(self)
         if self.method == self.baseline:
             raise ValueError(f"method and baseline are both {self.method!r}")
+        for name in ("method", "baseline"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"PaperConfig.{name} must be a non-empty method label, got {value!r}")
+            label = parse_arm_label(value)
+            # The build pairs each seed itself; a seed here would pair one arm's seed N with the other's
+            # seed 0 in the SkillGate table.
+            if label.seed:
+                raise ValueError(f"PaperConfig.{name}: {label.label!r} names seed {label.seed}; give the seed-0 "
+                                 f"label {label.arm!r} (each seed's rows are paired with the baseline's at it)")
 
     @property
     def length_bin_edges(self) -> tuple[int, ...]:

@@ -35,6 +35,7 @@ __all__ = [
     "credit_starvation_table",
     "main_results_table",
     "method_bootstrap_table",
+    "pooled_bootstrap_table",
     "read_strata",
     "read_strata_table",
     "selector_tradeoff_table",
@@ -243,19 +244,46 @@ def bootstrap_table(results: Sequence[tuple[str, PairedBootstrap]]) -> Table:
 
 
 def method_bootstrap_table(baseline: str, results: Sequence[PairedBootstrap], skipped: Mapping[str, str]) -> Table:
-    """Paired task-cluster bootstrap of every method with rows - `baseline`, over all tasks; `skipped`:
-    method -> why it has no comparison (e.g. evaluated on other tasks)."""
+    """Paired task-cluster bootstrap of every method with rows - `baseline` at the method's seed, over all
+    tasks; `skipped`: method -> why it has no comparison (e.g. evaluated on other tasks)."""
     rows = [(r.method, *_interval_cells(i), str(r.tasks)) for r in results for i in r.intervals]
     first = results[0] if results else None
     caption = (_bootstrap_caption(first) + f" Every method with rows on this protocol against {baseline}, over all "
                "tasks, each labelled by its rows' method (an SFT policy's evaluation included); the same draws "
-               "for every method.")
+               f"for every method. An arm trained at seed N (label ARM@sN) is compared with {baseline}@sN, the "
+               f"baseline at its own seed; a label without a seed (e.g. sft) with seed 0's {baseline}.")
     if skipped:
         caption += " No comparison: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()) + "."
     return Table(key="paired_bootstrap_methods", title=f"Paired bootstrap: every method - {baseline}",
                  caption=caption,
                  columns=("method", "statistic", "method %", "baseline %", "difference (pp)", _interval_column(first),
                           "tasks"),
+                 rows=tuple(rows),
+                 data={"baseline": baseline, "comparisons": [r.to_json() for r in results],
+                       "skipped": [{"method": m, "reason": why} for m, why in skipped.items()]})
+
+
+def _seeds_cell(seeds: Sequence[int]) -> str:
+    return ", ".join(map(str, seeds))
+
+
+def pooled_bootstrap_table(baseline: str, results: Sequence[PairedBootstrap], skipped: Mapping[str, str]) -> Table:
+    """Paired task-cluster bootstrap of every arm trained at two or more seeds - `baseline` at the same seeds,
+    the seeds' trials pooled (bootstrap.pooled_paired_bootstrap); `skipped`: arm -> why it has none."""
+    rows = [(r.method, _seeds_cell(r.arm_seeds), *_interval_cells(i), str(r.tasks))
+            for r in results for i in r.intervals]
+    first = results[0] if results else None
+    caption = (_bootstrap_caption(first) + f" Seeds pooled: each arm with rows at two or more seeds that {baseline} "
+               "has too, against the baseline at those seeds (listed); a task's cluster is all its trials over "
+               "those seeds, resampled together. Rates pool the trials of every seed; a task's pass@k is each "
+               "seed's unbiased pass@k (k trials within one seed's repeats, never across seeds) averaged over the "
+               "seeds, so the pooled pass@k is the mean of the per-seed pass@k values.")
+    if skipped:
+        caption += " No pooled comparison: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()) + "."
+    return Table(key="paired_bootstrap_pooled_seeds", title=f"Paired bootstrap, seeds pooled: every arm - {baseline}",
+                 caption=caption,
+                 columns=("method", "seeds", "statistic", "method %", "baseline %", "difference (pp)",
+                          _interval_column(first), "tasks"),
                  rows=tuple(rows),
                  data={"baseline": baseline, "comparisons": [r.to_json() for r in results],
                        "skipped": [{"method": m, "reason": why} for m, why in skipped.items()]})
