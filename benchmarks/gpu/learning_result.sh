@@ -33,7 +33,8 @@
 # holding .lr/bench.tar.xz (`learning_result.py write-bench`, ~7 MB) and .bwrap/*.deb (bubblewrap + libs).
 # Results: $OUT/lr_<part>.tar.gz (the driver's JSON per command, eval/<label>/, training/<label>/; no
 # weights) and $OUT/lr_<part>.log. Environment: ARMS, BUDGET_S (default 540: the whole command), DEVBUNDLE,
-# BWRAP_DEBS, LR_BENCH, LR_HOME, LR_ARGS (extra driver arguments, e.g. "--grpo-steps 12 --eval-repeats 1").
+# BWRAP_DEBS, LR_BENCH, LR_HOME, LR_ARGS (extra driver arguments, e.g. "--grpo-steps 12 --eval-repeats 1"),
+# JOBS_PER_GPU (default 4: driver processes one GPU runs at once; the rest queue for a slot).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 part=${PART:-${1:-a}}
@@ -117,11 +118,17 @@ read -ra arms <<< "${arms_text//,/ }"
       # all: the SFT policy's eval70 and each arm's training followed by its eval70, in one command
       # b after a probe on this machine: the steps that fit what is left (arms share a GPU when there are
       # fewer GPUs than arms), chosen once and kept in the home for c (an explicit --grpo-steps wins)
+      # At most JOBS_PER_GPU processes on one GPU at once (default 4); the rest wait for a slot on their GPU.
+      # 2026-12-02, one H200: seven GRPO arms at once took 11-24 GiB each and five died of CUDA OOM in their
+      # first step; four at once fit (benchmarks/results/gpu/learning_smollm2_9a6e7f9/README.md).
+      per_gpu=${JOBS_PER_GPU:-4}
+      n=$(( gpus > 0 ? gpus : 1 ))
       fit=""
       if [ "$part" = b ] && [ -f "$LR_HOME/probe_timing.json" ]; then
-        n=$(( gpus > 0 ? gpus : 1 )); share=$(( (${#arms[@]} + n - 1) / n ))
-        fit="--fit-budget-s $(( $(left) - 45 )) --gpu-share $share"
-        echo "== fitting the GRPO steps to $(( $(left) - 45 )) s, $share arm(s) a GPU: $(cat "$LR_HOME/probe_timing.json" | tr -d '\n ')"
+        queue=$(( (${#arms[@]} + n - 1) / n )); share=$(( queue < per_gpu ? queue : per_gpu ))
+        waves=$(( (queue + per_gpu - 1) / per_gpu )); fit_s=$(( ($(left) - 45) / waves ))
+        fit="--fit-budget-s $fit_s --gpu-share $share"
+        echo "== fitting the GRPO steps to $fit_s s ($waves wave(s)), $share arm(s) a GPU: $(cat "$LR_HOME/probe_timing.json" | tr -d '\n ')"
       fi
       jobs=(); cmds=()
       if [ "$part" != b ]; then jobs=(sft); cmds=(eval); fi
@@ -129,15 +136,31 @@ read -ra arms <<< "${arms_text//,/ }"
         jobs+=("$one")
         case "$part" in b) cmds+=("arm $fit") ;; c) cmds+=(eval) ;; all) cmds+=("arm --eval") ;; esac
       done
-      pids=()
-      for i in "${!jobs[@]}"; do
-        g=$(( i % (gpus > 0 ? gpus : 1) ))
-        echo "== $(date -u +%T) GPU $g: ${cmds[$i]} ${jobs[$i]} ($(left) s left)"
+      rm -f "$OUT"/job_"${part}"_*.rc
+      job() {  # job I GPU: one driver process; its exit status in job_<part>_I.rc
+        local i=$1 g=$2
+        echo "== $(date -u +%T) GPU $g: start ${cmds[$i]} ${jobs[$i]} ($(left) s left)"
         # shellcheck disable=SC2086  # cmds[i] is a subcommand and its flag
-        CUDA_VISIBLE_DEVICES=$g lr 25 ${cmds[$i]} --arms "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1 &
-        pids+=($!)
+        CUDA_VISIBLE_DEVICES=$g lr 25 ${cmds[$i]} --arms "${jobs[$i]}" --tag "${part}_$i" > "$OUT/job_${part}_$i.log" 2>&1
+        local rc=$?; echo "$rc" > "$OUT/job_${part}_$i.rc"
+        echo "== $(date -u +%T) GPU $g: end ${cmds[$i]} ${jobs[$i]} exit $rc"
+      }
+      for (( g = 0; g < n; g++ )); do
+        (  # this GPU's queue: jobs g, g+n, ... (round-robin), per_gpu at a time
+          running=0
+          for i in "${!jobs[@]}"; do
+            [ $(( i % n )) -eq "$g" ] || continue
+            if [ "$running" -ge "$per_gpu" ]; then wait -n; running=$(( running - 1 )); fi
+            job "$i" "$g" & running=$(( running + 1 ))
+          done
+          wait
+        ) &
       done
-      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "${cmds[$i]} ${jobs[$i]} exit $?"; done
+      wait
+      for i in "${!jobs[@]}"; do
+        echo "${cmds[$i]} ${jobs[$i]} exit $(cat "$OUT/job_${part}_$i.rc" 2>/dev/null || echo "? (never ran)")"
+      done
+      rm -f "$OUT"/job_"${part}"_*.rc
       grep -h "^\[..:..:..\]\|SUMMARY\|Error" "$OUT"/job_"${part}"_*.log | grep -v "WARNING\|reused" | cut -c1-400 | tail -30
       mkdir -p "$OUT/lr" && mv "$OUT"/job_"${part}"_*.log "$OUT/lr/" 2>/dev/null ;;
     *) echo "unknown PART=$part (a, b, c on the device; d on the CPU machine)"; exit 2 ;;

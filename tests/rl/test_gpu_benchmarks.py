@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -188,10 +189,25 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
            "LR_HOME": str(tmp_path / "home"), "OUT": str(tmp_path / "out"), "BUDGET_S": "500",
            "LR_ARGS": "--scale tiny --probe-grpo-min-s 0 --probe-eval-min-s 0"}
     for part in "abc":
-        done = subprocess.run(["bash", str(GPU / "learning_result.sh")], env={**env, "PART": part},
-                              capture_output=True, text=True, timeout=900, cwd=REPO)
+        # part c: the SFT policy's eval and three arms' on one device, at most 2 at once (JOBS_PER_GPU)
+        done = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=900,
+                              cwd=REPO, env={**env, "PART": part, **({"JOBS_PER_GPU": "2"} if part == "c" else {})})
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert (tmp_path / "out" / f"lr_{part}.tar.gz").is_file(), done.stdout[-3000:]
+        if part == "a":
+            continue
+        events = [(m[1], m[2]) for m in re.finditer(r"GPU 0: (start|end) .*? (\S+) (?:\(\d+ s left\)|exit \S+)$",
+                                                     done.stdout, re.M)]
+        running, most = set(), 0
+        for event, label in events:
+            (running.add if event == "start" else running.discard)(label)
+            most = max(most, len(running))
+        arms = list(_learning_result().DEFAULT_ARMS)
+        assert sorted(label for event, label in events if event == "start") == sorted(
+            ["sft", *arms] if part == "c" else arms), events
+        assert not running and most == (2 if part == "c" else 3), (part, events)
+        finished = [line for line in done.stdout.splitlines() if re.match(r"(eval|arm) .* exit \S+$", line)]
+        assert len(finished) == len(arms) + (part == "c") and all(x.endswith(" exit 0") for x in finished), finished
     tars = " ".join(str(tmp_path / "out" / f"lr_{p}.tar.gz") for p in "abc")
     done = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**env, "PART": "d", "LR_COLLECTED": tars, "LR_HOME": str(tmp_path / "paper-home"),
