@@ -131,6 +131,18 @@ def _jsonl(path: Path, required: Sequence[str]) -> list[dict[str, Any]] | None:
     return rows
 
 
+def training_run_label(row: Mapping[str, Any], path: Path) -> str:
+    """The arm a training row belongs to, as the eval rows label it: its folder's name when that is an arm label
+    of the row's profile and variant (the driver's training/<label>/: the only place a seed is written; a
+    credit_episodes.jsonl row has no variant key, so its folder's is taken), else the profile with its labelled
+    variant (PROFILE+VARIANT). So two seeds or a variant of one profile stay separate rows in the training tables."""
+    profile, variant = str(row["profile"]), str(row.get("variant") or "")
+    folder = parse_arm_label(path.parent.name)
+    if folder.profile == profile and ("variant" not in row or "+".join(folder.variants) == variant):
+        return folder.label
+    return "+".join(x for x in (profile, variant) if x)
+
+
 def read_training(dirs: Sequence[Path]) -> TrainingData:
     """Every metrics.jsonl and credit_episodes.jsonl under `dirs` (each file once, sources relative to its dir)."""
     seen: set[Path] = set()
@@ -156,10 +168,10 @@ def read_training(dirs: Sequence[Path]) -> TrainingData:
         if name == METRICS_FILE:
             by_profile: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for r in rows:
-                by_profile[str(r["profile"])].append(r)
+                by_profile[training_run_label(r, path)].append(r)
             runs += [(p, source, sorted(rs, key=lambda r: int(r["step"]))) for p, rs in sorted(by_profile.items())]
         else:
-            episodes += rows
+            episodes += [{**r, "profile": training_run_label(r, path)} for r in rows]
         files.append({"source": source, "kind": name, "sha256": file_sha256(path), "rows": len(rows)})
     return TrainingData(runs=sorted(runs, key=lambda r: (r[0], r[1])), episodes=episodes, files=files)
 

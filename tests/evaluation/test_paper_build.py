@@ -404,3 +404,31 @@ def test_claim_line_and_an_sft_arm_through_the_build(tmp_path):
     report = (tmp_path / "out-same" / "report.md").read_text()
     assert "): **does not hold**. oracle exposure +0.0 pp [+0.0, +0.0] (needs the interval above 0: no)" in report
     assert built.metrics[f"{SECTION}/claim_holds"] is False
+
+
+def test_training_rows_keep_each_arms_seed_and_variant_apart(tmp_path):
+    """Two seeds and a labelled variant of one profile are three training runs, named as their eval rows are
+    (the driver's training/<label>/ folders); a folder that is no arm label of the row's profile falls back to
+    the profile with its variant."""
+    from skillgate_core.evaluation.paper import read_training
+
+    def write(folder: str, profile: str, variant: str) -> None:
+        d = tmp_path / "training" / folder
+        d.mkdir(parents=True)
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "profile": profile, "variant": variant,
+                                                             "reward": 0.5}) + "\n" for s in (1, 2)))
+        (d / "credit_episodes.jsonl").write_text(json.dumps(
+            {"profile": profile, "step": 1, "response_tokens": 9, "loss_tokens": 9, "read_call_tokens": 1,
+             "identity_tokens": 1, "oracle_actions": 1, "oracle_negative_actions": 0}) + "\n")
+
+    sg = "selector_clean_oracle_action_credit"
+    write(sg, sg, "")
+    write(f"{sg}@s1", sg, "")
+    write(f"{sg}+identity_first_mention", sg, "identity_first_mention")
+    write("run-from-elsewhere", sg, "identity_first_mention")
+    write("mixed_task_reward@s1", sg, "")  # a folder naming another profile: the row's own profile wins
+    data = read_training([tmp_path])
+    assert sorted((label, len(rows)) for label, _, rows in data.runs) == [
+        (sg, 2), (sg, 2), (f"{sg}+identity_first_mention", 2), (f"{sg}+identity_first_mention", 2), (f"{sg}@s1", 2)]
+    assert sorted(e["profile"] for e in data.episodes) == sorted(
+        [sg, f"{sg}@s1", f"{sg}+identity_first_mention", sg, sg])
