@@ -435,8 +435,12 @@ class Run:
             raise
         self.result["stages"][label] = {**record.to_json(), "wall_s": round(time.perf_counter() - started, 1)}
         self.save()
-        print(f"[{time.strftime('%H:%M:%S')}] {label}: {'reused' if record.reused else f'{record.seconds:.1f} s'}",
-              flush=True)
+        # the models' digests on the line: arms pair only when they start from one SFT policy (docs/gpu.md 5),
+        # and the next command of a chain is chosen from this line
+        models = "".join(f" ({k} {v[:12]})" for k, v in sorted(record.to_json().get("output_digests", {}).items())
+                         if stage in ("init-model", "sft"))
+        print(f"[{time.strftime('%H:%M:%S')}] {label}: {'reused' if record.reused else f'{record.seconds:.1f} s'}"
+              f"{models}", flush=True)
         return record
 
 

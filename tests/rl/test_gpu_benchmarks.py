@@ -194,7 +194,8 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
                               cwd=REPO, env={**env, "PART": part, **({"JOBS_PER_GPU": "2"} if part == "c" else {})})
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert (tmp_path / "out" / f"lr_{part}.tar.gz").is_file(), done.stdout[-3000:]
-        if part == "a":
+        if part == "a":  # the SFT policy's digest on its line: what pairs arms across commands (docs/gpu.md 5)
+            assert re.search(r"\] sft: [0-9.]+ s \(sft_model [0-9a-f]{12}\)", done.stdout), done.stdout[-3000:]
             continue
         events = [(m[1], m[2]) for m in re.finditer(r"GPU 0: (start|end) .*? (\S+) (?:\(\d+ s left\)|exit \S+)$",
                                                      done.stdout, re.M)]
