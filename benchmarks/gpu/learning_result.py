@@ -24,7 +24,8 @@ prints it; every other command refuses an unknown or malformed arm before it wri
     python benchmarks/gpu/learning_result.py arm   --bench ... --arms mixed_task_reward@s1 --out $OUT/lr
     python benchmarks/gpu/learning_result.py eval  --bench ... --arms "sft mixed_task_reward@s1" --out $OUT/lr
     python benchmarks/gpu/learning_result.py probe --bench ... --out $OUT/lr      # timings for sizing
-    # CPU machine: the paper from the rows and training files the parts brought back
+    # CPU machine: the paper from the rows and training files the parts brought back (one cohort: every
+    # row from the same SFT policy, by the command JSONs there; else refused, see paper_inputs)
     python benchmarks/gpu/learning_result.py paper --collected DIR --out DIR/paper
     # the whole chain at tiny scale on the CPU (what tests/rl/test_gpu_benchmarks.py runs)
     python benchmarks/gpu/learning_result.py all --scale tiny --out /tmp/lr-tiny
@@ -831,31 +832,149 @@ def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
         (target / f"{log.parent.name}.json").write_text(json.dumps(keep, indent=1, default=str)[:40_000] + "\n")
 
 
-def paper(run: Run, collected: list[Path]) -> Any:
-    """paper-tables over every eval/<method>/ and training/<profile>/ found under `collected` folders."""
+# --- the paper build: one cohort's rows ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class PaperInputs:
+    """The rows a paper build reads from the collected folders, checked to form one cohort: every arm
+    started from the same SFT policy, and a method's rows found twice are one file."""
+
+    eval: dict[str, list[Path]]
+    """eval_trials.parquet by eval method, every copy found (byte-identical when more than one)."""
+    training: dict[str, list[Path]]
+    """metrics.jsonl by training label (the arm's label), every copy found (byte-identical when more than one)."""
+    sft_lineage: dict[str, str | None]
+    """Each eval method's SFT start digest (the SFT policy itself for `sft`); None where no stage record names it."""
+    training_lineage: dict[str, str | None]
+    """Each training label's SFT start digest (its training stage's sft_model input); None where none names it."""
+
+
+def command_records(roots: list[Path]) -> list[tuple[Path, str, dict[str, Any]]]:
+    """(folder, label, record) of every stage record in the driver's command JSONs under `roots` (a
+    <command>.json holds a "stages" dict; the folder is its out folder). Other JSON files (summaries,
+    trajectory samples cut at 40 kB, so not always whole JSON) are skipped."""
+    found: list[tuple[Path, str, dict[str, Any]]] = []
+    for root in roots:
+        for f in sorted(Path(root).rglob("*.json")):
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            stages = data.get("stages") if isinstance(data, dict) else None
+            if isinstance(stages, dict):
+                found += [(f.parent, label, rec) for label, rec in stages.items() if isinstance(rec, dict)]
+    return found
+
+
+def _digest(record: dict[str, Any], side: str, role: str) -> str:
+    digests = record.get(side)
+    return str(digests.get(role) or "") if isinstance(digests, dict) else ""
+
+
+def _trained_from(label: str, records: list[tuple[Path, str, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+    """The training stage records of arm `label` that name the SFT policy they started from (an arm's training
+    that failed or was reused from a resume names none)."""
+    try:
+        record_label = parse_arm(label).record_label
+    except ValueError:  # not an arm label of this driver: nothing to match
+        return []
+    return [(folder, rec) for folder, name, rec in records
+            if name == record_label and _digest(rec, "input_digests", "sft_model")]
+
+
+def eval_sft_starts(method: str, folder: Path, records: list[tuple[Path, str, dict[str, Any]]]) -> set[str]:
+    """The SFT policies the eval rows of `method` in out folder `folder` started from. The SFT policy's own
+    rows: the policy its eval70 record read, else the folder's sft output. An arm's: the sft_model input of
+    its training record (its stage label) whose export is the one the folder's eval70 record read, in any
+    collected folder (part c evaluates what part b trained); without an eval70 record, the folder's own
+    training record."""
+    evaluated = {d for f, name, rec in records
+                 if f == folder and name == f"eval70_{method}" and (d := _digest(rec, "input_digests", "policy_export"))}
+    if method == SFT_METHOD:
+        return evaluated or {d for f, name, rec in records
+                             if f == folder and name == "sft" and (d := _digest(rec, "output_digests", "sft_model"))}
+    trained = _trained_from(method, records)
+    if evaluated:
+        return {_digest(rec, "input_digests", "sft_model") for _, rec in trained
+                if _digest(rec, "output_digests", "policy_export") in evaluated}
+    return {_digest(rec, "input_digests", "sft_model") for f, rec in trained if f == folder}
+
+
+def _one_file(kind: str, name: str, copies: list[Path]) -> None:
+    """Copies of one method's rows from several folders must be the same bytes (the driver copies the SFT
+    eval into every part's folder); otherwise they are two runs and one would silently replace the other."""
+    first = copies[0].read_bytes()
+    for other in copies[1:]:
+        if other.read_bytes() != first:
+            raise SystemExit(f"paper: {kind}/{name}/{copies[0].name} differs between {copies[0]} and {other}: two "
+                             "runs of one label, and the build keeps one; collect only the folder whose run belongs "
+                             "to this paper")
+
+
+def paper_inputs(collected: list[Path]) -> PaperInputs:
+    """Every eval/<method>/eval_trials.parquet and training/<label>/metrics.jsonl under `collected`, with the
+    SFT policy each started from (the stage records of the command JSONs there), checked to form one cohort:
+    each session retrains SFT, not bit-identically on a GPU, and arms are comparable only from the same SFT
+    policy. SystemExit, before anything is written, on two SFT policies or on two differing copies of one
+    method's rows; a warning for rows whose start no record names."""
+    found: dict[str, dict[str, list[Path]]] = {"eval": {}, "training": {}}
+    for root in collected:
+        for kind, name in (("eval", "eval_trials.parquet"), ("training", "metrics.jsonl")):
+            for f in sorted(Path(root).rglob(f"{kind}/*/{name}")):
+                found[kind].setdefault(f.parent.name, []).append(f)
+    if not found["eval"]:
+        raise SystemExit(f"no eval/<method>/eval_trials.parquet under {[str(c) for c in collected]}")
+    records = command_records(collected)
+    starts: dict[str, dict[str, set[str]]] = {"eval": {}, "training": {}}
+    for method, copies in found["eval"].items():
+        starts["eval"][method] = set().union(*(eval_sft_starts(method, f.parents[2], records) for f in copies))
+    for label, copies in found["training"].items():
+        folders = {f.parents[2] for f in copies}
+        starts["training"][label] = {_digest(rec, "input_digests", "sft_model")
+                                     for folder, rec in _trained_from(label, records) if folder in folders}
+    cohorts: dict[str, list[str]] = {}
+    for kind, by_name in starts.items():
+        for name, digests in sorted(by_name.items()):
+            if not digests:
+                print(f"paper: warning: no stage record under the collected folders names the SFT policy that "
+                      f"{kind}/{name} started from (sft_lineage null): its cohort is not checked", flush=True)
+            for digest in digests:
+                cohorts.setdefault(digest, []).append(f"{kind}/{name}")
+    if len(cohorts) > 1:
+        listing = "\n".join(f"  SFT {digest[:12]}: {', '.join(names)}" for digest, names in sorted(cohorts.items()))
+        raise SystemExit("paper: the collected folders hold rows from different SFT policies; arms trained from "
+                         "different SFT policies are not comparable. Build each cohort's paper from its own "
+                         f"folders:\n{listing}")
+    for kind, by_name in found.items():
+        for name, copies in sorted(by_name.items()):
+            _one_file(kind, name, copies)
+    lineage = {kind: {name: next(iter(d), None) for name, d in sorted(by_name.items())} for kind, by_name in starts.items()}
+    return PaperInputs(eval=found["eval"], training=found["training"], sft_lineage=lineage["eval"],
+                       training_lineage=lineage["training"])
+
+
+def paper(run: Run, inputs: PaperInputs) -> Any:
+    """paper-tables over the checked rows of one cohort (paper_inputs): each eval/<method>/ and
+    training/<label>/ once."""
     rows = run.home / "paper-input" / "eval_rows"
     shutil.rmtree(rows, ignore_errors=True)
     rows.mkdir(parents=True)
-    found: dict[str, list[str]] = {"eval": [], "training": []}
-    for root in collected:
-        for f in sorted(Path(root).rglob("eval/*/eval_trials.parquet")):
-            method = f.parent.name
-            (rows / method).mkdir(exist_ok=True)
-            shutil.copy2(f, rows / method / f.name)
-            if (f.parent / "probe_summary.json").is_file():  # the selection probe: a main-table column
-                shutil.copy2(f.parent / "probe_summary.json", rows / method / "probe_summary.json")
-            found["eval"].append(str(f))
-        for f in sorted(Path(root).rglob("training/*/metrics.jsonl")):
-            profile = f.parent.name
-            target = rows / "training" / profile
-            target.mkdir(parents=True, exist_ok=True)
-            for name in ("metrics.jsonl", "credit_episodes.jsonl"):
-                if (f.parent / name).is_file():
-                    shutil.copy2(f.parent / name, target / name)
-            found["training"].append(str(f))
-    run.result["paper_inputs"] = found
-    if not found["eval"]:
-        raise SystemExit(f"no eval/<method>/eval_trials.parquet under {[str(c) for c in collected]}")
+    for method, copies in inputs.eval.items():
+        f = copies[0]
+        (rows / method).mkdir()
+        shutil.copy2(f, rows / method / f.name)
+        if (f.parent / "probe_summary.json").is_file():  # the selection probe: a main-table column
+            shutil.copy2(f.parent / "probe_summary.json", rows / method / "probe_summary.json")
+    for label, copies in inputs.training.items():
+        target = rows / "training" / label
+        target.mkdir(parents=True)
+        for name in ("metrics.jsonl", "credit_episodes.jsonl"):
+            if (copies[0].parent / name).is_file():
+                shutil.copy2(copies[0].parent / name, target / name)
+    run.result["paper_inputs"] = {"eval": [str(f) for c in inputs.eval.values() for f in c],
+                                  "training": [str(f) for c in inputs.training.values() for f in c]}
+    run.result["sft_lineage"] = inputs.sft_lineage
+    run.result["sft_lineage_training"] = inputs.training_lineage
     record = run.stage("paper", "paper-tables", run.cfg["paper"], {"eval_rows": rows})
     report = Path(record.outputs["report"])
     target = run.out / "report"
@@ -947,13 +1066,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         a.bench = str(built)
     if a.command != "paper" and not a.no_block:
         block_absent()
+    # the paper's rows are checked to be one cohort before Run makes --out: a refused build writes nothing there
+    cohort = paper_inputs([Path(c).resolve() for c in a.collected] or [Path(a.out).resolve()]) \
+        if a.command == "paper" else None
     # `timeout` ends a part with SIGTERM: raise, so the finally blocks save what was done (the eval runner
     # records an interrupted evaluation as incomplete; an arm cut off keeps its training rows)
     signal.signal(signal.SIGTERM, _terminated)
     run = Run(a, a.command)
     try:
-        if a.command == "paper":
-            paper(run, [Path(c).resolve() for c in a.collected] or [run.out])
+        if cohort is not None:
+            paper(run, cohort)
         else:
             # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --arms sft`) runs right
             # after SFT, before rl-data-prep spends the budget
@@ -978,7 +1100,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     arm(run, paths, one)
                 for method in (SFT_METHOD, *a.trained):
                     evaluate(run, paths, method)
-                paper(run, [run.out])
+                paper(run, paper_inputs([run.out]))
     finally:
         run.save()
     print("SUMMARY learning_result", json.dumps({"command": a.command, "json": str(run.path),

@@ -220,6 +220,9 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
     assert methods == {"sft", "mixed_task_reward", "selector_clean_oracle_action_credit",
                        "selector_clean_oracle_masked_task_only"}
     assert {Path(f).parent.name for f in inputs["training"]} == methods - {"sft"}
+    # part c's evaluations are traced to part b's training records through the exports they read: one SFT policy
+    lineage = {**paper["sft_lineage"], **paper["sft_lineage_training"]}
+    assert set(paper["sft_lineage"]) == methods and len(set(lineage.values())) == 1 and None not in lineage.values()
     report = (tmp_path / "paper" / "report" / "report.md").read_text()
     assert "Paired bootstrap: selector_clean_oracle_action_credit - mixed_task_reward" in report
     a = json.loads(subprocess.run(["tar", "-xzOf", str(tmp_path / "out" / "lr_a.tar.gz"), "lr/probe_a_eval.json"],
@@ -533,3 +536,115 @@ def test_a_seeded_arm_and_the_baselines_train_from_the_same_sft_policy_and_evalu
     report = (tmp_path / "paper" / "report" / "report.md").read_text()
     every = report[report.index("Paired bootstrap: every method - mixed_task_reward"):]
     assert "| mixed_task_reward@s1 |" in every and "| dpo |" in every
+
+
+# --- the paper build: one cohort (every arm from the same SFT policy) --------------------------------------------
+
+SESSION_9A6E7F9 = REPO / "benchmarks" / "results" / "gpu" / "learning_smollm2_9a6e7f9"
+SFT_9A6E7F9 = "aaf89e9cc4572552c5925e0ac5f18b9dfe0c9dab3f7e4c236fc0d885d334d52b"
+
+
+def _collected(tmp_path: Path, *parts: str) -> list[Path]:
+    """Copies of folders a GPU session brought back (its command JSONs, eval/ and training/ rows)."""
+    import shutil
+
+    for part in parts:
+        shutil.copytree(SESSION_9A6E7F9 / part, tmp_path / part)
+    return [tmp_path / part for part in parts]
+
+
+def _paper_argv(tmp_path: Path, collected: list[Path]) -> list[str]:
+    return ["paper", *(x for c in collected for x in ("--collected", str(c))), "--home", str(tmp_path / "home"),
+            "--out", str(tmp_path / "paper")]
+
+
+def test_the_paper_builds_one_sessions_arms_and_records_the_sft_policy_each_started_from(tmp_path):
+    # the 9a6e7f9 session's evaluations in two calls (arms_3: SFT + four seed-0 arms, arms_4: the SFT eval again and
+    # two seed-1 arms): one SFT policy; the SFT eval, copied into both, is one file (~6 s)
+    collected = _collected(tmp_path, "arms_3", "arms_4")
+    done = subprocess.run([sys.executable, str(GPU / "learning_result.py"), *_paper_argv(tmp_path, collected)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "warning" not in done.stdout
+    paper = json.loads((tmp_path / "paper" / "paper.json").read_text())
+    assert paper["sft_lineage"] == {m: SFT_9A6E7F9 for m in (
+        "sft", "mixed_task_reward", "selector_clean_oracle_action_credit", "selector_clean_oracle_masked_task_only",
+        "selector_clean_oracle_action_credit+identity_first_mention", "mixed_task_reward@s1",
+        "selector_clean_oracle_masked_task_only@s1")}
+    assert sorted(Path(f).parent.name for f in paper["paper_inputs"]["eval"]).count("sft") == 2
+    assert "| mixed_task_reward@s1 |" in (tmp_path / "paper" / "report" / "report.md").read_text()
+
+
+def test_rows_whose_sft_start_no_record_names_get_a_warning_and_a_null_lineage(tmp_path, capsys):
+    lr = _learning_result()
+    collected = _collected(tmp_path, "arms_2", "arms_4")
+    (collected[1] / "arm_all_2.json").unlink()  # masked@s1's eval and training records
+    inputs = lr.paper_inputs(collected)
+    assert inputs.sft_lineage == {"sft": SFT_9A6E7F9, "mixed_task_reward@s1": SFT_9A6E7F9,
+                                  "selector_clean_oracle_masked_task_only@s1": None}
+    # training rows: the sft_model input of the arm's training record in the same folder
+    assert inputs.training_lineage == {label: SFT_9A6E7F9 for label in (
+        "mixed_task_reward", "mixed_task_reward@s1", "selector_clean_oracle_action_credit+identity_first_mention",
+        "selector_clean_oracle_masked_task_only")}
+    assert "eval/selector_clean_oracle_masked_task_only@s1 started from (sft_lineage null)" in capsys.readouterr().out
+
+
+def test_the_paper_refuses_arms_trained_from_different_sft_policies(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "home"))  # were a build to run: restored after
+    lr = _learning_result()
+    collected = _collected(tmp_path, "arms_3", "arms_4")
+    other = "0123456789ab" + SFT_9A6E7F9[12:]
+    # one arm's training record names another SFT policy: that arm is of another cohort
+    arm_json = collected[1] / "arm_all_1.json"
+    record = json.loads(arm_json.read_text())
+    assert record["stages"]["grpo_mixed_task_reward@s1"]["input_digests"]["sft_model"] == SFT_9A6E7F9
+    record["stages"]["grpo_mixed_task_reward@s1"]["input_digests"]["sft_model"] = other
+    arm_json.write_text(json.dumps(record))
+    with pytest.raises(SystemExit) as refused:
+        lr.main(_paper_argv(tmp_path, collected))
+    message = str(refused.value)
+    assert "arms trained from different SFT policies are not comparable" in message
+    assert "  SFT 0123456789ab: eval/mixed_task_reward@s1\n" in message
+    assert ("  SFT aaf89e9cc457: eval/mixed_task_reward, eval/selector_clean_oracle_action_credit, "
+            "eval/selector_clean_oracle_action_credit+identity_first_mention, eval/selector_clean_oracle_masked_task_only, "
+            "eval/selector_clean_oracle_masked_task_only@s1, eval/sft") in message
+    assert not (tmp_path / "paper").exists()  # nothing written to --out
+    # a whole folder from another session (its SFT retrained): its SFT eval is of the other cohort too
+    for f in collected[1].glob("*.json"):
+        f.write_text(f.read_text().replace(SFT_9A6E7F9, other))
+    with pytest.raises(SystemExit, match=r"SFT 0123456789ab: eval/mixed_task_reward@s1, "
+                                         r"eval/selector_clean_oracle_masked_task_only@s1, eval/sft\n"):
+        lr.main(_paper_argv(tmp_path, collected))
+    assert not (tmp_path / "paper").exists()
+
+
+def test_the_paper_refuses_two_differing_copies_of_one_methods_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "home"))  # were a build to run: restored after
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lr = _learning_result()
+    collected = _collected(tmp_path, "arms_3", "arms_4")
+    # the SFT eval in arms_4 is no longer the file arms_3 holds (one trial took a second longer, as in a rerun):
+    # the build would read only one of them
+    rows = collected[1] / "eval" / "sft" / "eval_trials.parquet"
+    table = pq.read_table(rows)
+    seconds = table.column("seconds").to_pylist()
+    seconds[0] += 1.0
+    pq.write_table(table.set_column(table.schema.get_field_index("seconds"), "seconds",
+                                    pa.array(seconds, pa.float64())), rows)
+    with pytest.raises(SystemExit) as refused:
+        lr.main(_paper_argv(tmp_path, collected))
+    assert str(collected[0] / "eval" / "sft" / "eval_trials.parquet") in str(refused.value)
+    assert str(rows) in str(refused.value) and "differs between" in str(refused.value)
+    assert not (tmp_path / "paper").exists()
+    # the same for an arm's training rows: a copy of arms_2 whose mixed_task_reward metrics lost a step
+    copy = tmp_path / "arms_2_copy"
+    shutil.copytree(SESSION_9A6E7F9 / "arms_2", copy)
+    metrics = copy / "training" / "mixed_task_reward" / "metrics.jsonl"
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:-1]))
+    with pytest.raises(SystemExit, match="training/mixed_task_reward/metrics.jsonl differs between"):
+        lr.main(_paper_argv(tmp_path, [collected[0], *_collected(tmp_path, "arms_2"), copy]))
+    assert not (tmp_path / "paper").exists()
