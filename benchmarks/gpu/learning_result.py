@@ -893,11 +893,57 @@ def eval_sft_starts(method: str, folder: Path, records: list[tuple[Path, str, di
     if method == SFT_METHOD:
         return evaluated or {d for f, name, rec in records
                              if f == folder and name == "sft" and (d := _digest(rec, "output_digests", "sft_model"))}
+    return {_digest(rec, "input_digests", "sft_model") for rec in eval_training_records(method, folder, records)}
+
+
+def eval_training_records(method: str, folder: Path, records: list[tuple[Path, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The training records of arm `method` behind its eval rows in out folder `folder`: the one(s) whose export
+    the folder's eval70 record read (in any collected folder), else the folder's own."""
+    evaluated = {d for f, name, rec in records
+                 if f == folder and name == f"eval70_{method}" and (d := _digest(rec, "input_digests", "policy_export"))}
     trained = _trained_from(method, records)
     if evaluated:
-        return {_digest(rec, "input_digests", "sft_model") for _, rec in trained
-                if _digest(rec, "output_digests", "policy_export") in evaluated}
-    return {_digest(rec, "input_digests", "sft_model") for f, rec in trained if f == folder}
+        return [rec for _, rec in trained if _digest(rec, "output_digests", "policy_export") in evaluated]
+    return [rec for f, rec in trained if f == folder]
+
+
+ARM_FIELDS = ("profile", "seed", "experiment_id", "resume_experiment")
+"""GRPO config fields that may differ between the arms of one cohort, with the labelled variants' switches
+(arm_config sets profile, seed and variants; the ids name each run). Every other field is the recipe the arms
+share."""
+
+
+def shared_grpo_config(record: dict[str, Any]) -> str:
+    """The part of a GRPO training record's config that every arm of a cohort must share, as sorted JSON ('' for
+    a record without a GRPO config: a baseline's)."""
+    from skillgate_core.rl.grpo_config import VARIANTS  # pure Python: no torch
+
+    config = record.get("config")
+    if record.get("stage") != "grpo" or not isinstance(config, dict):
+        return ""
+    arm_fields = (*ARM_FIELDS, *VARIANTS)
+    return json.dumps({k: v for k, v in config.items() if k not in arm_fields}, sort_keys=True, default=str)
+
+
+def _check_one_recipe(trained: dict[str, list[dict[str, Any]]]) -> None:
+    """SystemExit when the GRPO arms were trained under different shared configs (e.g. another step count or
+    learning rate passed with LR_ARGS): their rows carry the same labels but are not one experiment."""
+    recipes: dict[str, list[str]] = {}
+    for name, recs in sorted(trained.items()):
+        for rec in recs:
+            if (shared := shared_grpo_config(rec)):
+                recipes.setdefault(shared, [])
+                if name not in recipes[shared]:
+                    recipes[shared].append(name)
+    if len(recipes) <= 1:
+        return
+    configs = [json.loads(c) for c in recipes]
+    fields = sorted(k for k in set().union(*configs) if len({json.dumps(c.get(k), default=str) for c in configs}) > 1)
+    listing = "\n".join(f"  {', '.join(f'{k}={json.loads(c).get(k)!r}' for k in fields)}: {', '.join(names)}"
+                         for c, names in recipes.items())
+    raise SystemExit("paper: the collected GRPO arms were trained with different shared settings (only the profile, "
+                     "seed and labelled variants may differ between arms); build each recipe's paper from its own "
+                     f"folders:\n{listing}")
 
 
 def _one_file(kind: str, name: str, copies: list[Path]) -> None:
@@ -932,6 +978,11 @@ def paper_inputs(collected: list[Path]) -> PaperInputs:
         folders = {f.parents[2] for f in copies}
         starts["training"][label] = {_digest(rec, "input_digests", "sft_model")
                                      for folder, rec in _trained_from(label, records) if folder in folders}
+    _check_one_recipe({**{f"eval/{m}": [r for f in copies for r in eval_training_records(m, f.parents[2], records)]
+                          for m, copies in found["eval"].items() if m != SFT_METHOD},
+                       **{f"training/{label}": [rec for folder, rec in _trained_from(label, records)
+                                                if folder in {f.parents[2] for f in copies}]
+                          for label, copies in found["training"].items()}})
     cohorts: dict[str, list[str]] = {}
     for kind, by_name in starts.items():
         for name, digests in sorted(by_name.items()):

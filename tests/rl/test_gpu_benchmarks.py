@@ -648,3 +648,29 @@ def test_the_paper_refuses_two_differing_copies_of_one_methods_rows(tmp_path, mo
     with pytest.raises(SystemExit, match="training/mixed_task_reward/metrics.jsonl differs between"):
         lr.main(_paper_argv(tmp_path, [collected[0], *_collected(tmp_path, "arms_2"), copy]))
     assert not (tmp_path / "paper").exists()
+
+
+def test_the_paper_refuses_arms_trained_under_different_shared_grpo_settings(tmp_path, monkeypatch):
+    """Same SFT policy, same labels, but one arm trained with another step count (LR_ARGS="--grpo-steps 40"):
+    not one experiment. The profile, seed and labelled variants are the only settings arms may differ in."""
+    monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "home"))  # were a build to run: restored after
+    lr = _learning_result()
+    collected = _collected(tmp_path, "arms_1", "arms_2", "arms_3", "arms_4")
+    configs = [rec["config"] for _, name, rec in lr.command_records(collected) if name.startswith("grpo_") and "config" in rec]
+    assert len({lr.shared_grpo_config({"stage": "grpo", "config": c}) for c in configs}) == 1
+    assert {c["profile"] for c in configs} > {"mixed_task_reward"} and {c["seed"] for c in configs} == {0, 1}
+    changed = 0
+    for arm_json in (f for folder in collected for f in folder.glob("*.json")):  # its training, and its reuse
+        record = json.loads(arm_json.read_text())
+        if "config" in record["stages"].get("grpo_mixed_task_reward@s1", {}):
+            record["stages"]["grpo_mixed_task_reward@s1"]["config"]["steps"] = 40
+            arm_json.write_text(json.dumps(record))
+            changed += 1
+    assert changed == 2
+    with pytest.raises(SystemExit) as refused:
+        lr.main(_paper_argv(tmp_path, collected))
+    message = str(refused.value)
+    assert "trained with different shared settings" in message
+    assert "  steps=40: eval/mixed_task_reward@s1, training/mixed_task_reward@s1" in message, message
+    assert "  steps=16: eval/mixed_task_reward, " in message, message
+    assert not (tmp_path / "paper").exists()
