@@ -53,10 +53,10 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(next(path.glob("*.safetensors"))))
 
 
-def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
+def _check_run(pipeline, profile: str, tmp_path: Path, **changes) -> None:
     from transformers import AutoModelForCausalLM
 
-    config, result = _run(pipeline, profile, tmp_path)
+    config, result = _run(pipeline, profile, tmp_path, **changes)
     rows = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     trained = [r for r in rows if r["trained"]]
@@ -88,7 +88,9 @@ def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
 
 
 def test_skillgate_two_workers(pipeline, tmp_path, skillgate_home):
-    _check_run(pipeline, "selector_clean_oracle_action_credit", tmp_path)
+    # groups of two: each worker trains 2 episodes a step instead of 4 (the workers, not the group size, are
+    # the subject here; groups of 4: every profile's slow test below)
+    _check_run(pipeline, "selector_clean_oracle_action_credit", tmp_path, group_size=2)
 
 
 @pytest.mark.slow
