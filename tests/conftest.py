@@ -1,10 +1,16 @@
-"""Test-wide setup: a private SKILLGATE_HOME, and a real Prefect test server for flow tests.
+"""Test-wide setup: a private SKILLGATE_HOME, the shared session fixtures, and a real Prefect test server
+for flow tests.
 
 SKILLGATE_HOME is set before any project module is imported, so nothing a test runs writes into
 the developer's own state dir. Product-level runs carry the `e2e` marker (`make test-fast` leaves
 them out; `make test` and .ci/run run them): every test that runs Prefect flows on the real test
 server (the `prefect_server` fixture) gets it here; the deployment runs (tests/infra) and the GPU
 benchmarks' smoke runs (tests/rl/test_gpu_benchmarks.py) are marked where they are written.
+
+The shared session fixtures of tests/support (the tiny models, the small bench, sandbox readiness) are
+registered here and nowhere else: a session fixture imported into several folders' conftests (or test
+modules) is one fixture per importer, set up again in each (the small bench was built 6 times a session,
+the Docker readiness checked 3 times). Import them in a folder only to rename one (tests/envs: `backend`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ _SESSION_HOME = tempfile.mkdtemp(prefix="skillgate-test-home-")
 os.environ["SKILLGATE_HOME"] = _SESSION_HOME
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from support.sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: E402,F401  (fixtures)
+from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: E402,F401  (fixtures)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -43,9 +43,7 @@ _spec = importlib.util.spec_from_file_location("_skillgate_envs_fixtures", _ENVS
 assert _spec is not None and _spec.loader is not None
 _envs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_envs)
-bwrap_ready = _envs.bwrap_ready
-docker_ready = _envs.docker_ready
-backend = _envs.backend
+backend = _envs.backend  # bwrap_ready / docker_ready themselves: tests/conftest.py's, one per session
 _no_leftover_sandboxes = _envs._no_leftover_sandboxes
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
 from deployments.cli import app
@@ -24,7 +23,7 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def collected(bwrap_ready, bench, tiny_model_dir, tmp_path_factory) -> Path:  # noqa: F811
+def collected(bwrap_ready, bench, tiny_model_dir, tmp_path_factory) -> Path:
     """2 tasks x 4 repeats; misleading_rate 0.5 makes groups whose episodes read different skills."""
     out = tmp_path_factory.mktemp("collect")
     result = collect_trajectories(CollectConfig(max_tasks=2, repeats=4, misleading_rate=0.5, seed=3),

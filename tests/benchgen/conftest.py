@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from benchgen_small import SMALL
-from support.sandbox_fixtures import bwrap_ready  # noqa: F401  (fixture)
 
 from skillgate_core.benchgen import build_suite
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from envtest_paths import GOOD
-from support.sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: F401  (fixtures)
+from support.sandbox_fixtures import sandbox_backend
 
-# One definition of sandbox readiness for every test package (tests/support/sandbox_fixtures.py); here the
-# per-backend fixture is called `backend`.
+# One definition of sandbox readiness for every test package (tests/support/sandbox_fixtures.py, registered in
+# tests/conftest.py); here the per-backend fixture is called `backend`.
 backend = sandbox_backend
 
 

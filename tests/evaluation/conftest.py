@@ -7,8 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.sandbox_fixtures import bwrap_ready  # noqa: F401  (fixture)
-from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
 
 TINY_SPEC = """[protocol]
 spec_id = "tiny_v1"
@@ -31,7 +29,7 @@ def tiny_spec(tmp_path) -> Path:
 
 
 @pytest.fixture
-def bench_copy(bench, tmp_path) -> Path:  # noqa: F811  (the bench fixture, not a redefinition)
+def bench_copy(bench, tmp_path) -> Path:
     """A private copy of the bench a test may change."""
     target = tmp_path / "bench"
     shutil.copytree(bench, target)

@@ -81,6 +81,7 @@ async def _root_flow_run_id(client, flow_run_id: str) -> str:
 
 TINY = ["init-model.corpus_lines=300", "init-model.vocab_size=600", "init-model.hidden_size=32",
         "bench-build.eval_tasks=4", "bench-build.slate_tasks=4", "bench-build.train_tasks_per_skill=1",
+        "bench-build.gate=\"none\"",  # the gate's own tests: tests/benchgen (here it cost ~8 s of sandboxes)
         "collect.max_tasks=2", "collect.repeats=1", "collect.misleading_rate=0.0", "sft.max_steps=1",
         "sft.per_device_batch_size=1", "sft.max_length=100000",
         "grpo.steps=1", "grpo.prompts_per_step=1", "grpo.group_size=2", "grpo.num_workers=1",

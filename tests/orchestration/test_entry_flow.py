@@ -9,8 +9,9 @@ import pytest
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 SMALL = ["init-model.corpus_lines=300", "init-model.vocab_size=600", "init-model.hidden_size=32"]
+# No validity gate (its own tests: tests/benchgen): the recipe's chain is the subject here, not the sandboxes.
 DEMO_SMALL = ["bench-build.eval_tasks=4", "bench-build.slate_tasks=4", "bench-build.train_tasks_per_skill=1",
-              "collect.max_tasks=2", "collect.repeats=1", "collect.misleading_rate=0.0", "sft.max_steps=1",
+              'bench-build.gate="none"', "collect.max_tasks=2", "collect.repeats=1", "collect.misleading_rate=0.0", "sft.max_steps=1",
               "sft.per_device_batch_size=1", "sft.max_length=100000"]
 
 

@@ -65,6 +65,7 @@ def test_the_policy_tests_import_on_the_gpu_machine() -> None:
     from support.gpu_machine import run_without_absent
 
     code = "import sys; sys.path.insert(0, 'tests'); sys.path.insert(0, 'tests/policy')\n"
+    code += "import runpy; runpy.run_path('tests/conftest.py')\n"  # the root conftest registers the shared fixtures
     code += "import support.tiny_fixtures, conftest, test_turn_cache\n"
     result = run_without_absent(code, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""Shared fixtures of the RL tests: a real tiny Qwen2 model dir, a small real bench, a warm extension cache.
+"""Shared fixtures of the RL tests: a real tiny Qwen2 model dir and a warm extension cache (the small real bench
+and the shared tiny models: tests/conftest.py).
 
 DeepSpeed compiles a small C++ op (shared-memory all-reduce) the first time it initialises on CPU
 (~45 s on 2 cores). The session's SKILLGATE_HOME is a fresh temp dir, so the compile cache is kept in
@@ -13,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 

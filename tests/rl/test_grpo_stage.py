@@ -53,10 +53,10 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(next(path.glob("*.safetensors"))))
 
 
-def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
+def _check_run(pipeline, profile: str, tmp_path: Path, **changes) -> None:
     from transformers import AutoModelForCausalLM
 
-    config, result = _run(pipeline, profile, tmp_path)
+    config, result = _run(pipeline, profile, tmp_path, **changes)
     rows = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     trained = [r for r in rows if r["trained"]]
@@ -88,7 +88,9 @@ def _check_run(pipeline, profile: str, tmp_path: Path) -> None:
 
 
 def test_skillgate_two_workers(pipeline, tmp_path, skillgate_home):
-    _check_run(pipeline, "selector_clean_oracle_action_credit", tmp_path)
+    # groups of two: each worker trains 2 episodes a step instead of 4 (the workers, not the group size, are
+    # the subject here; groups of 4: every profile's slow test below)
+    _check_run(pipeline, "selector_clean_oracle_action_credit", tmp_path, group_size=2)
 
 
 @pytest.mark.slow
@@ -100,8 +102,10 @@ def test_every_profile_two_workers(pipeline, tmp_path, skillgate_home, profile):
 def test_a_labelled_variant_carries_its_label(pipeline, tmp_path, skillgate_home):
     """A variant run (never the default) says so in its experiment id, every metrics row, the stage output
     and the export's lineage, so no table can take it for the method."""
+    # One step of one group of two in this process: the labels are the subject, not the update (the variant's
+    # filter: tests/rl/test_selector_credit_update.py); 2 episodes to play and train instead of 8.
     config, result = _run(pipeline, "selector_clean_oracle_action_credit", tmp_path, steps=1, num_workers=1,
-                          launcher="process", selector_on_zero_variance=True)
+                          prompts_per_step=1, group_size=2, launcher="process", selector_on_zero_variance=True)
     assert result.metrics["experiment_id"].startswith("grpo-selector-clean-oracle-action-credit-"
                                                       "selector-on-zero-variance-")
     assert result.metrics["variant"] == "selector_on_zero_variance"

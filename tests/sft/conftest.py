@@ -1,3 +1,2 @@
-"""Fixtures of the sft tests: the tiny policy of tests/support/tiny_fixtures.py (built once per session)."""
-
-from support.tiny_fixtures import tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: F401  (fixtures)
+"""Fixtures of the sft tests: the tiny policy and the small bench of tests/support/tiny_fixtures.py, registered
+in tests/conftest.py (built once per session)."""

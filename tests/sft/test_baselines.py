@@ -10,7 +10,6 @@ import pytest
 
 from skillgate_core.agent.policies import first_read_turn
 from skillgate_core.base.paths import state_layout
-from skillgate_core.benchgen import BenchBuildConfig, build_suite
 from skillgate_core.pipeline.run import run_stage
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
 from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
@@ -26,15 +25,14 @@ from skillgate_core.sft.baselines import (
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> dict[str, Path]:
+def inputs(tmp_path_factory, bench) -> dict[str, Path]:
+    """The session's small bench (tests/support/tiny_fixtures.py), a tiny policy and its rl-data-prep table."""
     root = tmp_path_factory.mktemp("baselines")
-    build_suite(BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4,
-                                 slate_tasks=4), root / "bench")
     model = build_tiny_model(TinyModelConfig(vocab_size=700, corpus_lines=400, hidden_size=32), {}, root)
     policy = model.outputs["base_model"]
-    rl = prepare_rl_data(RLDataPrepConfig(profile="mixed_task_reward"),
-                         {"bench": root / "bench", "sft_model": policy}, root / "rl")
-    return {"sft_model": policy, "rl_data": rl.outputs["rl_data"], "bench": root / "bench"}
+    rl = prepare_rl_data(RLDataPrepConfig(profile="mixed_task_reward"), {"bench": bench, "sft_model": policy},
+                         root / "rl")
+    return {"sft_model": policy, "rl_data": rl.outputs["rl_data"], "bench": bench}
 
 
 def changed_parameters(a: Path, b: Path) -> list[str]:
@@ -112,14 +110,14 @@ def test_a_renamed_task_trains_the_read_of_the_name_its_prompt_shows(inputs, tmp
         assert all(p["rejected_name"] in prompt for p in pairs)
 
 
-def test_the_table_must_hold_slate_prompts_of_this_tokenizer(inputs, tmp_path):
+def test_the_table_must_hold_slate_prompts_of_this_tokenizer(inputs, tiny_model_dir, tmp_path):
     bare = prepare_rl_data(RLDataPrepConfig(profile="no_skill", max_tasks=2),
                            {"bench": inputs["bench"], "sft_model": inputs["sft_model"]}, tmp_path / "bare")
     with pytest.raises(ValueError, match="no slate prompt .*no-skill profile"):
         selection_tasks(bare.outputs["rl_data"], inputs["sft_model"], 0)
-    other = build_tiny_model(TinyModelConfig(vocab_size=600, corpus_lines=300, hidden_size=32), {}, tmp_path)
+    other = tiny_model_dir  # the session's tiny policy: another tokenizer (600 tokens, not 700)
     with pytest.raises(ValueError, match="rendered with another tokenizer"):
-        selection_tasks(inputs["rl_data"], other.outputs["base_model"], 0)
+        selection_tasks(inputs["rl_data"], other, 0)
 
 
 def test_bc_trains_and_exports_a_loadable_policy(inputs, tmp_path):

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.tiny_fixtures import bench, tiny_model_dir  # noqa: F401  (fixtures)
 
 from skillgate_core.agent.collect import CollectConfig, collect_trajectories
 
@@ -52,14 +51,14 @@ def test_the_deepspeed_accelerator_line_is_dropped_in_every_skillgate_process():
 
 
 @pytest.fixture(scope="module")
-def trajectories(bench, tiny_model_dir, tmp_path_factory) -> Path:  # noqa: F811
+def trajectories(bench, tiny_model_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("collect")
     return collect_trajectories(CollectConfig(max_tasks=2, misleading_rate=0.0, seed=1),
                                 {"bench": bench, "base_model": tiny_model_dir}, out).outputs["trajectories"]
 
 
 @pytest.mark.usefixtures("prefect_server")  # measured 3.6 s of its own (server and fixtures: 13 s, shared)
-def test_sft_stage_inside_a_printing_flow_shows_no_bytecode(trajectories, tiny_model_dir, skillgate_home):  # noqa: F811
+def test_sft_stage_inside_a_printing_flow_shows_no_bytecode(trajectories, tiny_model_dir, skillgate_home):
     from prefect import flow
 
     from flows.stage_flows import STAGE_FLOWS

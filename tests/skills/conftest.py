@@ -1,5 +1,6 @@
 """Builders for the skills tests: small skill trees written into tmp_path; the small real bench
-(tests/support/tiny_fixtures.py, built once per session) for the renamed-slate tests."""
+(tests/support/tiny_fixtures.py, registered in tests/conftest.py: built once per session) for the
+renamed-slate tests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.tiny_fixtures import bench  # noqa: F401  (fixture)
 
 SkillWriter = Callable[..., Path]
 
