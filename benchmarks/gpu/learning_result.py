@@ -837,7 +837,8 @@ def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
 @dataclass(frozen=True)
 class PaperInputs:
     """The rows a paper build reads from the collected folders, checked to form one cohort: every arm
-    started from the same SFT policy, and a method's rows found twice are one file."""
+    started from the same SFT policy, the GRPO arms share every setting but profile, seed and labelled
+    variants, and a method's rows found twice are one file."""
 
     eval: dict[str, list[Path]]
     """eval_trials.parquet by eval method, every copy found (byte-identical when more than one)."""
@@ -961,8 +962,9 @@ def paper_inputs(collected: list[Path]) -> PaperInputs:
     """Every eval/<method>/eval_trials.parquet and training/<label>/metrics.jsonl under `collected`, with the
     SFT policy each started from (the stage records of the command JSONs there), checked to form one cohort:
     each session retrains SFT, not bit-identically on a GPU, and arms are comparable only from the same SFT
-    policy. SystemExit, before anything is written, on two SFT policies or on two differing copies of one
-    method's rows; a warning for rows whose start no record names."""
+    policy under one shared GRPO recipe. SystemExit, before anything is written, on two SFT policies, on two
+    shared GRPO settings or on two differing copies of one method's rows; a warning for rows whose start no
+    record names."""
     found: dict[str, dict[str, list[Path]]] = {"eval": {}, "training": {}}
     for root in collected:
         for kind, name in (("eval", "eval_trials.parquet"), ("training", "metrics.jsonl")):
