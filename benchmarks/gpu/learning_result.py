@@ -883,18 +883,13 @@ def _trained_from(label: str, records: list[tuple[Path, str, dict[str, Any]]]) -
             if name == record_label and _digest(rec, "input_digests", "sft_model")]
 
 
-def eval_sft_starts(method: str, folder: Path, records: list[tuple[Path, str, dict[str, Any]]]) -> set[str]:
-    """The SFT policies the eval rows of `method` in out folder `folder` started from. The SFT policy's own
-    rows: the policy its eval70 record read, else the folder's sft output. An arm's: the sft_model input of
-    its training record (its stage label) whose export is the one the folder's eval70 record read, in any
-    collected folder (part c evaluates what part b trained); without an eval70 record, the folder's own
-    training record."""
+def sft_eval_start(folder: Path, records: list[tuple[Path, str, dict[str, Any]]]) -> set[str]:
+    """The SFT policy whose own eval rows lie in out folder `folder`: the policy its eval70 record read, else the
+    folder's sft output."""
     evaluated = {d for f, name, rec in records
-                 if f == folder and name == f"eval70_{method}" and (d := _digest(rec, "input_digests", "policy_export"))}
-    if method == SFT_METHOD:
-        return evaluated or {d for f, name, rec in records
-                             if f == folder and name == "sft" and (d := _digest(rec, "output_digests", "sft_model"))}
-    return {_digest(rec, "input_digests", "sft_model") for rec in eval_training_records(method, folder, records)}
+                 if f == folder and name == f"eval70_{SFT_METHOD}" and (d := _digest(rec, "input_digests", "policy_export"))}
+    return evaluated or {d for f, name, rec in records
+                         if f == folder and name == "sft" and (d := _digest(rec, "output_digests", "sft_model"))}
 
 
 def eval_training_records(method: str, folder: Path, records: list[tuple[Path, str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -973,18 +968,17 @@ def paper_inputs(collected: list[Path]) -> PaperInputs:
     if not found["eval"]:
         raise SystemExit(f"no eval/<method>/eval_trials.parquet under {[str(c) for c in collected]}")
     records = command_records(collected)
-    starts: dict[str, dict[str, set[str]]] = {"eval": {}, "training": {}}
-    for method, copies in found["eval"].items():
-        starts["eval"][method] = set().union(*(eval_sft_starts(method, f.parents[2], records) for f in copies))
-    for label, copies in found["training"].items():
-        folders = {f.parents[2] for f in copies}
-        starts["training"][label] = {_digest(rec, "input_digests", "sft_model")
-                                     for folder, rec in _trained_from(label, records) if folder in folders}
-    _check_one_recipe({**{f"eval/{m}": [r for f in copies for r in eval_training_records(m, f.parents[2], records)]
-                          for m, copies in found["eval"].items() if m != SFT_METHOD},
-                       **{f"training/{label}": [rec for folder, rec in _trained_from(label, records)
-                                                if folder in {f.parents[2] for f in copies}]
-                          for label, copies in found["training"].items()}})
+    # the training records behind each arm's rows, found once: they name its SFT start and its shared settings
+    trained = {"eval": {m: [r for f in copies for r in eval_training_records(m, f.parents[2], records)]
+                        for m, copies in found["eval"].items() if m != SFT_METHOD},
+               "training": {label: [rec for folder, rec in _trained_from(label, records)
+                                    if folder in {f.parents[2] for f in copies}]
+                            for label, copies in found["training"].items()}}
+    _check_one_recipe({f"{kind}/{name}": recs for kind, by_name in trained.items() for name, recs in by_name.items()})
+    starts = {kind: {name: {_digest(rec, "input_digests", "sft_model") for rec in recs} for name, recs in by_name.items()}
+              for kind, by_name in trained.items()}
+    if SFT_METHOD in found["eval"]:
+        starts["eval"][SFT_METHOD] = set().union(*(sft_eval_start(f.parents[2], records) for f in found["eval"][SFT_METHOD]))
     cohorts: dict[str, list[str]] = {}
     for kind, by_name in starts.items():
         for name, digests in sorted(by_name.items()):
