@@ -144,9 +144,9 @@ def _task_arrays(groups: Sequence[tuple[str, Sequence[Trial]]], k: int) -> _Task
         counts = {rate: task_counts(trials, TRIAL_RATES[rate]) for rate in _RATES}
         short = {t: n for t, (n, _) in counts["trial_success"].items() if n < k}
         if short:
-            first = sorted(short)[0]
+            example = sorted(short)[0]
             raise ValueError(f"{label}: pass@{k} needs >= {k} trials per task; {len(short)} task(s) have fewer "
-                             f"(e.g. {first}: {short[first]})")
+                             f"(e.g. {example}: {short[example]})")
         sides.append((label, counts))
     first_label, first = sides[0]
     tasks = list(first["trial_success"])
