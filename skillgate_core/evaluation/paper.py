@@ -267,12 +267,15 @@ def _comparisons(methods: Sequence[MethodTrials], config: PaperConfig) -> _Compa
                         arms=arms, pooled=pooled, pooled_skipped=pooled_skipped)
 
 
-def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig) -> list[tuple[str, PairedBootstrap]]:
-    """SkillGate - baseline (seed 0, the bare labels) over all tasks, then per benchmark."""
+def _bootstraps(methods: Sequence[MethodTrials], config: PaperConfig,
+                comparisons: _Comparisons) -> list[tuple[str, PairedBootstrap]]:
+    """SkillGate - baseline (seed 0, the bare labels) over all tasks, then per benchmark; the all-tasks one is
+    the seed-0 comparison `_comparisons` already made, when it could make it."""
     by = {m.method: m for m in methods}
     a, b = by[config.method], by[config.baseline]
-    scopes = [("all", None)] + [(bench, bench) for bench in sorted({t.benchmark for t in a.trials})]
-    return [(scope, _bootstrap(a, b, config, 0, bench)) for scope, bench in scopes]
+    overall = comparisons.per_seed.get(config.method) or _bootstrap(a, b, config, 0)
+    benches = sorted({t.benchmark for t in a.trials})
+    return [("all", overall)] + [(bench, _bootstrap(a, b, config, 0, bench)) for bench in benches]
 
 
 def _pooled_claim_arm(comparisons: _Comparisons, config: PaperConfig) -> PooledArm | None:
@@ -301,7 +304,7 @@ def _add_skillgate_bootstrap(section: _Section, methods: Sequence[MethodTrials],
         else:
             section.notes[table.key] = pointer
         return
-    results = _bootstraps(methods, config)
+    results = _bootstraps(methods, config, comparisons)
     section.tables.append(bootstrap_table(results))
     overall = results[0][1]
     section.figures["paired_bootstrap"] = lambda p: figures.bootstrap_figure(overall, p, config.dpi)
