@@ -440,6 +440,8 @@ class Run:
         # and the next command of a chain is chosen from this line
         models = "".join(f" ({k} {v[:12]})" for k, v in sorted(record.to_json().get("output_digests", {}).items())
                          if stage in ("init-model", "sft"))
+        if stage == "sft" and (mode := (record.to_json().get("metrics") or {}).get("determinism")):
+            models += f" (determinism {mode[:80]})"  # "strict": the digest repeats in another session
         print(f"[{time.strftime('%H:%M:%S')}] {label}: {'reused' if record.reused else f'{record.seconds:.1f} s'}"
               f"{models}", flush=True)
         return record
@@ -1088,6 +1090,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = parse(argv)
+    # before anything starts cuBLAS in this process: deterministic SFT needs its fixed workspace (sft.determinism)
+    from skillgate_core.sft.determinism import CUBLAS_WORKSPACE
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     if a.command == "arms":  # what the other commands would train, checked (learning_result.sh asks this first)
         listing = [{"label": x.label, "stage": x.stage, "kind": x.kind, "seed": x.seed, **(
             {"variants": list(x.variants)} if x.variants else {})} for x in a.trained]

