@@ -10,7 +10,7 @@ name (launch_ray puts this folder on their PYTHONPATH). It holds:
   its last JSON line parsed;
 - `grpo_bench_worker`: our GRPO step, single-turn (generate -> reward -> update_policy -> refresh);
 - `throughput_worker`: our packed-row training step (packing + token_logprobs + selector_grpo_loss
-  + one optimizer step) per engine variant;
+  + one optimizer step) per engine variant, and where its time goes (`phase_medians`);
 - JSON / profiler / machine helpers.
 """
 
@@ -21,12 +21,13 @@ import gc
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,8 @@ ENGINE_PRESETS: dict[str, dict[str, Any]] = {
     # EngineConfig fields per named preset (trainer_throughput.py --variants, grpo_step_vs_trl.py --presets)
     # default: what a user gets, EngineConfig's own defaults (the stage resolved per model, world and GPU)
     "default": {"zero_stage": "auto", "optimizer": "auto"},
+    # the default with the AdamW update in one kernel (candidate default optimizer: trainer_throughput.py says why)
+    "default_fused": {"zero_stage": "auto", "optimizer": "torch_fused"},
     "z3": {"zero_stage": 3, "optimizer": "torch"},
     "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
         ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
@@ -204,9 +207,11 @@ def setup_env(home: Path) -> None:
         sys.path.insert(0, str(ROOT))
 
 
-def run_anchor(script: str, args: Sequence[str], *, timeout: float, log: Path | None = None) -> dict[str, Any]:
-    """Run anchors/<script> with `args` in a subprocess; its last JSON line, plus wall time, or an error."""
-    cmd = [sys.executable, str(ANCHORS / script), *map(str, args)]
+def run_anchor(script: str, args: Sequence[str], *, timeout: float, log: Path | None = None,
+               folder: Path = ANCHORS) -> dict[str, Any]:
+    """Run folder/<script> (default anchors/) with `args` in a subprocess; its last JSON line, plus wall
+    time, or an error."""
+    cmd = [sys.executable, str(folder / script), *map(str, args)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
@@ -232,6 +237,48 @@ def run_anchor(script: str, args: Sequence[str], *, timeout: float, log: Path | 
 def sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+PHASES = ("forward", "backward", "optimizer_step")
+"""The phases of one training step that `phase_medians` times: forward (with the loss), backward, and
+the optimizer step (with zeroing the gradients)."""
+
+Phase = Callable[[str], contextlib.AbstractContextManager[Any]]
+"""What a timed step brackets each of its PHASES with: `with phase("forward"): ...`."""
+
+
+def phase_medians(step: Callable[[Phase], None], n: int) -> dict[str, Any]:
+    """Where a training step's time goes: `step(phase)` runs n times, a StepTimer(sync_cuda=True)
+    (skillgate_core.rl.step_metrics) behind `phase`, so each phase waits for the GPU at its start and
+    end and is charged for its own kernels (on CPU: plain wall time). Medians over the n steps:
+    {"phases_s": {phase: s}, "phased_step_s": the whole step, "phase_steps": n}; {} when n is 0.
+
+    The syncs take away the host/device overlap between phases, so phased_step_s may exceed the
+    unsynchronised s/step a little: callers time throughput on other steps, without them."""
+    from skillgate_core.rl.step_metrics import StepTimer
+
+    if n <= 0:
+        return {}
+    runs = []
+    for _ in range(n):
+        timer = StepTimer(sync_cuda=True)
+        with timer.phase("step"):
+            step(timer.phase)
+        runs.append(timer.seconds)
+    return {"phases_s": {k: round(statistics.median(r.get(k, 0.0) for r in runs), 6) for k in PHASES},
+            "phased_step_s": round(statistics.median(r["step"] for r in runs), 6), "phase_steps": n}
+
+
+def profiled_step(step: Callable[[Phase], None]) -> tuple[dict[str, list[dict[str, Any]]], str]:
+    """One `step(phase)` under torch.profiler, its PHASES labelled (record_function): `profile_summary`
+    of it (top kernels and operators, and the profiler's table, where the phases are rows too)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        step(record_function)
+        sync()
+    return profile_summary(prof)
 
 
 def release(*objects: Any) -> None:
@@ -457,6 +504,13 @@ class ThroughputJob:
     timeout_s: float = 0.0
     """Skip the variants left once this many seconds have passed (0 = no limit)."""
     notes: dict[str, str] = field(default_factory=dict)
+    phase_steps: int = 0
+    """After the timed steps, this many more with each phase synchronised (`phase_medians`): the row's
+    phases_s, phased_step_s (0 = none)."""
+    profile_dir: str = ""
+    """Non-empty: then one more step per variant under torch.profiler (`profiled_step`): its top kernels
+    and operators in the row (profile_top), the profiler's table in
+    profile_dir/trainer_profile_<variant>.txt (rank 0)."""
 
 
 def synthetic_samples(job: ThroughputJob, vocab: int, seed: int) -> list[Any]:
@@ -480,23 +534,32 @@ def synthetic_samples(job: ThroughputJob, vocab: int, seed: int) -> list[Any]:
     return out
 
 
-def _train_step(engine: Any, micro_batches: list[Any], normaliser: float) -> None:
+def no_phase(name: str) -> contextlib.AbstractContextManager[Any]:
+    """The `Phase` of an untimed step: nothing around any phase."""
+    return contextlib.nullcontext()
+
+
+def _train_step(engine: Any, micro_batches: list[Any], normaliser: float, phase: Phase = no_phase) -> None:
     """One optimizer step of the trainer's inner loop: per micro-batch token_logprobs ->
-    selector_grpo_loss (rho = 1, old = detached current) -> backward; then the optimizer step."""
+    selector_grpo_loss (rho = 1, old = detached current) -> backward; then the optimizer step. `phase`
+    brackets the PHASES (forward: log-probs and loss; backward; optimizer_step)."""
     from skillgate_core.rl.engine import backward, optimizer_step
     from skillgate_core.rl.logprobs import token_logprobs
     from skillgate_core.rl.loss import selector_grpo_loss
 
     for m in micro_batches:
         f = m.fields
-        logp = token_logprobs(engine, m, 1.0)
-        out = selector_grpo_loss(logp, logp.detach(), f["a_task"], f["a_sel"], f["w_task"], f["w_sel"], f["mask"],
-                                 normaliser, selector_coef=0.2, beta=0.0)
-        backward(engine, out.loss)
-    optimizer_step(engine)
+        with phase("forward"):
+            logp = token_logprobs(engine, m, 1.0)
+            out = selector_grpo_loss(logp, logp.detach(), f["a_task"], f["a_sel"], f["w_task"], f["w_sel"],
+                                     f["mask"], normaliser, selector_coef=0.2, beta=0.0)
+        with phase("backward"):
+            backward(engine, out.loss)
+    with phase("optimizer_step"):
+        optimizer_step(engine)
 
 
-def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
+def _time_variant(ctx: Any, job: ThroughputJob, name: str, ecfg: Any) -> dict[str, Any]:
     from skillgate_core.rl import collectives
     from skillgate_core.rl.engine import build_engine, resolve_zero
     from skillgate_core.rl.logprobs import packs_varlen
@@ -529,6 +592,9 @@ def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
         dt = time.perf_counter() - t0
         per_rank = collectives.all_gather_objects(job.mb * job.seq * job.steps / dt)
         per_gpu = sum(per_rank) / len(per_rank)
+        # where the time goes: more steps, after the timed ones, so the syncs do not touch tok/s
+        phases = phase_medians(lambda phase: _train_step(engine, mbs, normaliser, phase), job.phase_steps)
+        profile = _profile_variant(ctx, job, name, lambda phase: _train_step(engine, mbs, normaliser, phase))
         return {
             "tok_per_s": round(sum(per_rank)), "tok_per_s_per_gpu": round(per_gpu),
             "mfu_vs_790T": round(per_gpu * job.flops_per_token / PEAK_FLOPS, 3),
@@ -538,12 +604,25 @@ def _time_variant(ctx: Any, job: ThroughputJob, ecfg: Any) -> dict[str, Any]:
             "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 1) if cuda else None,
             "config": {k: v for k, v in vars(ecfg).items()
                        if k in ("zero_stage", "optimizer", "zero_overrides", "gradient_checkpointing", "dtype")},
-            **zero_record(zero),
+            **zero_record(zero), **phases, **profile,
         }
     except Exception as exc:  # one variant failing must not lose the others' numbers
         return {"error": f"{type(exc).__name__}: {exc}"[:800]}
     finally:
         release(engine)
+
+
+def _profile_variant(ctx: Any, job: ThroughputJob, name: str, step: Callable[[Phase], None]) -> dict[str, Any]:
+    """`profiled_step` of one more step when job.profile_dir is set (every rank steps: collectives)."""
+    if not job.profile_dir:
+        return {}
+    try:
+        top, table = profiled_step(step)
+    except Exception as exc:  # the timed numbers stand without it
+        return {"profile_error": f"{type(exc).__name__}: {exc}"[:800]}
+    if ctx.rank == 0:
+        (Path(job.profile_dir) / f"trainer_profile_{name}.txt").write_text(table)
+    return {"profile_top": top}
 
 
 def zero_record(zero: Any) -> dict[str, Any]:
@@ -554,7 +633,8 @@ def zero_record(zero: Any) -> dict[str, Any]:
 
 def throughput_worker(ctx: Any, job: ThroughputJob) -> dict[str, Any]:
     """Per variant: build the engine, pack this rank's mb x seq tokens, warm up, time `steps` optimizer
-    steps of token_logprobs -> selector_grpo_loss -> backward, then one optimizer step (collective)."""
+    steps of token_logprobs -> selector_grpo_loss -> backward, then one optimizer step (collective);
+    then job.phase_steps phase-timed steps and, with job.profile_dir, one profiled step."""
     from skillgate_core.rl import collectives
 
     start = time.perf_counter()
@@ -562,7 +642,8 @@ def throughput_worker(ctx: Any, job: ThroughputJob) -> dict[str, Any]:
     for name, ecfg in job.variants:
         # every rank takes rank 0's decision, so the collectives stay matched
         late = collectives.all_gather_objects(bool(job.timeout_s) and time.perf_counter() - start > job.timeout_s)[0]
-        results[name] = {"skipped": f"past the {job.timeout_s:.0f} s budget"} if late else _time_variant(ctx, job, ecfg)
+        results[name] = {"skipped": f"past the {job.timeout_s:.0f} s budget"} if late else _time_variant(ctx, job, name, ecfg)
         if ctx.rank == 0:
-            print("variant", name, json.dumps(results[name], default=str), flush=True)
+            shown = {k: v for k, v in results[name].items() if k != "profile_top"}  # the JSON has it
+            print("variant", name, json.dumps(shown, default=str), flush=True)
     return results

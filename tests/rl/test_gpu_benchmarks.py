@@ -41,16 +41,39 @@ def test_grpo_step_vs_trl_smoke(tmp_path):
     assert not (tmp_path / "grpo_ours.json").exists()  # merged into the one JSON
 
 
+def _assert_phases(row: dict) -> None:
+    """A row's phase breakdown: each phase a positive time, together within the phase-timed step."""
+    phases = row["phases_s"]
+    assert set(phases) == {"forward", "backward", "optimizer_step"} and row["phase_steps"] == 2, row
+    assert all(isinstance(v, float) and v > 0 for v in phases.values()), row
+    assert sum(phases.values()) <= row["phased_step_s"] * 1.02 + 1e-4, row
+
+
 @pytest.mark.e2e
 def test_trainer_throughput_smoke_process(tmp_path):
-    r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", "default,z3,z3_persist,z0",
-             "--attn", "torch_varlen")
+    names = ("default", "default_fused", "z3", "z3_persist", "z0")
+    r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", ",".join(names),
+             "--attn", "torch_varlen", "--profile")
     assert r["anchor_ds"]["torch"]["tok_per_s"] > 0
     assert r["model"]["params"] == r["anchor_ds"]["nparams"]  # the anchor's exact model
-    for name in ("default", "z3", "z3_persist", "z0"):
+    for name in names:
         row = r["process"][name]
         assert row["tok_per_s"] > 0 and row["packs_varlen"] and row["micro_batches_per_step"] == 1, row
-    assert set(r["summary"]["rows"]) == {"process/default", "process/z3", "process/z3_persist", "process/z0"}
+        _assert_phases(row)
+        assert row["profile_top"]["ops"] and (tmp_path / f"trainer_profile_{name}.txt").read_text()
+    assert set(r["summary"]["rows"]) == {f"process/{n}" for n in names}
+    assert r["process"]["default_fused"]["config"] == r["process"]["default"]["config"] | {"optimizer": "torch_fused"}
+    # plain torch's step phase by phase, in a copy of the anchor that runs the anchor's model
+    plain = r["anchor_phases"]
+    assert plain["tok_per_s"] > 0 and plain["nparams"] == r["model"]["params"]
+    _assert_phases(plain)
+    assert plain["profile_top"]["ops"] and (tmp_path / "anchor_profile.txt").read_text()
+    gaps = r["summary"]["phase_gap_vs_plain_torch_s"]
+    assert set(gaps) == {f"process/{n}" for n in names}
+    ours = r["process"]["default"]
+    assert gaps["process/default"]["forward"] == round(ours["phases_s"]["forward"] - plain["phases_s"]["forward"], 4)
+    assert gaps["process/default"]["s_per_step"] == round(ours["s_per_step"] - plain["s_per_step"], 4)
+    assert r["summary"]["default"]["gap_vs_plain_torch_s"] == gaps["process/default"]
     # the default preset is the user's config: "auto", resolved on the rank (CPU: 3) and said why, in one run
     # beside plain torch and the named presets
     assert r["process"]["default"]["config"]["zero_stage"] == "auto"
@@ -68,6 +91,8 @@ def test_trainer_throughput_smoke_with_ray(tmp_path):
     r = _run("trainer_throughput.py", tmp_path)
     assert r["ray_1"]["default"]["tok_per_s"] > 0 and r["summary"]["scaling_ray1_vs_process1"]["default"] > 0
     assert r["summary"]["default"]["ray_1"]["zero_stage_resolved"] == 3  # CPU
+    # the phase breakdown is the process rows' (the smoke's default), not Ray's
+    assert r["process"]["default_fused"]["phases_s"] and "phases_s" not in r["ray_1"]["default"]
 
 
 ANCHOR_SHA256 = {
