@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -206,8 +207,8 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
     """The replica's one StaticSampler, kept for the whole run and handed to every step's LocalPolicy (its
     caches and compiled decode graphs are what make it fast); None when the replica samples with hf.
 
-    cfg.static_shapes: it pads every call to this worker's largest round (its groups x G episodes, 2G
-    for a paired slate) and a cache of max_context_tokens + max_new_tokens, so the rollouts compile one
+    cfg.static_shapes: it pads every call to this worker's largest round (its groups x draw_ahead, rounded
+    up, x G episodes, 2G for a paired slate) and a cache of max_context_tokens + max_new_tokens, so the rollouts compile one
     decode graph. The cache holds the widest context of the batch plus the LONGEST turn budget of the
     batch (each episode keeps its own budget and rows are cut afterwards: agent.policies.LocalPolicy),
     so it can exceed max_context_tokens by up to max_new_tokens."""
@@ -218,7 +219,8 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
     if not cfg.static_shapes:
         return StaticSampler(replica, tokenizer)
     per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
-    return StaticSampler(replica, tokenizer, min_batch=max(1, cfg.prompts_per_step // world) * per_group,
+    largest_round = math.ceil(max(1, cfg.prompts_per_step // world) * cfg.draw_ahead)  # rollouts.rollout_step
+    return StaticSampler(replica, tokenizer, min_batch=largest_round * per_group,
                          min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
 
 

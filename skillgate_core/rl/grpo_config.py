@@ -57,6 +57,14 @@ class GRPOConfig:
     """G, rollouts per prompt (seed 8)."""
     chunk_groups: PositiveInt = 4
     """Groups converted together into token weights: a conversion chunk (seed 4 = 32 episodes)."""
+    draw_ahead: Annotated[float, Range(ge=1)] = 1.0
+    """Groups played per group still missing in a rollout round (rl.rollouts). 1: a round plays exactly the
+    missing groups, and each rejection costs another round (a whole episode's turns of latency). More: a round
+    plays that many times the missing groups in one batch and judges them in draw order until the worker has
+    its share; the groups past the last one judged are discarded unjudged and handed back to the prompt
+    stream, so the next step plays them first, with its own weights. The accepted groups, the rejections and
+    the forcing are those of 1 (only compute is spent; metrics: groups_discarded). The safety cap is checked
+    between rounds, so a round may pass it by what it plays."""
     max_rejected_groups: NonNegativeInt = 128
     """The safety cap, the same for every profile: per worker and step, after this many rejected groups
     the step trains on what was accepted (nothing accepted: the step takes no optimizer step, and the

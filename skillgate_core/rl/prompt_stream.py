@@ -62,6 +62,14 @@ class PromptStream:
         self.drawn.append(index)
         return index
 
+    def give_back(self, count: int) -> None:
+        """Undo the last `count` draws: the next `next()` calls return those rows again, in the same order
+        (rollouts: groups played ahead but not judged)."""
+        if not 0 <= count <= min(self.cursor, len(self.drawn)):
+            raise ValueError(f"give_back({count}): only {min(self.cursor, len(self.drawn))} draws can be undone")
+        self.cursor -= count
+        del self.drawn[len(self.drawn) - count:]
+
     def take_drawn(self) -> list[int]:
         """The indices drawn since the last call, clearing the list."""
         out, self.drawn = self.drawn, []

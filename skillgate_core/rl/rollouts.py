@@ -1,17 +1,20 @@
 """One worker's rollout step: draw prompts, play G episodes each, judge every group, refill rejects.
 
 A group is one prompt's G episodes (for hybrid_slate a *pair*: G without skills and G with the
-slate, judged together). Each round draws as many prompts as groups are still missing, plays all
-their episodes in one lockstep batch (so the policy generates for every live episode at once), then
-judges each group in draw order with the step's `RolloutStepFilter` (docs/method.md 4-5). Rejected
-groups are replaced by new draws in the next round, until the worker has its share of accepted
-groups or has spent its rejection budget (then it trains on what it has and says so in metrics).
+slate, judged together). Each round draws as many prompts as groups are still missing (times
+`GRPOConfig.draw_ahead`), plays all their episodes in one lockstep batch (so the policy generates for
+every live episode at once), then judges each group in draw order with the step's `RolloutStepFilter`
+(docs/method.md 4-5) until the worker has its share; groups played past that are discarded unjudged and
+given back to the prompt stream. Rejected groups are replaced by new draws in the next round, until the
+worker has its share of accepted groups or has spent its rejection budget (then it trains on what it has
+and says so in metrics).
 
     groups, stats = rollout_step(tasks, stream, policy, tokenizer, profile, config, skills_root)
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -126,7 +129,11 @@ class RolloutStats:
     drawn: list[str] = field(default_factory=list)
     """Task ids drawn, in order (accepted and rejected)."""
     episodes: int = 0
-    """Episodes played."""
+    """Episodes played in the groups judged (drawn)."""
+    discarded_groups: int = 0
+    """Groups played ahead (GRPOConfig.draw_ahead) and discarded unjudged: their prompts went back to the stream."""
+    discarded_episodes: int = 0
+    """Their episodes (generated_tokens and the times include them: they are work done)."""
     generated_tokens: int = 0
     """Sampled (loss-mask 1) tokens."""
     generate_s: float = 0.0
@@ -251,18 +258,24 @@ def rollout_step(
         if step_filter.rejected_groups >= config.max_rejected_groups:
             stats.gave_up = True
             break
-        drawn = [tasks[stream.next()] for _ in range(target_groups - len(accepted))]
-        stats.drawn += [t.task_id for t in drawn]
+        missing = target_groups - len(accepted)
+        drawn = [tasks[stream.next()] for _ in range(max(missing, math.ceil(missing * config.draw_ahead)))]
         plan = [_specs(t, profile, config.group_size) for t in drawn]
         flat = [spec for specs in plan for spec, _ in specs]
         started = time.perf_counter()
         generate_before = timed.seconds
         trajectories = run_episodes(flat, timed, tokenizer, episode_config)
         stats.env_s += time.perf_counter() - started - (timed.seconds - generate_before)
-        stats.episodes += len(trajectories)
         stats.generated_tokens += sum(sum(t.loss_mask) for t in trajectories)
         position = 0
-        for task, specs in zip(drawn, plan, strict=True):
+        for judged, (task, specs) in enumerate(zip(drawn, plan, strict=True)):
+            if len(accepted) >= target_groups:  # played ahead and not needed: unjudged, back to the stream
+                stream.give_back(len(drawn) - judged)
+                stats.discarded_groups += len(drawn) - judged
+                stats.discarded_episodes += len(trajectories) - position
+                break
+            stats.drawn.append(task.task_id)
+            stats.episodes += len(specs)
             episodes = []
             for (_, with_slate), traj in zip(specs, trajectories[position: position + len(specs)], strict=True):
                 spans = trajectory_span_report(traj, tokenizer, first_mention=config.identity_first_mention)

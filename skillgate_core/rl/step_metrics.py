@@ -148,6 +148,8 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
         "drawn": list(rollout.drawn),
         "gave_up": bool(rollout.gave_up),
         "episodes_played": rollout.episodes,
+        "discarded_groups": rollout.discarded_groups,
+        "discarded_episodes": rollout.discarded_episodes,
         "generated_tokens": rollout.generated_tokens,
         "generate_s": rollout.generate_s,
         "env_s": rollout.env_s,
@@ -194,6 +196,9 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "groups_drawn": int(drawn_groups),
         "groups_accepted": int(filters.get("accepted", 0)),
         "groups_rejected": int(sum(rejected.values())),
+        # played ahead (GRPOConfig.draw_ahead) and given back to the prompt stream unjudged: not drawn
+        "groups_discarded": int(sum(s.get("discarded_groups", 0) for s in summaries)),
+        "episodes_discarded": int(sum(s.get("discarded_episodes", 0) for s in summaries)),
         "selector_active_fraction": _rate(total("selector_active_groups"), total("groups")),
         "task_token_mass": total("task_mass"),
         "selector_token_mass": total("selector_mass"),

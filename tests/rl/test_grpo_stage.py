@@ -118,3 +118,21 @@ def test_a_labelled_variant_carries_its_label(pipeline, tmp_path, skillgate_home
     assert "selector_only_groups" in rows[0]
     lineage = (Path(result.metrics["export_path"]) / "lineage.json").read_text()
     assert '"variant": "selector_on_zero_variance"' in lineage
+
+
+def test_drawing_ahead_trains_on_the_groups_one_draw_at_a_time_would(pipeline, tmp_path, skillgate_home):
+    """grpo.draw_ahead through the stage: the teacher plays each task the same whatever the weights, so over
+    two steps the run draws, accepts and rejects exactly what draw_ahead 1 does; the groups it played ahead
+    and did not judge are counted apart, and the next step draws them again (the stream got them back)."""
+    rows = {}
+    for ahead in (1.0, 3.0):
+        (tmp_path / str(ahead)).mkdir()
+        _, result = _run(pipeline, "selector_clean_oracle_action_credit", tmp_path / str(ahead), num_workers=1,
+                         launcher="process", group_size=2, draw_ahead=ahead)
+        rows[ahead] = [json.loads(line) for line in Path(result.metrics["metrics_file"]).read_text().splitlines()]
+    for one, ahead in zip(rows[1.0], rows[3.0], strict=True):
+        for key in ("drawn_task_ids", "groups_drawn", "groups_accepted", "rejected", "episodes_played"):
+            assert ahead[key] == one[key], key
+        assert one["groups_discarded"] == one["episodes_discarded"] == 0
+        assert ahead["episodes_discarded"] == 2 * ahead["groups_discarded"]
+    assert sum(r["groups_discarded"] for r in rows[3.0]) > 0, "no round played ahead: the test shows nothing"

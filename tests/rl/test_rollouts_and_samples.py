@@ -203,3 +203,44 @@ def test_a_local_policy_step_reports_what_its_turn_cache_prefilled_and_reused(ta
     _, teacher_stats, teacher_filter, _ = _run(tasks, tokenizer, "mixed_task_reward")
     assert teacher_stats.prefill == {}
     assert _row([], teacher_stats, teacher_filter, "mixed_task_reward")["prefill_tokens"] is None
+
+
+@pytest.mark.parametrize("profile_name", ["selector_clean_oracle_action_credit", "mixed_task_reward"])
+def test_drawing_ahead_accepts_and_rejects_what_one_group_a_draw_would(tasks, tokenizer, profile_name):
+    """draw_ahead plays more groups a round; judged in draw order, the step accepts and rejects the same
+    groups as draw_ahead 1 (the teacher's episodes depend only on task and repeat), discards the rest unjudged
+    and hands their prompts back, so the next draws continue where the judged ones stopped."""
+    outcomes = {}
+    for ahead in (1.0, 3.0):
+        config = GRPOConfig(profile=profile_name, group_size=4, prompts_per_step=2, num_workers=1, max_turns=4,
+                            backend="bwrap", max_rejected_groups=6, force_after_groups=4, force_after_samples=16,
+                            draw_ahead=ahead)
+        profile = get_profile(profile_name)
+        teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=0.5, no_read_rate=0.0, seed=1))
+        step_filter = step_filter_for(profile, config)
+        stream = PromptStream(len(tasks), seed=1)
+        groups, stats = rollout_step(tasks, stream, teacher, tokenizer, profile, config, step_filter, target_groups=2)
+        row = _row(groups, stats, step_filter, profile_name)
+        outcomes[ahead] = (groups, stats, step_filter.counts(), stream, row)
+    (one, one_stats, one_counts, one_stream, one_row), (many, stats, counts, stream, row) = outcomes[1.0], outcomes[3.0]
+    assert [g.task.task_id for g in many] == [g.task.task_id for g in one] and len(many) == 2
+    assert stats.drawn == one_stats.drawn and counts == one_counts
+    assert stats.episodes == one_stats.episodes == 4 * len(stats.drawn)
+    assert stream.cursor == one_stream.cursor == len(stats.drawn)  # the unjudged prompts went back
+    assert stream.next() == one_stream.next()  # the next step draws what the sequential rule would
+    # the first round played 3 x 2 groups: whatever was not judged is counted as discarded, never as drawn
+    assert stats.discarded_groups == 6 - len(stats.drawn) > 0 and one_stats.discarded_groups == 0
+    assert one_counts.get("zero_variance", 0) > 0  # this seed rejects groups: draw_ahead 1 needed more rounds
+    assert stats.discarded_episodes == 4 * stats.discarded_groups
+    assert (row["groups_drawn"], row["groups_discarded"], row["episodes_discarded"]) == (
+        len(stats.drawn), stats.discarded_groups, stats.discarded_episodes)
+    assert row["episodes_played"] == one_row["episodes_played"]
+
+
+def test_a_stream_gives_back_its_last_draws_in_order():
+    stream = PromptStream(5, seed=2)
+    first = [stream.next() for _ in range(7)]
+    stream.give_back(3)
+    assert [stream.next() for _ in range(3)] == first[4:] and stream.cursor == 7
+    with pytest.raises(ValueError, match="give_back"):
+        stream.give_back(8)
