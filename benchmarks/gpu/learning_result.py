@@ -393,6 +393,8 @@ class Run:
             # checkpoints as often as the scale says: an arm cut off by the budget resumes from its latest
             self.cfg["grpo"] = replace(self.cfg["grpo"], steps=steps,
                                        checkpoint_every=min(self.cfg["grpo"].checkpoint_every, steps))
+        if a.draw_ahead:
+            self.cfg["grpo"] = replace(self.cfg["grpo"], draw_ahead=a.draw_ahead)
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
@@ -1052,6 +1054,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--collected", action="append", default=[], help="paper: folders holding eval/ and training/")
     p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
     p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
+    p.add_argument("--draw-ahead", type=float, default=0,
+                   help="override grpo.draw_ahead (0 = the scale's): groups a rollout round plays per group missing")
     p.add_argument("--fit-budget-s", type=float, default=0,
                    help="arm: choose the GRPO steps (at most the scale's) that fit this many seconds, from part a's "
                         "probe timing in the home; later commands of the home reuse the choice")

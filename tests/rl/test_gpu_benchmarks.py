@@ -296,6 +296,9 @@ def test_the_arms_steps_are_fitted_from_the_probe_and_kept_for_the_evaluations(t
     assert run.cfg["grpo"].steps == run.cfg["grpo"].checkpoint_every == 10
     explicit = lr.parse(["eval", "--out", str(tmp_path / "o"), "--home", str(home), "--grpo-steps", "3"])
     assert lr.Run(explicit, "eval").cfg["grpo"].steps == 3
+    # a rollout round may play ahead (grpo.draw_ahead): the probe's A/B of the GRPO step time
+    ahead = lr.parse(["probe", "--out", str(tmp_path / "o"), "--home", str(home), "--draw-ahead", "2"])
+    assert lr.Run(ahead, "probe").cfg["grpo"].draw_ahead == 2.0 and run.cfg["grpo"].draw_ahead == 1.0
 
 
 @pytest.mark.slow
