@@ -448,7 +448,16 @@ def _cgroup_pids(container_id: str) -> list[str]:
         if c.exists():
             return c.read_text().split()
     # Fall back to the daemon's view.
-    top = docker_client().api.top(container_id, ps_args="-eo pid")
+    import docker.errors
+
+    try:
+        top = docker_client().api.top(container_id, ps_args="-eo pid")
+    except docker.errors.APIError as exc:
+        # 409: the container is not running (its PID 1 died, e.g. killed by the agent or the OOM killer, and
+        # took every process with it): no process is left, and its cgroup is gone, which is why we are here
+        if exc.status_code == 409:
+            return []
+        raise
     return [row[0] for row in top.get("Processes") or []]
 
 

@@ -114,6 +114,27 @@ def test_stop_is_idempotent_and_leaves_nothing(backend: str, hello_task):
         assert not docker_client().api.containers(all=True, filters={"name": box.session_id})
 
 
+def test_a_container_that_dies_while_its_processes_are_killed_leaves_none(docker_ready, hello_task):
+    """The agent's PID 1 dies (killed, or picked by the OOM killer) while the sandbox is killing its processes
+    before verification: kill_processes found it running, then the cgroup is gone and the daemon answers 409
+    for a stopped container. That means no process is left, not an error (2026-12-02 the adversarial OOM test
+    failed on this race). The kill step runs here on a container already stopped, the state the race leaves."""
+    from skillgate_core.envs.docker_images import docker_client
+
+    box = start_sandbox(hello_task, backend="docker")
+    try:
+        api = docker_client().api
+        api.kill(box.container_id)
+        deadline = time.monotonic() + 30
+        while api.inspect_container(box.container_id)["State"]["Running"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not api.inspect_container(box.container_id)["State"]["Running"]
+        box._kill_frozen()  # what kill_processes runs once it found the container running
+        assert not api.inspect_container(box.container_id)["State"]["Running"]
+    finally:
+        box.stop()
+
+
 def test_orphans_of_a_killed_owner_are_cleaned(backend: str):
     """A process that dies without stopping its sandbox leaves an orphan; cleanup_orphans removes it."""
     script = (

@@ -347,7 +347,7 @@ def test_the_smollm2_scale_resolves_its_recipe_without_what_the_gpu_machine_lack
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "['bc', 'collect', 'data', 'dpo', 'eval', 'grpo', 'model', 'paper', 'sft'] 16 eval70_v1_ctx8k" in done.stdout
+    assert "['bc', 'collect', 'data', 'dpo', 'eval', 'grpo', 'model', 'paper', 'sft'] 32 eval70_v1_ctx8k" in done.stdout
 
 
 @pytest.mark.slow
