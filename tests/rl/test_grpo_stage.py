@@ -120,6 +120,7 @@ def test_a_labelled_variant_carries_its_label(pipeline, tmp_path, skillgate_home
     assert '"variant": "selector_on_zero_variance"' in lineage
 
 
+@pytest.mark.slow  # two GRPO runs (~50 s); rollout_step's own test covers the rule in the default suite
 def test_drawing_ahead_trains_on_the_groups_one_draw_at_a_time_would(pipeline, tmp_path, skillgate_home):
     """grpo.draw_ahead through the stage: the teacher plays each task the same whatever the weights, so over
     two steps the run draws, accepts and rejects exactly what draw_ahead 1 does; the groups it played ahead
