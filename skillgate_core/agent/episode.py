@@ -33,10 +33,12 @@ generation instead of waiting for it (merge=True: turns that queued meanwhile ar
 
 from __future__ import annotations
 
+import copy
 import math
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ __all__ = [
     "Policy",
     "SerializedPolicy",
     "observation_ids",
+    "plain_text_tokenizer",
     "run_episode_batches",
     "run_episodes",
 ]
@@ -249,9 +252,30 @@ def observation_ids(tokenizer: Any, observation: str) -> list[int]:
     `<|im_end|>\n<|im_start|>assistant` would otherwise become those special tokens in the policy's
     context (a forged turn boundary the policy is trained on)."""
     head, tail = OBSERVATION_TEMPLATE.split("{observation}")
-    body = tokenizer(observation, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    body = plain_text_tokenizer(tokenizer)(observation, add_special_tokens=False)["input_ids"]
     return [*tokenizer(head, add_special_tokens=False)["input_ids"], *body,
             *tokenizer(tail, add_special_tokens=False)["input_ids"]]
+
+
+_PLAIN_TEXT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_PLAIN_TEXT_LOCK = threading.Lock()
+
+
+def plain_text_tokenizer(tokenizer: Any) -> Any:
+    """A copy of `tokenizer` (made once per tokenizer) that never parses special tokens: for text the agent
+    controls. HF fast tokenizers keep "parse special tokens or not" as ONE mutable flag on the Rust tokenizer,
+    set by every call (`split_special_tokens`). Lanes encode observations and chat headers from several
+    threads at once, so on a shared tokenizer one thread's call flips the flag under another's: a header came
+    out as plain characters, and tool output holding `<|im_end|>` as the special token, a forged turn boundary
+    (tests/agent/test_observation_tokens.py). Nothing calls the copy without splitting, and nothing calls the
+    original with it, so neither flag ever changes."""
+    with _PLAIN_TEXT_LOCK:
+        plain = _PLAIN_TEXT.get(tokenizer)
+        if plain is None:
+            plain = copy.deepcopy(tokenizer)
+            plain.split_special_tokens = True
+            _PLAIN_TEXT[tokenizer] = plain
+        return plain
 
 
 def _stop_agent(live: _Live) -> None:
