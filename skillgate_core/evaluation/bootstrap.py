@@ -23,6 +23,11 @@ seed's trials of it. Rates pool those trials (n and x summed over seeds); a task
 over the seeds of that seed's unbiased pass@k (k trials drawn within one seed's repeats, never across
 seeds), so the pooled pass@k is the mean of the per-seed pass@k values. One seed is `paired_bootstrap`.
 
+Pairs pooled (`pooled_pairs_bootstrap`): the same pooling over any list of (method, baseline) pairs, each pair
+evaluated on the same tasks, e.g. the same two arms trained in several sessions from different SFT policies
+(each pair shares its own SFT start). A task's cluster is then every pair's trials of it; a pair never meets
+another pair's baseline.
+
 Refuses two fingerprints (ProtocolMismatchError) and two task sets (TaskSetMismatchError), between the
 method and the baseline and between seeds.
 """
@@ -48,6 +53,7 @@ __all__ = [
     "paired_bootstrap",
     "percentile_interval",
     "pooled_paired_bootstrap",
+    "pooled_pairs_bootstrap",
     "rate_differences",
 ]
 
@@ -211,6 +217,25 @@ def pooled_paired_bootstrap(method: Mapping[int, Sequence[Trial]], baseline: Map
                    baseline_label=baseline_label, method_fingerprint=method_fingerprint,
                    baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
                    confidence=confidence, arm_seeds=tuple(seeds))
+
+
+def pooled_pairs_bootstrap(pairs: Sequence[tuple[str, Sequence[Trial], Sequence[Trial]]], *, method_label: str,
+                           baseline_label: str, method_fingerprint: str, baseline_fingerprint: str, k: int = 4,
+                           resamples: int = MIN_RESAMPLES, seed: int = 0, confidence: float = 0.95,
+                           arm_seeds: Sequence[int] = ()) -> PairedBootstrap:
+    """`paired_bootstrap` with several (label, method trials, baseline trials) pairs pooled (see the module doc):
+    every pair on the same tasks, each method side paired with its own baseline side. `arm_seeds`: each pair's
+    training seed, recorded in the result."""
+    if not pairs:
+        raise ValueError("pooled pairs: expected at least one (label, method trials, baseline trials) pair")
+    labels = [label for label, _, _ in pairs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"pooled pairs: labels must be distinct, got {labels}")
+    return _paired([(f"{method_label} {label}", m) for label, m, _ in pairs],
+                   [(f"{baseline_label} {label}", b) for label, _, b in pairs], method_label=method_label,
+                   baseline_label=baseline_label, method_fingerprint=method_fingerprint,
+                   baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
+                   confidence=confidence, arm_seeds=tuple(arm_seeds))
 
 
 def _paired(method: Sequence[tuple[str, Sequence[Trial]]], baseline: Sequence[tuple[str, Sequence[Trial]]], *,

@@ -1,6 +1,7 @@
 """pass@k against brute force, vector 9, the behaviour cost, the paired bootstrap against exact
 enumeration of every resample (docs/method.md 8-9), its oracle-exposure and clean-oracle intervals, and
-the claim check read off them; seeds pooled by task (pass@k the mean of the seeds')."""
+the claim check read off them; seeds pooled by task (pass@k the mean of the seeds'), and any list of pairs
+pooled the same way (the claim's two arms from several SFT policies)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from skillgate_core.evaluation.bootstrap import (
     bootstrap_differences,
     paired_bootstrap,
     pooled_paired_bootstrap,
+    pooled_pairs_bootstrap,
     rate_differences,
 )
 from skillgate_core.evaluation.claim import claim_check
@@ -360,3 +362,44 @@ def test_pooled_seeds_refusals():
     with pytest.raises(ValueError, match="skillgate seed 1: pass@4 needs >= 4 trials per task"):
         _pooled({0: m, 1: trials({"a": ["fail"] * 3, "b": ["fail"] * 4})},
                 {0: m, 1: trials({"a": ["fail"] * 3, "b": ["fail"] * 4})})
+
+
+# --- pairs pooled: the same two arms from several SFT policies, each pair on its own ------------------------------
+
+def _pairs(pairs, **kw):
+    return pooled_pairs_bootstrap(pairs, method_label="skillgate", baseline_label="mixed",
+                                  method_fingerprint=FP, baseline_fingerprint=FP, **kw)
+
+
+def test_pooled_pairs_are_the_seeds_pooling_over_any_pairs():
+    # Two pairs (cohort x at seed 0, cohort y at seed 0) give exactly what the same trials give as seeds 0 and 1
+    more = {f"t{i}": 2 + i % 2 for i in range(12)}
+    fewer = {f"t{i}": 1 + i % 3 for i in range(12)}
+    m1, b1, m2, b2 = exposure_arm(more), exposure_arm(fewer), exposure_arm(fewer), exposure_arm(BASELINE_ORACLE)
+    seeds = _pooled({0: m1, 1: m2}, {0: b1, 1: b2}, seed=5)
+    pairs = _pairs([("x s0", m1, b1), ("y s0", m2, b2)], seed=5, arm_seeds=(0, 0))
+    assert pairs.intervals == seeds.intervals and pairs.arm_seeds == (0, 0) and pairs.pooled
+    for statistic, dist in seeds.distributions.items():
+        assert np.array_equal(pairs.distributions[statistic], dist), statistic
+    # pooled over trials: the pairs' oracle reads summed on each side
+    exposure = pairs.interval("oracle_exposure")
+    assert exposure.method_value == pytest.approx((sum(more.values()) + sum(fewer.values())) / 96)
+    assert exposure.baseline_value == pytest.approx((sum(fewer.values()) + sum(BASELINE_ORACLE.values())) / 96)
+
+
+def test_pooled_pairs_refusals():
+    m = trials({"a": ["resolved"] * 4, "b": ["fail"] * 4})
+    other = trials({"a": ["fail"] * 4, "c": ["fail"] * 4})
+    with pytest.raises(ValueError, match="at least one"):
+        _pairs([])
+    with pytest.raises(ValueError, match="labels must be distinct"):
+        _pairs([("x", m, m), ("x", m, m)])
+    # a pair's arms on different tasks: the error names the pair
+    with pytest.raises(TaskSetMismatchError, match=r"skillgate y and mixed y were evaluated on different"):
+        _pairs([("x", m, m), ("y", other, m)])
+    # each pair consistent, but the pairs on other tasks than each other: a task would lack a pair's trials
+    with pytest.raises(TaskSetMismatchError, match=r"skillgate x and skillgate y were evaluated"):
+        _pairs([("x", m, m), ("y", other, other)])
+    with pytest.raises(ProtocolMismatchError):
+        pooled_pairs_bootstrap([("x", m, m)], method_label="skillgate", baseline_label="mixed",
+                               method_fingerprint=FP, baseline_fingerprint="b" * 64)
