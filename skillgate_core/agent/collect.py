@@ -74,6 +74,10 @@ class CollectConfig:
     """Sandbox backend for the episodes (auto, docker, bwrap)."""
     batch_episodes: PositiveInt = 8
     """Episodes played together in one lockstep batch."""
+    sandbox_workers: PositiveInt = 2
+    """Threads running the batch's sandboxes at once (starts, tool calls, verification): up to the machine's
+    cores. The trajectories do not depend on it (every turn's views reach the teacher together, results come
+    back in spec order); only the wall-clock `duration_s` does."""
     max_turns: PositiveInt = 6
     """Turn limit of a teacher episode (the reference teacher needs three)."""
     teacher: Literal["reference", "openai"] = "reference"
@@ -139,7 +143,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         rows = sorted(random.Random(config.seed).sample(rows, min(config.max_tasks, len(rows))),
                       key=lambda r: r["task_id"])
     policy = collect_policy(config, tokenizer)
-    episode_cfg = EpisodeConfig(max_turns=config.max_turns, backend=config.backend, workers=2)
+    episode_cfg = EpisodeConfig(max_turns=config.max_turns, backend=config.backend, workers=config.sandbox_workers)
     target = out_dir / "trajectories"
     target.mkdir(parents=True)
     records: list[dict] = []

@@ -83,3 +83,18 @@ def test_the_teacher_resolves_the_same_tasks_under_aliases(bench, tiny_model_dir
     # the default shuffles suffixes: some episode's oracle was played under another suffix than the bench's
     assert any(json.loads(a["extra"])["skill_aliases"][p["gold"]].split("-", 2)[2] != p["gold"].split("-", 2)[2]
                for a, p in zip(aliased, plain, strict=True))
+
+
+def test_the_trajectories_do_not_depend_on_how_many_sandboxes_run_at_once(bench, tiny_model_dir, tmp_path):
+    inputs = {"bench": bench, "base_model": tiny_model_dir}
+    rows = {}
+    for workers in (1, 4):
+        out = tmp_path / f"workers{workers}"
+        out.mkdir()
+        config = CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.5, alias_rate=0.5, batch_episodes=8, seed=2,
+                               sandbox_workers=workers)
+        collect_trajectories(config, inputs, out)
+        rows[workers] = [{k: v for k, v in r.items() if k != "duration_s"}
+                         for r in pq.read_table(out / "trajectories" / "trajectories.parquet").to_pylist()]
+    assert len(rows[1]) == 8 and rows[1] == rows[4]
+    assert {tuple(r["reads"]) for r in rows[1]} >= {("misleading",), ("oracle",)}  # the noise was drawn: not all alike
