@@ -39,8 +39,9 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -61,6 +62,7 @@ from skillgate_core.policy.local_sampler import Completion
 from skillgate_core.skills import Slate
 
 __all__ = [
+    "ENV_PHASES",
     "OBSERVATION_TEMPLATE",
     "EpisodeConfig",
     "EpisodeSpec",
@@ -356,18 +358,23 @@ def run_episodes(
     config: EpisodeConfig = EpisodeConfig(),
     profile: PromptProfile = DEFAULT_PROFILE,
     sandbox_config: SandboxConfig | None = None,
+    phase_seconds: dict[str, float] | None = None,
 ) -> list[Trajectory]:
     """Play every spec to the end in lockstep turns and grade it; results in spec order.
 
     If anything raises, every sandbox started is stopped before the error propagates (module docstring).
-    Sandboxes a killed earlier run left behind (owner process gone) are reaped first.
+    Sandboxes a killed earlier run left behind (owner process gone) are reaped first. `phase_seconds`, when
+    given, gains the wall seconds of the sandbox phases (ENV_PHASES: starts, the turns' tool calls, verification),
+    added to what it holds: where a rollout's non-generate time goes.
     """
     reap_orphans(sandbox_config)
     group = SandboxGroup()
     pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
     lives: list[_Live] = []
+    timed = _PhaseClock(phase_seconds)
     try:
-        lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
+        with timed("start"):
+            lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
         while True:
             active = [lv for lv in lives if lv.status is None]
             if not active:
@@ -393,10 +400,12 @@ def run_episodes(
                 except (SandboxError, OSError) as exc:
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 
-            _each(pool, advance, zip(active, completions, strict=True))
+            with timed("tools"):
+                _each(pool, advance, zip(active, completions, strict=True))
             for live in active:
                 live.view.ended = live.status is not None
-        return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
+        with timed("verify"):
+            return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
     finally:
         for live in lives:
             live.view.ended = True
@@ -404,6 +413,27 @@ def run_episodes(
         # below does not wait for them; a start finishing after this is stopped as it registers.
         group.stop_all()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+ENV_PHASES = ("start", "tools", "verify")
+"""run_episodes' sandbox phases, in order: sandbox starts; each turn's tool calls (with the turn's bookkeeping);
+verification (and the sandboxes' stop)."""
+
+
+class _PhaseClock:
+    """`with clock(phase):` adds the block's wall seconds to `into[phase]` (nothing when `into` is None)."""
+
+    def __init__(self, into: dict[str, float] | None) -> None:
+        self.into = into
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.into is not None:
+                self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - start
 
 
 def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:

@@ -65,7 +65,13 @@ def _summary(row: Mapping[str, Any]) -> str:
     split = [(label, row.get(key)) for key, label in (("time_generate_s", "generate"), ("time_env_s", "env"),
                                                       ("time_train_s", "train"))]
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in split):
-        parts.append("(" + ", ".join(f"{label} {v:.1f}" for label, v in split) + ")")
+        from skillgate_core.agent.episode import ENV_PHASES  # here: the trainer has it loaded, a log reader need not
+
+        texts = [f"{label} {v:.1f}" for label, v in split]
+        env = [(phase, row.get(f"time_env_{phase}_s")) for phase in ENV_PHASES]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in env):
+            texts[1] += " [" + ", ".join(f"{phase} {v:.1f}" for phase, v in env) + "]"
+        parts.append("(" + ", ".join(texts) + ")")
     played = row.get("episodes_played")
     if isinstance(played, int) and not isinstance(played, bool):
         parts.append(f"played {played}")

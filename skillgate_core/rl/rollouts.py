@@ -140,6 +140,9 @@ class RolloutStats:
     """Seconds inside the policy's generate calls."""
     env_s: float = 0.0
     """Seconds in sandboxes: starts, tool calls, verification."""
+    env_phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the sandbox phases inside env_s (agent.episode.ENV_PHASES: start, tools, verify); the rest
+    of env_s is the episode loop's own bookkeeping."""
     gave_up: bool = False
     """True when the rejection budget ran out before the worker had its share of groups."""
     played: dict[str, float] = field(default_factory=dict)
@@ -264,7 +267,7 @@ def rollout_step(
         flat = [spec for specs in plan for spec, _ in specs]
         started = time.perf_counter()
         generate_before = timed.seconds
-        trajectories = run_episodes(flat, timed, tokenizer, episode_config)
+        trajectories = run_episodes(flat, timed, tokenizer, episode_config, phase_seconds=stats.env_phases)
         stats.env_s += time.perf_counter() - started - (timed.seconds - generate_before)
         stats.generated_tokens += sum(sum(t.loss_mask) for t in trajectories)
         position = 0

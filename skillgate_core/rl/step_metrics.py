@@ -23,7 +23,7 @@ Prefect artifact:
   construction, its gradient is not);
 - update: whether an optimizer step was taken, the gradient norm (before clipping) and learning rate;
 - speed: rollout and train tokens/s, and the step time split into generate / env (sandbox starts,
-  tools, verification) / train / sync; what the sampler prefilled and what its turn cache reused
+  tools, verification; each also on its own: time_env_start_s, time_env_tools_s, time_env_verify_s) / train / sync; what the sampler prefilled and what its turn cache reused
   (prefill_tokens, prefill_reused_tokens, prefill_shared_tokens, prefill_fallbacks) and the calls after
   which it was switched off for raising (turn_cache_failures; the turn is then sampled with a full prefill).
 
@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from skillgate_core.agent.episode import ENV_PHASES
 from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, behaviour_tally
 
@@ -153,6 +154,7 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
         "generated_tokens": rollout.generated_tokens,
         "generate_s": rollout.generate_s,
         "env_s": rollout.env_s,
+        "env_phases": dict(rollout.env_phases),
         "prefill": dict(rollout.prefill),
         "timer": dict(timer),
         "credit_episodes": list(facts.episodes),
@@ -234,6 +236,8 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "train_tokens_per_s": _rate(total("trained_tokens"), train_s),
         "time_generate_s": max(s["generate_s"] for s in summaries),
         "time_env_s": max(s["env_s"] for s in summaries),
+        # env_s by phase (the slowest rank's, like env_s): what bounds the sandbox side of a step
+        **{f"time_env_{phase}_s": max(s.get("env_phases", {}).get(phase, 0.0) for s in summaries) for phase in ENV_PHASES},
         "time_train_s": train_s,
         "time_sync_s": max((t.get("sync", 0.0) for t in timers), default=0.0),
         "time_step_s": max((sum(t.values()) for t in timers), default=0.0),

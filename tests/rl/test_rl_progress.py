@@ -10,15 +10,19 @@ from skillgate_core.rl.progress import progress_style, step_progress
 def test_a_line_per_step_off_a_terminal_and_nothing_on_other_ranks():
     out = io.StringIO()
     assert progress_style(out) == "lines"
-    progress = step_progress(total=4, initial=2, desc="grpo exp-1", style="lines", under_ray=False, stream=out)
+    progress = step_progress(total=5, initial=2, desc="grpo exp-1", style="lines", under_ray=False, stream=out)
     progress.step({"step": 2, "reward": 0.5, "kl": None, "time_step_s": 12.34, "trained": True,
                    "time_generate_s": 9.0, "time_env_s": 2.25, "time_train_s": 1.0, "episodes_played": 48})
     progress.step({"step": 3, "reward": 0.25, "time_generate_s": 1.0, "groups_accepted": 0, "groups_drawn": 8,
                    "optimizer_step_taken": False})
+    # a row with the env phases (time_env_*_s) shows where env went
+    progress.step({"step": 4, "time_generate_s": 4.0, "time_env_s": 5.5, "time_train_s": 3.5, "time_env_start_s": 0.3,
+                   "time_env_tools_s": 3.2, "time_env_verify_s": 1.9})
     progress.close()
     assert out.getvalue().splitlines() == [
-        "grpo exp-1: step 3/4  reward 0.500  s/step 12.3  (generate 9.0, env 2.2, train 1.0)  played 48",
-        "grpo exp-1: step 4/4  reward 0.250  accepted 0/8 (no update)"]
+        "grpo exp-1: step 3/5  reward 0.500  s/step 12.3  (generate 9.0, env 2.2, train 1.0)  played 48",
+        "grpo exp-1: step 4/5  reward 0.250  accepted 0/8 (no update)",
+        "grpo exp-1: step 5/5  (generate 4.0, env 5.5 [start 0.3, tools 3.2, verify 1.9], train 3.5)"]
     quiet = io.StringIO()
     other = step_progress(total=4, initial=0, desc="x", style="lines", under_ray=False, enabled=False, stream=quiet)
     other.step({"reward": 1.0})

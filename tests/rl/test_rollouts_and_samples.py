@@ -149,6 +149,11 @@ def test_a_step_that_cannot_fill_gives_up_after_its_budget_and_says_what_the_pol
     assert {(d["reason"], d["detail"]) for d in row["rejection_details"]} == {
         ("zero_variance", "all scores equal: [1.0, 1.0, 1.0, 1.0]")}
     assert not row["optimizer_step_taken"] and row["grad_norm"] is None and row["learning_rate"] is None
+    # env split by phase: every phase took time (24 sandboxes started, 3 turns of tool calls, 24 verified), and
+    # the phases lie inside env_s (the rest is the episode loop's bookkeeping)
+    phases = [row[f"time_env_{p}_s"] for p in ("start", "tools", "verify")]
+    assert all(p > 0 for p in phases) and sum(phases) <= row["time_env_s"] + 1e-6
+    assert sorted(stats.env_phases) == ["start", "tools", "verify"]
     # over several ranks the details stay bounded; the counts keep every rejection
     row3 = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit", ranks=3)
     assert len(row3["rejection_details"]) == REJECTION_DETAILS_CAP < 18 == row3["groups_rejected"]
