@@ -65,7 +65,9 @@ def _summary(row: Mapping[str, Any]) -> str:
     split = [(label, row.get(key)) for key, label in (("time_generate_s", "generate"), ("time_env_s", "env"),
                                                       ("time_train_s", "train"))]
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in split):
-        from skillgate_core.agent.episode import ENV_PHASES  # here: the trainer has it loaded, a log reader need not
+        from skillgate_core.agent.episode import (
+            ENV_PHASES,  # here: the trainer has it loaded, a log reader need not
+        )
 
         texts = [f"{label} {v:.1f}" for label, v in split]
         env = [(phase, row.get(f"time_env_{phase}_s")) for phase in ENV_PHASES]
