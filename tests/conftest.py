@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
 _SESSION_HOME = tempfile.mkdtemp(prefix="skillgate-test-home-")
 os.environ["SKILLGATE_HOME"] = _SESSION_HOME
+# DeepSpeed compiles a small C++ op (shared-memory all-reduce) the first time it initialises on CPU (~55 s of
+# 2 cores). Modules that import the CLI at collection point the library caches into the session's fresh
+# SKILLGATE_HOME (apply_cache_env), so every session compiled it again, in the first test that trains
+# (tests/infra/test_deployment_run.py: 148 s alone, 81 s with the cache warm). A stable temp folder instead
+# (unless already set): only the first session on a machine pays; the services, flow runs and Ray workers
+# the tests start inherit it.
+os.environ.setdefault(
+    "TORCH_EXTENSIONS_DIR", str(Path(tempfile.gettempdir()) / f"skillgate-torch-extensions-{os.getuid()}")
+)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

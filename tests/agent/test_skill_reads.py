@@ -61,8 +61,11 @@ def skills(tmp_path_factory) -> tuple[Slate, Path]:
     return Slate("hello-file", "test", "train", 0, entries), root
 
 
-@pytest.fixture
-def played(sandbox_backend, tokenizer, skills) -> list[Trajectory]:
+@pytest.fixture(scope="module", params=["bwrap", "docker"])
+def played(request: pytest.FixtureRequest, tokenizer, skills) -> list[Trajectory]:
+    """The episodes, played once per sandbox backend for both tests below (they only read them)."""
+    sandbox_backend = request.param
+    request.getfixturevalue(f"{sandbox_backend}_ready")
     slate, folder = skills
     task = load_task_package(TASK)
     specs = [EpisodeSpec(task, slate, folder, repeat=i) for i in range(len(EPISODES))]

@@ -1,4 +1,5 @@
-"""`skillgate eval run` / `skillgate eval protocol` as a user runs them (a real subprocess of this checkout)."""
+"""`skillgate eval run` / `skillgate eval protocol` as a user runs them (a real subprocess of this checkout), and
+the export-id look-up behind --policy in process."""
 
 from __future__ import annotations
 
@@ -6,28 +7,6 @@ import pytest
 from support.skillgate_cli import run_skillgate
 
 pytestmark = pytest.mark.usefixtures("bwrap_ready")
-
-
-def test_eval_run_prints_metrics_and_where_the_logs_are_and_resumes(tmp_path, tiny_model_dir, bench, tiny_spec):
-    home = tmp_path / "home"
-    args = ["eval", "run", "--policy", str(tiny_model_dir), "--protocol", str(tiny_spec), "--bench", str(bench),
-            "--batch", "2"]
-    stopped = run_skillgate(*args, "--max-trials", "2", home=home)
-    assert stopped.returncode == 1, stopped.stderr
-    assert "status incomplete: 2/4 trials (2 run now)" in stopped.stdout and "resume" in stopped.stdout
-    assert "standalone evaluation experiment standalone-eval-" in stopped.stdout
-    done = run_skillgate(*args, home=home)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "status completed: 4/4 trials (2 run now)" in out
-    for needle in ("trial success", "pass@2", "errors (in the denominator)", "clean oracle rate", "read rate"):
-        assert needle in out, needle
-    assert "per-trial logs: " in out and "/rows/ROW_ID/{row.json,trajectory.json}" in out
-    assert "eval_trials.parquet" in out
-    demo = run_skillgate(*args, "--repeats", "1", home=home)
-    assert demo.returncode == 0 and "labelled non-protocol run" in demo.stdout and "__r1__" in demo.stdout
-    pinned = run_skillgate(*args, "--pin", "tiny_v1__mixed__r2__0000000000", home=home)
-    assert pinned.returncode == 2 and "fingerprint 0000000000" in pinned.stderr and "refusing" in pinned.stderr
 
 
 def test_eval_protocol_shows_the_fingerprint(tmp_path, bench):
@@ -64,31 +43,70 @@ def test_refused_endpoint_arguments_leave_nothing_behind(tmp_path, bench):
     assert _nothing_recorded(home)
 
 
-def test_policy_takes_an_export_id_and_bench_defaults_to_the_newest_on_record(tmp_path, tiny_model_dir, bench,
-                                                                            tiny_spec):
+def test_eval_run_stops_resumes_by_export_id_with_the_newest_bench_and_prints_metrics_and_logs(
+        tmp_path, tiny_model_dir, bench, tiny_spec):
+    """One user's session in one state dir: each `eval run` that plays trials is a process that loads torch and
+    the model (~6 s), so the stopped run, its resume by export id and the labelled demo run serve every check."""
     home = tmp_path / "home"
     unknown = run_skillgate("eval", "run", "--policy", "no-such-export", "--protocol", str(tiny_spec), home=home)
     out = " ".join((unknown.stdout + unknown.stderr).split())
     assert unknown.returncode == 2 and "--policy" in out and "no-such-export: no such folder" in out, out
     assert _nothing_recorded(home) and not (home / "warehouse.duckdb").exists()
-    first = run_skillgate("eval", "run", "--policy", str(tiny_model_dir), "--protocol", str(tiny_spec), "--bench",
-                          str(bench), "--max-trials", "1", "--batch", "1", home=home)
-    assert first.returncode == 1 and "status incomplete: 1/4" in first.stdout, first.stdout + first.stderr
+    args = ["eval", "run", "--protocol", str(tiny_spec), "--batch", "2"]
+    model = ["--policy", str(tiny_model_dir), "--bench", str(bench)]
+    stopped = run_skillgate(*args, *model, "--max-trials", "2", home=home)
+    assert stopped.returncode == 1, stopped.stderr
+    assert "status incomplete: 2/4 trials (2 run now)" in stopped.stdout and "resume" in stopped.stdout
+    assert "standalone evaluation experiment standalone-eval-" in stopped.stdout
     (export,) = (home / "experiments").glob("standalone-eval-*/model/exports/model-*")
     experiment_id, name = export.parents[2].name, export.name
     listed = run_skillgate("experiments", home=home)
     assert name in listed.stdout
-    for done, policy in enumerate((name, f"{experiment_id}/{name}", f"{experiment_id}/{name[:8]}"), start=2):
-        # the export id as `skillgate experiments` / `skillgate lineage` print it (or a unique prefix); no --bench:
-        # the same evaluation resumes, one more trial each time
-        again = run_skillgate("eval", "run", "--policy", policy, "--protocol", str(tiny_spec), "--max-trials", "1",
-                              "--batch", "1", home=home)
-        out = " ".join(again.stdout.split())
-        assert f"bench {bench} (the newest on record" in out, out + again.stderr
-        assert f"-> experiment {experiment_id}, export {name}" in out and f"{done}/4 trials (1 run now)" in out, out
-        assert again.returncode == (0 if done == 4 else 1)
-    assert len(list((home / "experiments").iterdir())) == 1  # the same experiment each time
+    # the export id as `skillgate experiments` prints it (its other spellings: the in-process test below); no
+    # --bench: the same evaluation resumes and plays the missing trials
+    done = run_skillgate(*args, "--policy", name, home=home)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"bench {bench} (the newest on record" in " ".join(out.split()), out
+    assert f"-> experiment {experiment_id}, export {name}" in " ".join(out.split()), out
+    assert "status completed: 4/4 trials (2 run now)" in out
+    for needle in ("trial success", "pass@2", "errors (in the denominator)", "clean oracle rate", "read rate"):
+        assert needle in out, needle
+    assert "per-trial logs: " in out and "/rows/ROW_ID/{row.json,trajectory.json}" in out
+    assert "eval_trials.parquet" in out
+    assert len(list((home / "experiments").iterdir())) == 1  # the same experiment
+    demo = run_skillgate(*args, *model, "--repeats", "1", home=home)
+    assert demo.returncode == 0 and "labelled non-protocol run" in demo.stdout and "__r1__" in demo.stdout
+    pinned = run_skillgate(*args, *model, "--pin", "tiny_v1__mixed__r2__0000000000", home=home)
+    assert pinned.returncode == 2 and "fingerprint 0000000000" in pinned.stderr and "refusing" in pinned.stderr
     wrong_kind = run_skillgate("eval", "run", "--policy", experiment_id, "--protocol", str(tiny_spec), home=home)
     out = " ".join((wrong_kind.stdout + wrong_kind.stderr).split())
     assert wrong_kind.returncode == 2 and f"names experiment {experiment_id}, not an export" in out, out
     assert f"its exports: {experiment_id}/{name}" in out
+
+
+def test_an_export_id_is_found_by_name_by_experiment_and_name_and_by_a_prefix(skillgate_home):
+    """What --policy looks up (deployments.cli.eval_inputs), in process: each spelling `skillgate experiments` and
+    `skillgate lineage` print names the export's folder; anything else is refused saying what it names. The CLI
+    test above resumes an evaluation through one spelling (each one there is a model load of ~6 s)."""
+    from fake_export import write_fake_model
+
+    from deployments.cli.eval_inputs import PolicyNotFound, policy_of_export_id
+    from skillgate_core.base.paths import state_layout
+    from skillgate_core.ownership import build_export, create_experiment, finish_segment, start_segment
+    from warehouse.evaluations import ensure_export_recorded
+
+    root = state_layout().experiments
+    with pytest.raises(PolicyNotFound, match="no warehouse under"):
+        policy_of_export_id("step-7")
+    create_experiment(root, "exp-a", algorithm="grpo:test", data="d", init="i", hypothesis="h")
+    start_segment(root, "seg-a", experiment_id="exp-a")
+    export = build_export(root, "exp-a", "step-00000007", run_name="seg-a", step=7, write=write_fake_model)
+    finish_segment(root, "exp-a", "seg-a", "completed")
+    ensure_export_recorded(root, "exp-a", "step-00000007")
+    for spelling in ("step-00000007", "exp-a/step-00000007", "exp-a/step-0000"):
+        assert policy_of_export_id(spelling) == (str(export.path), ""), spelling
+    with pytest.raises(PolicyNotFound, match="names experiment exp-a, not an export; its exports: exp-a/step-00000007"):
+        policy_of_export_id("exp-a")
+    with pytest.raises(PolicyNotFound, match="no-such-export: no such folder, not an http"):
+        policy_of_export_id("no-such-export")

@@ -44,7 +44,9 @@ def _changed(a: Path, b: Path) -> list[str]:
     return [n for n in pa if (pa[n] - pb[n]).abs().max().item() > 0]
 
 
-@pytest.mark.parametrize("full_weights", [False, True])
+# full weights on this shape: slow (~7 s); by default test_sft_stage's full-weight test trains every weight through
+# the same stage (and checks more: the loss falls), and the LoRA case here runs train_sft on this Llama shape
+@pytest.mark.parametrize("full_weights", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sft_trains_and_exports_a_llama(llama_inputs, tmp_path, full_weights):
     out = train_sft(SFTStageConfig(max_steps=2, per_device_batch_size=1, learning_rate=5e-3,
                                    full_weights=full_weights), llama_inputs, tmp_path)
@@ -54,6 +56,8 @@ def test_sft_trains_and_exports_a_llama(llama_inputs, tmp_path, full_weights):
     assert full_weights == any("embed_tokens" in n for n in changed)
 
 
+@pytest.mark.slow  # ~14 s; by default test_baselines trains and exports BC and DPO (same stage functions, same
+# checks and more) on Qwen2, and the LoRA case above runs their shared LoRA train-and-merge on this Llama shape
 def test_bc_and_dpo_train_and_export_a_llama(llama_inputs, tmp_path):
     bc = train_bc(BCStageConfig(max_tasks=2, max_steps=1, learning_rate=5e-3), llama_inputs, tmp_path / "bc")
     assert bc.metrics["steps"] == 1 and any("q_proj" in n for n in _changed(bc.outputs["policy_export"],

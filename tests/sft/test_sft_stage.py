@@ -42,6 +42,8 @@ def test_rows_are_the_trajectory_token_streams(inputs):
         sft_rows(inputs["trajectories"], only_resolved=True, max_length=50)
 
 
+@pytest.mark.slow  # ~7 s; by default: test_llama_shape's LoRA case (train_sft merges, no adapter left, q_proj
+# changed) and test_baselines' BC (the same train_lora_sft on this Qwen2 shape, the update in the merged weights)
 def test_lora_sft_trains_and_merges_into_a_plain_model(inputs, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -113,3 +115,4 @@ def test_renamed_copies_follow_each_trajectory_under_fresh_names(inputs, tmp_pat
     out = train_sft(SFTStageConfig(max_steps=1, per_device_batch_size=1, renamed_copies=1, full_weights=True),
                     inputs, tmp_path)
     assert out.metrics["rows"] == 2 * df.height
+    assert json.loads((tmp_path / "sft_summary.json").read_text())["rows"] == 2 * df.height

@@ -84,14 +84,15 @@ def test_verify_reports_the_bad_record_and_checks_the_rest(scenario: Scenario, w
                                             ("eval", "wrong-type"), ("segment", "renamed")])
 def test_cli_names_the_bad_record_and_lists_the_rest(scenario: Scenario, which: str, how: str):
     path, says = _damage(scenario, which, how)
+    shown = {}
     for args in (["experiments"], ["experiments", "--json"], ["warehouse", "verify"], ["warehouse", "verify", "--json"]):
-        proc = run_skillgate(*args, home=scenario.state.home)
+        proc = shown[" ".join(args)] = run_skillgate(*args, home=scenario.state.home)
         assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
         if args != ["warehouse", "verify"]:  # (the drift table folds long paths)
             assert str(path) in proc.stdout + proc.stderr, (args, proc.stdout, proc.stderr)
         assert ("exp-1" if args[0] == "experiments" else "unreadable-record") in proc.stdout, (args, proc.stdout)
-    listing = json.loads(run_skillgate("experiments", "--json", home=scenario.state.home).stdout)
+    listing = json.loads(shown["experiments --json"].stdout)
     exp1 = listing["exp-1"]
     assert {x["export_id"] for x in exp1["exports"]} == ({"step-20"} if which == "export" else {"step-10", "step-20"})
     assert len(exp1["segments"]) == (1 if which == "segment" else 2)
