@@ -44,9 +44,8 @@ def _changed(a: Path, b: Path) -> list[str]:
     return [n for n in pa if (pa[n] - pb[n]).abs().max().item() > 0]
 
 
-# full weights on this shape: slow (~7 s); by default test_sft_stage's full-weight test trains every weight through
-# the same stage (and checks more: the loss falls), and the LoRA case here runs train_sft on this Llama shape
-@pytest.mark.parametrize("full_weights", [False, pytest.param(True, marks=pytest.mark.slow)])
+# both by default: full weights on a Llama (tied embeddings) is the learning result's SFT (SmolLM2, docs/gpu.md 5)
+@pytest.mark.parametrize("full_weights", [False, True])
 def test_sft_trains_and_exports_a_llama(llama_inputs, tmp_path, full_weights):
     out = train_sft(SFTStageConfig(max_steps=2, per_device_batch_size=1, learning_rate=5e-3,
                                    full_weights=full_weights), llama_inputs, tmp_path)
