@@ -371,9 +371,8 @@ def run_episodes(
     group = SandboxGroup()
     pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
     lives: list[_Live] = []
-    timed = _PhaseClock(phase_seconds)
     try:
-        with timed("start"):
+        with _timed(phase_seconds, "start"):
             lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
         while True:
             active = [lv for lv in lives if lv.status is None]
@@ -400,11 +399,11 @@ def run_episodes(
                 except (SandboxError, OSError) as exc:
                     live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox failed: {exc}"
 
-            with timed("tools"):
+            with _timed(phase_seconds, "tools"):
                 _each(pool, advance, zip(active, completions, strict=True))
             for live in active:
                 live.view.ended = live.status is not None
-        with timed("verify"):
+        with _timed(phase_seconds, "verify"):
             return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
     finally:
         for live in lives:
@@ -420,20 +419,15 @@ ENV_PHASES = ("start", "tools", "verify")
 verification (and the sandboxes' stop)."""
 
 
-class _PhaseClock:
-    """`with clock(phase):` adds the block's wall seconds to `into[phase]` (nothing when `into` is None)."""
-
-    def __init__(self, into: dict[str, float] | None) -> None:
-        self.into = into
-
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self.into is not None:
-                self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - start
+@contextmanager
+def _timed(into: dict[str, float] | None, phase: str) -> Iterator[None]:
+    """Adds the block's wall seconds to `into[phase]` (nothing when `into` is None)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if into is not None:
+            into[phase] = into.get(phase, 0.0) + time.perf_counter() - start
 
 
 def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:

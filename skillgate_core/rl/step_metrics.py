@@ -237,7 +237,7 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "time_generate_s": max(s["generate_s"] for s in summaries),
         "time_env_s": max(s["env_s"] for s in summaries),
         # env_s by phase (the slowest rank's, like env_s): what bounds the sandbox side of a step
-        **{f"time_env_{phase}_s": max(s.get("env_phases", {}).get(phase, 0.0) for s in summaries) for phase in ENV_PHASES},
+        **{f"time_env_{phase}_s": max(s["env_phases"].get(phase, 0.0) for s in summaries) for phase in ENV_PHASES},
         "time_train_s": train_s,
         "time_sync_s": max((t.get("sync", 0.0) for t in timers), default=0.0),
         "time_step_s": max((sum(t.values()) for t in timers), default=0.0),
