@@ -212,11 +212,10 @@ def pooled_paired_bootstrap(method: Mapping[int, Sequence[Trial]], baseline: Map
     if not seeds or seeds != sorted(baseline):
         raise ValueError(f"pooled seeds must be the same non-empty set on both sides: {method_label} has "
                          f"{seeds}, {baseline_label} has {sorted(baseline)}")
-    return _paired([(f"{method_label} seed {s}", method[s]) for s in seeds],
-                   [(f"{baseline_label} seed {s}", baseline[s]) for s in seeds], method_label=method_label,
-                   baseline_label=baseline_label, method_fingerprint=method_fingerprint,
-                   baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
-                   confidence=confidence, arm_seeds=tuple(seeds))
+    return pooled_pairs_bootstrap([(f"seed {s}", method[s], baseline[s]) for s in seeds], method_label=method_label,
+                                  baseline_label=baseline_label, method_fingerprint=method_fingerprint,
+                                  baseline_fingerprint=baseline_fingerprint, k=k, resamples=resamples, seed=seed,
+                                  confidence=confidence, arm_seeds=seeds)
 
 
 def pooled_pairs_bootstrap(pairs: Sequence[tuple[str, Sequence[Trial], Sequence[Trial]]], *, method_label: str,
