@@ -954,7 +954,8 @@ def _one_file(kind: str, name: str, copies: list[Path]) -> None:
         if other.read_bytes() != first:
             raise SystemExit(f"paper: {kind}/{name}/{copies[0].name} differs between {copies[0]} and {other}: two "
                              "runs of one label, and the build keeps one; collect only the folder whose run belongs "
-                             "to this paper")
+                             "to this paper (a later session adding arms to a cohort runs its `arms` calls with "
+                             "EVAL_SFT=0, so the SFT policy is evaluated once)")
 
 
 def paper_inputs(collected: list[Path]) -> PaperInputs:

@@ -34,7 +34,8 @@
 # Results: $OUT/lr_<part>.tar.gz (the driver's JSON per command, eval/<label>/, training/<label>/; no
 # weights) and $OUT/lr_<part>.log. Environment: ARMS, BUDGET_S (default 540: the whole command), DEVBUNDLE,
 # BWRAP_DEBS, LR_BENCH, LR_HOME, LR_ARGS (extra driver arguments, e.g. "--grpo-steps 12 --eval-repeats 1"),
-# JOBS_PER_GPU (default 4: driver processes one GPU runs at once; the rest queue for a slot).
+# JOBS_PER_GPU (default 4: driver processes one GPU runs at once; the rest queue for a slot), EVAL_SFT (default 1;
+# 0: parts c and all evaluate the arms only, for a session adding arms to a cohort whose SFT eval is already in).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 part=${PART:-${1:-a}}
@@ -133,7 +134,9 @@ read -ra arms <<< "${arms_text//,/ }"
         echo "== fitting the GRPO steps to $fit_s s ($waves wave(s)), $share arm(s) a GPU: $(cat "$LR_HOME/probe_timing.json" | tr -d '\n ')"
       fi
       jobs=(); cmds=()
-      if [ "$part" != b ]; then jobs=(sft); cmds=(eval); fi
+      # EVAL_SFT=0: a later session of a cohort (its SFT printed the digest an earlier session's did) leaves the
+      # SFT policy's eval70 to the folder that has it; the paper build refuses two differing copies of one label
+      if [ "$part" != b ] && [ "${EVAL_SFT:-1}" != 0 ]; then jobs=(sft); cmds=(eval); fi
       for one in "${arms[@]}"; do
         jobs+=("$one")
         case "$part" in b) cmds+=("arm $fit") ;; c) cmds+=(eval) ;; all) cmds+=("arm --eval") ;; esac

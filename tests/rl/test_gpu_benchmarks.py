@@ -244,6 +244,12 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
         assert not running and most == (2 if part == "c" else 3), (part, events)
         finished = [line for line in done.stdout.splitlines() if re.match(r"(eval|arm) .* exit \S+$", line)]
         assert len(finished) == len(arms) + (part == "c") and all(x.endswith(" exit 0") for x in finished), finished
+    # a later session of the cohort: EVAL_SFT=0 evaluates the arms only (here all reused), never the SFT policy
+    again = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=600,
+                           cwd=REPO, env={**env, "PART": "c", "EVAL_SFT": "0", "OUT": str(tmp_path / "out-again")})
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    started = re.findall(r"GPU 0: start (\S+) (\S+) \(\d+ s left\)$", again.stdout, re.M)
+    assert sorted(label for _, label in started) == sorted(arms) and ("eval", "sft") not in started, started
     tars = " ".join(str(tmp_path / "out" / f"lr_{p}.tar.gz") for p in "abc")
     done = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**env, "PART": "d", "LR_COLLECTED": tars, "LR_HOME": str(tmp_path / "paper-home"),
