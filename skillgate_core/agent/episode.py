@@ -22,7 +22,10 @@ bubblewrap session or cgroup outlives the call.
 
     trajectories = run_episodes(specs, policy, tokenizer, EpisodeConfig(max_turns=8))
 
-Lockstep means a batch's tools wait for its generation and the other way round. `run_episode_batches`
+Lockstep means a batch's tools wait for its generation and the other way round. Sandbox starts and grading
+need not: the sandboxes start while the first turn is generated (its prompts need none), and an episode that
+has ended is graded while the others play on (EpisodeConfig.overlap_sandbox; the turns sampled are the same).
+`run_episode_batches`
 runs several batches at once (lanes), each through `run_episodes`, sharing one policy through
 `SerializedPolicy` (one `act` at a time: a GPU sampler serves one batch per call): while one lane
 generates, the others run their tool calls, sandbox starts and verifiers, so sandbox work overlaps
@@ -98,6 +101,11 @@ class EpisodeConfig:
     """Tool output beyond this keeps head and tail around an omitted-count marker."""
     workers: PositiveInt = 4
     """Threads running sandboxes (tool calls, starts, verification) concurrently."""
+    overlap_sandbox: bool = True
+    """Start the sandboxes while the first turn is generated, and grade each episode as soon as it ends
+    while the others play on. The turns sampled are the same either way (an episode's first turn never
+    needs its sandbox), except that an episode whose sandbox fails to start is in the first batch and then
+    drops its turn. False: every sandbox starts before the first turn, every episode is graded at the end."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -172,23 +180,26 @@ class _Live:
     """The same: the server's count of the context after the latest turn (that request's context + the turn)."""
 
 
-def _start(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig,
-           sandbox_config: SandboxConfig | None, group: SandboxGroup) -> _Live:
+def _new_live(spec: EpisodeSpec, tokenizer: Any, profile: PromptProfile, config: EpisodeConfig) -> _Live:
+    """The episode before its sandbox: its prompt is all its first turn needs."""
     messages = build_messages(profile, spec.task.instruction, spec.slate)
     if spec.prompt_ids is not None:
         prompt_ids = list(spec.prompt_ids)
     else:
         prompt_ids = render_prompt_ids(tokenizer, messages)
     view = EpisodeView(spec, messages, list(prompt_ids), 0, config.max_new_tokens)
-    live = _Live(spec, None, None, view, len(prompt_ids), started=time.monotonic())
+    started = time.monotonic()
+    return _Live(spec, None, None, view, len(prompt_ids), started=started, deadline=started + config.wall_clock_s)
+
+
+def _start_box(live: _Live, config: EpisodeConfig, sandbox_config: SandboxConfig | None, group: SandboxGroup) -> None:
+    """Start the episode's sandbox; one that does not start makes the episode ABORTED."""
     try:
-        live.box = group.add(start_sandbox(spec.task, backend=_backend(config.backend), skills_dir=spec.skills_dir,
-                                           config=sandbox_config))
+        live.box = group.add(start_sandbox(live.spec.task, backend=_backend(config.backend),
+                                           skills_dir=live.spec.skills_dir, config=sandbox_config))
         live.tools = ToolBox(live.box, output_chars=config.tool_output_chars)
     except SandboxError as exc:
         live.status, live.abort_detail = EpisodeStatus.ABORTED, f"sandbox did not start: {exc}"
-    live.deadline = live.started + config.wall_clock_s
-    return live
 
 
 def _backend(name: str) -> Backend:
@@ -364,23 +375,43 @@ def run_episodes(
 
     If anything raises, every sandbox started is stopped before the error propagates (module docstring).
     Sandboxes a killed earlier run left behind (owner process gone) are reaped first. `phase_seconds`, when
-    given, gains the wall seconds of the sandbox phases (ENV_PHASES: starts, the turns' tool calls, verification),
-    added to what it holds: where a rollout's non-generate time goes.
+    given, gains the wall seconds the loop waited on each sandbox phase (ENV_PHASES: starts, the turns' tool calls,
+    verification), added to what it holds: where a rollout's non-generate time goes. With
+    `config.overlap_sandbox` (the default) starts and verification mostly run while turns generate, and only
+    the wait left over counts.
     """
     reap_orphans(sandbox_config)
     group = SandboxGroup()
     pool = ThreadPoolExecutor(max_workers=max(1, config.workers))
     lives: list[_Live] = []
     try:
-        with _timed(phase_seconds, "start"):
-            lives = _each(pool, lambda s: _start(s, tokenizer, profile, config, sandbox_config, group), specs)
+        lives = [_new_live(s, tokenizer, profile, config) for s in specs]
+        starting = [pool.submit(_start_box, live, config, sandbox_config, group) for live in lives]
+        if not config.overlap_sandbox:
+            with _timed(phase_seconds, "start"):
+                _wait_all(starting)
+        finishing: dict[int, Future[Trajectory]] = {}
+
+        def finish_ended() -> None:  # each episode graded on the pool once it has ended, while the rest play on
+            for i, live in enumerate(lives):
+                if live.status is not None and i not in finishing:
+                    finishing[i] = pool.submit(_finish, live, policy, profile, group)
+            _raise_first(finishing.values())
+
         while True:
+            # overlap: the first turn is generated while the sandboxes start (its prompts need none); an
+            # episode whose sandbox then fails to start drops its turn and is ABORTED as before
             active = [lv for lv in lives if lv.status is None]
             if not active:
                 break
             completions = policy.act([lv.view for lv in active])
             if len(completions) != len(active):
                 raise RuntimeError(f"policy {policy.name} returned {len(completions)} turns for {len(active)} episodes")
+            if starting:
+                with _timed(phase_seconds, "start"):
+                    _wait_all(starting)
+                starting = []
+                active, completions = _started(active, completions)
 
             def advance(pair: tuple[_Live, Completion]) -> None:
                 live, completion = pair
@@ -403,8 +434,14 @@ def run_episodes(
                 _each(pool, advance, zip(active, completions, strict=True))
             for live in active:
                 live.view.ended = live.status is not None
+            if config.overlap_sandbox:
+                finish_ended()
+        if starting:  # no episode to play (every spec empty): the starts still end before grading
+            _wait_all(starting)
         with _timed(phase_seconds, "verify"):
-            return _each(pool, lambda lv: _finish(lv, policy, profile, group), lives)
+            finish_ended()
+            _wait_all(list(finishing.values()))
+            return [finishing[i].result() for i in range(len(lives))]
     finally:
         for live in lives:
             live.view.ended = True
@@ -414,9 +451,28 @@ def run_episodes(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _started(active: list[_Live], completions: list[Completion]) -> tuple[list[_Live], list[Completion]]:
+    """The episodes of the first turn whose sandbox started, with their turns (the others were ABORTED)."""
+    kept = [(lv, c) for lv, c in zip(active, completions, strict=True) if lv.status is None]
+    return [lv for lv, _ in kept], [c for _, c in kept]
+
+
+def _wait_all(futures: list[Future[Any]]) -> None:
+    """Wait for every future; the first error is raised as soon as it happens."""
+    wait(futures, return_when=FIRST_EXCEPTION)
+    _raise_first(futures)
+
+
+def _raise_first(futures: Iterable[Future[Any]]) -> None:
+    for future in futures:
+        if future.done() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]  # not None: checked on the line above
+
+
 ENV_PHASES = ("start", "tools", "verify")
 """run_episodes' sandbox phases, in order: sandbox starts; each turn's tool calls (with the turn's bookkeeping);
-verification (and the sandboxes' stop)."""
+verification (and the sandboxes' stop). Timed as the loop's wait on each: with overlap, the start still running
+after the first turn's generation, and the verification still running after the last turn."""
 
 
 @contextmanager
@@ -434,10 +490,7 @@ def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: Iterable[An
     """`fn` over `items` on the pool, results in order; the first error is raised as soon as it
     happens (pool.map would first wait for every earlier item, e.g. another episode's long command)."""
     futures = [pool.submit(fn, item) for item in items]
-    wait(futures, return_when=FIRST_EXCEPTION)
-    for future in futures:
-        if future.done() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]  # not None: checked on the line above
+    _wait_all(futures)
     return [future.result() for future in futures]
 
 

@@ -85,16 +85,25 @@ def test_the_teacher_resolves_the_same_tasks_under_aliases(bench, tiny_model_dir
                for a, p in zip(aliased, plain, strict=True))
 
 
-def test_the_trajectories_do_not_depend_on_how_many_sandboxes_run_at_once(bench, tiny_model_dir, tmp_path):
+def test_the_trajectories_do_not_depend_on_how_many_sandboxes_run_at_once(bench, tiny_model_dir, tmp_path,
+                                                                          monkeypatch):
+    # nor on whether sandbox starts and grading overlap the turns (EpisodeConfig.overlap_sandbox): what SFT
+    # trains on must not change with either, or SFT no longer repeats its policy across sessions
+    import functools
+
+    from skillgate_core.agent import collect as collect_module
+    from skillgate_core.agent.episode import EpisodeConfig
+
     inputs = {"bench": bench, "base_model": tiny_model_dir}
     rows = {}
-    for workers in (1, 4):
-        out = tmp_path / f"workers{workers}"
+    for workers, overlap in ((1, True), (4, True), (4, False)):
+        out = tmp_path / f"workers{workers}-{overlap}"
         out.mkdir()
         config = CollectConfig(max_tasks=4, repeats=2, misleading_rate=0.5, alias_rate=0.5, batch_episodes=8, seed=2,
                                sandbox_workers=workers)
+        monkeypatch.setattr(collect_module, "EpisodeConfig", functools.partial(EpisodeConfig, overlap_sandbox=overlap))
         collect_trajectories(config, inputs, out)
-        rows[workers] = [{k: v for k, v in r.items() if k != "duration_s"}
-                         for r in pq.read_table(out / "trajectories" / "trajectories.parquet").to_pylist()]
-    assert len(rows[1]) == 8 and rows[1] == rows[4]
-    assert {tuple(r["reads"]) for r in rows[1]} >= {("misleading",), ("oracle",)}  # the noise was drawn: not all alike
+        rows[workers, overlap] = [{k: v for k, v in r.items() if k != "duration_s"}
+                                  for r in pq.read_table(out / "trajectories" / "trajectories.parquet").to_pylist()]
+    assert len(rows[1, True]) == 8 and rows[1, True] == rows[4, True] == rows[4, False]
+    assert {tuple(r["reads"]) for r in rows[1, True]} >= {("misleading",), ("oracle",)}  # the noise was drawn: not all alike

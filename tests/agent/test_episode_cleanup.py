@@ -258,3 +258,51 @@ def test_a_lane_error_is_raised_and_every_lane_releases_its_sandboxes(bwrap_read
                             tokenizer, EpisodeConfig(backend="bwrap", max_turns=4, workers=1),
                             sandbox_config=sandbox_config, lanes=2)
     _assert_nothing_left(started, sandbox_config, 2)
+
+
+def test_sandboxes_start_during_the_first_turn_and_an_ended_episode_is_graded_while_others_play(
+        bwrap_ready, tokenizer, sandbox_config, started, monkeypatch):
+    """EpisodeConfig.overlap_sandbox (the default): the sandboxes start while the first turn is generated and
+    an episode that answered is graded while the others' next turn generates; every turn, status, score and
+    opened skill is what the lockstep loop (overlap_sandbox=False) gives, and nothing is left running."""
+    spans: dict[str, list[tuple[float, float]]] = {"start": [], "verify": []}
+    real_start, real_verify = episode.start_sandbox, episode.verify
+
+    def timed(kind, fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.monotonic()
+            time.sleep(0.1)  # a slower start and verifier (Docker's, a loaded machine's): overlap beyond doubt
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spans[kind].append((t0, time.monotonic()))
+        return wrapper
+
+    monkeypatch.setattr(episode, "start_sandbox", timed("start", real_start))
+    monkeypatch.setattr(episode, "verify", timed("verify", real_verify))
+    commands = [None, "echo one > a.txt", "sleep 0.2; echo two > b.txt"]  # episode 0 answers at its first turn
+    runs = {}
+    for overlap in (False, True):
+        for kind in spans:
+            spans[kind].clear()
+        policy = SlowPolicy(tokenizer, commands, seconds=0.4)
+        phases: dict[str, float] = {}
+        runs[overlap] = run_episodes(_specs(3), policy, tokenizer,
+                                     EpisodeConfig(backend="bwrap", max_turns=3, workers=3, overlap_sandbox=overlap),
+                                     sandbox_config=sandbox_config, phase_seconds=phases)
+        assert set(phases) == {"start", "tools", "verify"} and policy.calls == 3, (phases, policy.calls)
+        acts = policy.spans
+
+        def during(kind, act, spans=spans):
+            return sum(max(0.0, min(e, act[1]) - max(s, act[0])) for s, e in spans[kind])
+
+        if overlap:
+            assert during("start", acts[0]) > 0.05, (spans["start"], acts)
+            assert during("verify", acts[1]) > 0.05, ("episode 0 was not graded during turn 2", spans["verify"], acts)
+        else:
+            assert all(e <= acts[0][0] for _, e in spans["start"]), (spans["start"], acts)
+            assert all(s >= acts[-1][1] for s, _ in spans["verify"]), (spans["verify"], acts)
+    fields = ("response_ids", "loss_mask", "turns", "status", "score", "raw_score", "verifier_detail", "skill_opens")
+    assert [[getattr(t, f) for f in fields] for t in runs[True]] == [[getattr(t, f) for f in fields] for t in runs[False]]
+    assert [t.status for t in runs[True]] == ["completed", "truncated", "truncated"]
+    _assert_nothing_left(started, sandbox_config, 6)
