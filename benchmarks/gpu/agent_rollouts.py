@@ -33,7 +33,8 @@ of the wall clock in which each kind was running (union of intervals), summed se
 overlap: the share of sandbox work (start + tools + verification + stop) that ran while the GPU was
 generating for another batch. A first untimed pass (--warmup-passes) compiles the decode step for
 every (batch, cache length) bucket the episodes meet; then --lanes lanes, then 1 lane (no overlap:
-lockstep, the harness without lanes) on the same episodes, for the ratio.
+lockstep, the harness without lanes, and with EpisodeConfig.overlap_sandbox off, so no sandbox start or
+verification of its batch overlaps its turns either) on the same episodes, for the ratio.
 
 --samplers (comma-separated; default "reprefill"): how the GPU samples each turn, one timed pass per
 sampler on the same episodes (each after its own untimed warm-up passes), for the ratio between them:
@@ -287,7 +288,7 @@ def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[l
 
 
 def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[Any]], shared: Any, tok: Any,
-             spans: Intervals, merge: bool) -> dict[str, Any]:
+             spans: Intervals, merge: bool, overlap_sandbox: bool = True) -> dict[str, Any]:
     """One pass over every batch. `shared`: the one SerializedPolicy of the whole run (one policy
     thread, so CUDA graphs recorded in the warm-up are replayed, not recorded again, in later passes)."""
     from skillgate_core.agent.episode import EpisodeConfig, run_episode_batches
@@ -295,7 +296,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
 
     policy = shared.policy
     shared.merge = merge
-    config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256))
+    config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256),
+                           overlap_sandbox=overlap_sandbox)
     tokens0, calls0, context0 = policy.sampled_tokens, policy.calls, policy.context_tokens
     cache0 = dict(policy.sampler.turns.counters)
     t0 = time.monotonic()
@@ -309,7 +311,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     kinds = {k: spans.of(k, since=t0) for k in ("start", "tools", "verify", "stop")}
     gen_union, box_union = length(union(gen)), length(union(sandbox))
     out = {
-        "pass": name, "sampler": policy.mode, "lanes": lanes, "episodes": len(trajs), "batches": len(batches), "wall_s": round(wall, 2),
+        "pass": name, "sampler": policy.mode, "lanes": lanes, "overlap_sandbox": overlap_sandbox,
+        "episodes": len(trajs), "batches": len(batches), "wall_s": round(wall, 2),
         "episodes_per_min": round(60 * len(trajs) / wall, 1),
         "statuses": dict(Counter(t.status for t in trajs)), "resolved": sum(t.score >= 1.0 for t in trajs),
         "backends": dict(Counter(t.backend for t in trajs)),
@@ -427,7 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                not a.no_merge and not unmerged))
         gpu_bench.write_json(path, result)
     if not a.no_baseline and a.lanes > 1:
-        passes.append(run_pass("one_lane", a, 1, batches, shared, tok, spans, False))
+        passes.append(run_pass("one_lane", a, 1, batches, shared, tok, spans, False, overlap_sandbox=False))
         lanes_pass, one = next(p for p in passes if p["pass"] == "lanes"), passes[-1]
         result["ratio"] = {"episodes_per_min_lanes_over_one_lane": round(lanes_pass["episodes_per_min"]
                                                                          / max(1e-9, one["episodes_per_min"]), 2)}

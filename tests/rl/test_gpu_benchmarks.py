@@ -142,6 +142,8 @@ def test_agent_rollouts_smoke(agent_rollouts):
         assert p["gpu_sampled_tokens"] == p["turns"] * 8  # every turn of every episode samples gen_tokens
         assert p["calls"]["verify"] == 4 and p["calls"]["tools"] == 8
     assert [p["pass"] for p in r["passes"]][:2] == ["lanes", "one_lane"]  # before any other sampler's pass
+    # the anchor is the lockstep loop: one lane, sandbox starts and grading not overlapped (overlap_sandbox off)
+    assert (one["overlap_sandbox"], lanes["overlap_sandbox"]) == (False, True)
     assert one["overlap"]["share_of_sandbox_work_overlapping_generation"] == 0  # lockstep: nothing overlaps
     assert lanes["overlap"]["sandbox_work_while_generating_s"] > 0
     assert r["ratio"]["episodes_per_min_lanes_over_one_lane"] > 0
