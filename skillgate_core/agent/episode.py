@@ -390,6 +390,7 @@ def run_episodes(
         if not config.overlap_sandbox:
             with _timed(phase_seconds, "start"):
                 _wait_all(starting)
+            starting = []
         finishing: dict[int, Future[Trajectory]] = {}
 
         def finish_ended() -> None:  # each episode graded on the pool once it has ended, while the rest play on
