@@ -83,14 +83,18 @@ mkdir -p "$OUT" "$keep"
       ls -la "$keep"
       # the KV cache across turns (policy/turn_cache.py, on by default in GRPO rollouts) against this machine's
       # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
-      echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
-      PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
-        2>&1 | tail -4
-      # deterministic SFT on this GPU (sft.determinism): two trainings of a tiny Llama with SmolLM2's head size on
-      # the same rows must export the same weights, without falling back to the default kernels
-      echo "== SFT determinism tests"
-      PYTHONPATH=/tmp/site:$PWD timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/sft/test_sft_determinism.py \
-        2>&1 | tail -4 ;;
+      # GPU_CHECKS=0 skips both test files (~40 s of device time): they passed on the H200 at 9a6e7f9, 26c74b7,
+      # 1faac4d and 4c6a270, and `run` prints SFT's digest and determinism anyway
+      if [ "${GPU_CHECKS:-1}" = 0 ]; then echo "== GPU checks skipped (GPU_CHECKS=0)"; else
+        echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
+        PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
+          2>&1 | tail -4
+        # deterministic SFT on this GPU (sft.determinism): two trainings of a tiny Llama with SmolLM2's head size on
+        # the same rows must export the same weights, without falling back to the default kernels
+        echo "== SFT determinism tests"
+        PYTHONPATH=/tmp/site:$PWD timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/sft/test_sft_determinism.py \
+          2>&1 | tail -4
+      fi ;;
     carry2)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       # each call carries one quarter (.smol/a, .smol/b, then .smol/c); `run` brings the last one (.smol/d)
