@@ -252,7 +252,9 @@ def test_learning_result_parts_a_to_d_at_tiny_scale(tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     started = re.findall(r"GPU 0: start (\S+) (\S+) \(\d+ s left\)$", again.stdout, re.M)
     assert sorted(label for _, label in started) == sorted(arms) and ("eval", "sft") not in started, started
-    tars = " ".join(str(tmp_path / "out" / f"lr_{p}.tar.gz") for p in "abc")
+    # the later session's folder builds one paper with the earlier ones: its arms' rows only, no second SFT eval
+    assert (tmp_path / "out-again" / "lr_c.tar.gz").is_file()
+    tars = " ".join([str(tmp_path / "out" / f"lr_{p}.tar.gz") for p in "abc"] + [str(tmp_path / "out-again" / "lr_c.tar.gz")])
     done = subprocess.run(["bash", str(GPU / "learning_result.sh")], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**env, "PART": "d", "LR_COLLECTED": tars, "LR_HOME": str(tmp_path / "paper-home"),
                                          "LR_PAPER_OUT": str(tmp_path / "paper")})
