@@ -437,7 +437,7 @@ def run_episodes(
                 live.view.ended = live.status is not None
             if config.overlap_sandbox:
                 finish_ended()
-        if starting:  # no episode to play (every spec empty): the starts still end before grading
+        if starting:  # no first turn played (no specs, or every start failed before it): starts end before grading
             _wait_all(starting)
         with _timed(phase_seconds, "verify"):
             finish_ended()
