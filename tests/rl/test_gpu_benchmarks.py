@@ -350,6 +350,42 @@ def test_an_arm_cut_off_by_the_budget_resumes_from_its_checkpoint_to_the_same_st
     assert "reused (finished by a resume" in again.stdout and "grpo ..." not in again.stdout
 
 
+# The driver's SIGTERM handling as main() installs it, in a child: a cleanup (stopping sandboxes, salvaging an
+# arm's metrics) that the budget's SIGTERM started, then a second SIGTERM while it runs
+SECOND_SIGTERM_CHILD = """
+import signal, sys, time
+sys.path.insert(0, 'benchmarks/gpu')
+import learning_result as lr
+signal.signal(signal.SIGTERM, lr._terminated)
+try:
+    print('ready', flush=True)
+    time.sleep(120)
+except KeyboardInterrupt as stop:
+    print('stopping:', stop, flush=True)
+    for _ in range(40):
+        time.sleep(0.05)
+    print('cleanup done', flush=True)
+"""
+
+
+def test_a_second_sigterm_cannot_cut_the_cleanup_the_first_one_started():
+    # `timeout` signals the driver and then its whole group: at f52dc71 on the H200 the second SIGTERM landed in
+    # the first one's cleanup in all four arms, cut it short, and the processes hung until the SIGKILL
+    import os
+    import signal
+
+    with own_group([sys.executable, "-c", SECOND_SIGTERM_CHILD], env=os.environ, cwd=REPO,
+                   merge_stderr=True) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        assert child.stdout.readline().strip() == "stopping: signal 15"
+        child.send_signal(signal.SIGTERM)  # inside the cleanup, which takes ~2 s
+        out, _ = child.communicate(timeout=60)
+    assert "already stopping" in out and "cleanup done" in out, out
+    assert child.returncode == 0
+
+
 def test_the_smollm2_scale_resolves_its_recipe_without_what_the_gpu_machine_lacks():
     # 2026-12-01 the first device call failed here: resolving the recipe imported benchgen, i.e. polars
     code = ("import sys; sys.path.insert(0, 'benchmarks/gpu'); import learning_result as lr; lr.block_absent(); "
