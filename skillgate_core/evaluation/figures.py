@@ -44,13 +44,41 @@ def _pyplot() -> Any:
     return plt
 
 
+def _overflow(fig: Figure) -> tuple[list[str], bool, bool]:
+    """The axes (by title, else x-axis label) whose drawn labels reach past the figure's edges, cut off in the
+    PNG, and whether they overflow sideways and up or down."""
+    fig.canvas.draw()  # lays the figure out (constrained layout included) at its current size
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    edge = fig.bbox
+    names, wide, tall = [], False, False
+    for ax in fig.axes:
+        box = ax.get_tightbbox(renderer)  # what is drawn: ticks beyond the view limits are not
+        if box is None:
+            continue
+        sideways = box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1
+        upright = box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1
+        if sideways or upright:
+            names.append(ax.get_title() or ax.get_xlabel() or ax.get_ylabel())
+            wide, tall = wide or sideways, tall or upright
+    return names, wide, tall
+
+
 def _save(fig: Figure, path: Path, title: str, dpi: int) -> dict[str, Any]:
-    """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict."""
+    """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict, with the axes
+    whose labels are still cut off (`clipped`; none when the figure fits). Long method labels (an arm, its
+    variant and its seeds) squeezed the axes until an axis label ran past the edge (learning_smollm2_f52dc71's
+    pooled bootstrap), so a figure grows until what it draws fits."""
+    for _ in range(5):
+        clipped, wide, tall = _overflow(fig)
+        if not clipped:
+            break
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width * (1.2 if wide else 1.0), height * (1.2 if tall else 1.0))
     axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()} for ax in fig.axes]
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None, "Title": title, "Axes": json.dumps(axes, sort_keys=True)})
     _pyplot().close(fig)
-    return {"title": title, "axes": axes}
+    return {"title": title, "axes": axes, "clipped": clipped}
 
 
 def main_results_figure(data: Sequence[Mapping[str, Any]], k: int, path: Path, dpi: int) -> dict[str, Any]:

@@ -241,3 +241,16 @@ def test_pooled_claim_without_seed_0_rows_and_the_build_is_byte_identical(tmp_pa
     build(tmp_path / "b", arms)
     for name in ("paper.json", "report.md"):
         assert (tmp_path / "a" / "out" / name).read_bytes() == (tmp_path / "b" / "out" / name).read_bytes()
+
+
+def test_no_figure_cuts_off_a_label_when_the_arm_labels_are_long(tmp_path):
+    # learning_smollm2_f52dc71: the pooled bootstrap's method labels (an arm, its variant and its seeds) squeezed
+    # the axes until the x-axis label ran past the figure's right edge; the build widens such a figure
+    masked = "selector_clean_oracle_masked_task_only"
+    section, _, _ = build(tmp_path, {
+        BASELINE: BASE, f"{BASELINE}@s1": BASE, SKILLGATE: MORE, f"{SKILLGATE}@s1": MORE, VARIANT: MORE,
+        f"{VARIANT}@s1": MORE, masked: MORE, f"{masked}@s1": MORE, "sft": BASE})
+    assert {"paired_bootstrap_pooled_seeds", "paired_bootstrap_methods"} <= set(section["figures"])
+    assert {key: figure["clipped"] for key, figure in section["figures"].items() if figure["clipped"]} == {}
+    png = Image.open(tmp_path / "out" / "figures" / SECTION / "paired_bootstrap_pooled_seeds.png")
+    assert png.width > 7.5 * 100  # widened past the 7.5-inch default (the build's dpi is 100)
