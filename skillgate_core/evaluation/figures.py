@@ -44,39 +44,39 @@ def _pyplot() -> Any:
     return plt
 
 
-def _overflow(fig: Figure) -> tuple[list[str], bool, bool]:
-    """The axes (by title, else x-axis label) whose drawn labels reach past the figure's edges, cut off in the
-    PNG, and whether they overflow sideways and up or down."""
-    fig.canvas.draw()  # lays the figure out (constrained layout included) at its current size
+def _overflow(fig: Figure) -> tuple[list[str], float, float]:
+    """The axes (by title, else an axis label) whose drawn labels reach past the figure's edges, cut off in the
+    PNG, and by what factor the drawn content is wider and taller than the figure (1.0: it fits that way). Of
+    the layout the last draw (a savefig) made."""
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     edge = fig.bbox
-    names, wide, tall = [], False, False
+    names = []
     for ax in fig.axes:
         box = ax.get_tightbbox(renderer)  # what is drawn: ticks beyond the view limits are not
-        if box is None:
-            continue
-        sideways = box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1
-        upright = box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1
-        if sideways or upright:
+        if box is not None and (box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1
+                                or box.y1 > edge.y1 + 1):
             names.append(ax.get_title() or ax.get_xlabel() or ax.get_ylabel())
-            wide, tall = wide or sideways, tall or upright
-    return names, wide, tall
+    drawn = fig.get_tightbbox(renderer)  # in inches
+    width, height = fig.get_size_inches()
+    return names, max(1.0, drawn.width / width), max(1.0, drawn.height / height)
 
 
 def _save(fig: Figure, path: Path, title: str, dpi: int) -> dict[str, Any]:
     """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict, with the axes
     whose labels are still cut off (`clipped`; none when the figure fits). Long method labels (an arm, its
     variant and its seeds) squeezed the axes until an axis label ran past the edge (learning_smollm2_f52dc71's
-    pooled bootstrap), so a figure grows until what it draws fits."""
-    for _ in range(5):
+    pooled bootstrap), so a figure grows, by what overflows and a margin, until what it draws fits."""
+    axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()} for ax in fig.axes]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(4):  # the check reads the layout savefig made: a figure that fits is drawn once
+        fig.savefig(path, dpi=dpi, metadata={"Software": None, "Title": title,
+                                             "Axes": json.dumps(axes, sort_keys=True)})
         clipped, wide, tall = _overflow(fig)
         if not clipped:
             break
         width, height = fig.get_size_inches()
-        fig.set_size_inches(width * (1.2 if wide else 1.0), height * (1.2 if tall else 1.0))
-    axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()} for ax in fig.axes]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, metadata={"Software": None, "Title": title, "Axes": json.dumps(axes, sort_keys=True)})
+        fig.set_size_inches(width * (1.1 * wide if wide > 1.0 else 1.0) + (0.5 if wide > 1.0 else 0.0),
+                            height * (1.1 * tall if tall > 1.0 else 1.0) + (0.5 if tall > 1.0 else 0.0))
     _pyplot().close(fig)
     return {"title": title, "axes": axes, "clipped": clipped}
 
