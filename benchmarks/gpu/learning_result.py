@@ -395,6 +395,8 @@ class Run:
                                        checkpoint_every=min(self.cfg["grpo"].checkpoint_every, steps))
         if a.draw_ahead:
             self.cfg["grpo"] = replace(self.cfg["grpo"], draw_ahead=a.draw_ahead)
+        if a.overlap_sandbox:
+            self.cfg["grpo"] = replace(self.cfg["grpo"], overlap_sandbox=a.overlap_sandbox == "on")
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
@@ -1057,6 +1059,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
     p.add_argument("--draw-ahead", type=float, default=0,
                    help="override grpo.draw_ahead (0 = the scale's): groups a rollout round plays per group missing")
+    p.add_argument("--overlap-sandbox", choices=("on", "off"), default="",
+                   help="override grpo.overlap_sandbox ('' = the scale's, on): sandbox starts and verification "
+                        "overlapping generation in GRPO rollouts, or the lockstep loop (the probe's A/B)")
     p.add_argument("--fit-budget-s", type=float, default=0,
                    help="arm: choose the GRPO steps (at most the scale's) that fit this many seconds, from part a's "
                         "probe timing in the home; later commands of the home reuse the choice")

@@ -146,6 +146,11 @@ class GRPOConfig:
     """Sandbox backend for the episodes (auto, docker, bwrap)."""
     sandbox_workers: PositiveInt = 4
     """Threads per Ray worker running sandboxes (tool calls, starts, verification)."""
+    overlap_sandbox: bool = True
+    """Start each round's sandboxes while its first turn generates, and verify an ended episode while the
+    others play (agent.episode.EpisodeConfig.overlap_sandbox). False: the lockstep loop, every start before
+    the first turn and every verification after the last (the A/B of docs/gpu.md 5). The same episodes
+    either way; only where the waits fall differs."""
     checkpoint_every: PositiveInt = 1
     """Save a checkpoint every this many steps (and at the last step)."""
     seed: NonNegativeInt = 0

@@ -253,7 +253,7 @@ def rollout_step(
     episode_config = EpisodeConfig(
         max_turns=config.max_turns, max_context_tokens=config.max_context_tokens,
         max_new_tokens=config.max_new_tokens, wall_clock_s=config.episode_wall_clock_s,
-        backend=config.backend, workers=config.sandbox_workers,
+        backend=config.backend, workers=config.sandbox_workers, overlap_sandbox=config.overlap_sandbox,
     )
     accepted: list[Group] = []
     counters_before = timed.cache_counters()

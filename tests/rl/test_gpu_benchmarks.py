@@ -309,6 +309,9 @@ def test_the_arms_steps_are_fitted_from_the_probe_and_kept_for_the_evaluations(t
     # a rollout round may play ahead (grpo.draw_ahead): the probe's A/B of the GRPO step time
     ahead = lr.parse(["probe", "--out", str(tmp_path / "o"), "--home", str(home), "--draw-ahead", "2"])
     assert lr.Run(ahead, "probe").cfg["grpo"].draw_ahead == 2.0 and run.cfg["grpo"].draw_ahead == 1.0
+    # and the sandbox overlap's A/B (grpo.overlap_sandbox, on by default)
+    lockstep = lr.parse(["probe", "--out", str(tmp_path / "o"), "--home", str(home), "--overlap-sandbox", "off"])
+    assert lr.Run(lockstep, "probe").cfg["grpo"].overlap_sandbox is False and run.cfg["grpo"].overlap_sandbox is True
 
 
 @pytest.mark.slow

@@ -249,3 +249,35 @@ def test_a_stream_gives_back_its_last_draws_in_order():
     assert [stream.next() for _ in range(3)] == first[4:] and stream.cursor == 7
     with pytest.raises(ValueError, match="give_back"):
         stream.give_back(8)
+
+
+def test_the_sandbox_overlap_switch_reaches_the_episodes_and_changes_no_episode(tasks, tokenizer, monkeypatch):
+    """grpo.overlap_sandbox (docs/gpu.md 5's A/B) is the episode loop's overlap_sandbox: on, sandboxes start
+    during the first turn and ended episodes are verified while others play; off, the lockstep loop. The same
+    groups, turns, scores and verdicts either way (the teacher's episodes depend only on task and repeat)."""
+    from skillgate_core.rl import rollouts
+
+    seen: list[bool] = []
+    real = rollouts.run_episodes
+
+    def spy(*args, **kwargs):  # the real episode loop, recording the switch it was given
+        seen.append(args[3].overlap_sandbox)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rollouts, "run_episodes", spy)
+    played = {}
+    for overlap in (True, False):
+        config = GRPOConfig(profile="selector_clean_oracle_action_credit", group_size=4, prompts_per_step=2,
+                            num_workers=1, max_turns=4, backend="bwrap", max_rejected_groups=6,
+                            force_after_groups=4, force_after_samples=16, overlap_sandbox=overlap)
+        profile = get_profile(config.profile)
+        teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=0.5, no_read_rate=0.0, seed=2))
+        groups, stats = rollout_step(tasks, PromptStream(len(tasks), seed=2), teacher, tokenizer, profile, config,
+                                     step_filter_for(profile, config), target_groups=2)
+        played[overlap] = ([g.task.task_id for g in groups], stats.drawn,
+                           [[(e.trajectory.status, e.score, len(e.trajectory.turns)) for e in g.episodes]
+                            for g in groups], [g.verdict for g in groups])
+        assert seen and set(seen) == {overlap}
+        seen.clear()
+    assert played[True] == played[False]
+    assert GRPOConfig().overlap_sandbox is True
