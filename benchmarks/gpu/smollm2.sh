@@ -60,6 +60,7 @@ export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
 deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
 left() { echo $(( deadline - $(date +%s) )); }
+keep_bench() { if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi; }  # .lr rides with carry1 or a carry2
 
 if [ "$step" = split ]; then  # CPU machine
   src=${SMOL_WHEEL:-$(mktemp -d)/$WHEEL}
@@ -82,7 +83,7 @@ mkdir -p "$OUT" "$keep"
     carry1)
       bash .devbundle/install_bundle.sh .devbundle || { echo "bundle install failed"; exit 1; }
       mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/" || exit 1
-      if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi
+      keep_bench
       ls -la "$keep"
       # the KV cache across turns (policy/turn_cache.py, on by default in GRPO rollouts) against this machine's
       # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
@@ -102,7 +103,7 @@ mkdir -p "$OUT" "$keep"
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       # each call carries one quarter (.smol/a, .smol/b, then .smol/c); `run` brings the last one (.smol/d)
       parts=$(ls .smol/*/part0* 2>/dev/null); [ -n "$parts" ] || { echo "no .smol part carried"; exit 1; }
-      if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi
+      keep_bench
       cp $parts "$keep/" && ls -la "$keep" ;;
     run|grpo)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }

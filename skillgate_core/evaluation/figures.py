@@ -61,6 +61,12 @@ def _overflow(fig: Figure) -> tuple[list[str], float, float]:
     return names, max(1.0, drawn.width / width), max(1.0, drawn.height / height)
 
 
+def _grown(inches: float, overflow: float) -> float:
+    """A figure side that `overflow` times the content did not fit: that much larger, with a 10% and 0.5-inch
+    margin (a constrained layout hands part of new room to the axes, not to the labels)."""
+    return inches * overflow * 1.1 + 0.5 if overflow > 1.0 else inches
+
+
 def _save(fig: Figure, path: Path, title: str, dpi: int) -> dict[str, Any]:
     """Write `fig` with its title and axis labels as PNG text chunks; return the same as a dict, with the axes
     whose labels are still cut off (`clipped`; none when the figure fits). Long method labels (an arm, its
@@ -72,11 +78,10 @@ def _save(fig: Figure, path: Path, title: str, dpi: int) -> dict[str, Any]:
         fig.savefig(path, dpi=dpi, metadata={"Software": None, "Title": title,
                                              "Axes": json.dumps(axes, sort_keys=True)})
         clipped, wide, tall = _overflow(fig)
-        if not clipped:
+        if not clipped or wide == tall == 1.0:  # fits, or cut off by something growing cannot mend
             break
         width, height = fig.get_size_inches()
-        fig.set_size_inches(width * (1.1 * wide if wide > 1.0 else 1.0) + (0.5 if wide > 1.0 else 0.0),
-                            height * (1.1 * tall if tall > 1.0 else 1.0) + (0.5 if tall > 1.0 else 0.0))
+        fig.set_size_inches(_grown(width, wide), _grown(height, tall))
     _pyplot().close(fig)
     return {"title": title, "axes": axes, "clipped": clipped}
 
