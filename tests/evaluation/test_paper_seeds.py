@@ -253,4 +253,4 @@ def test_no_figure_cuts_off_a_label_when_the_arm_labels_are_long(tmp_path):
     assert {"paired_bootstrap_pooled_seeds", "paired_bootstrap_methods"} <= set(section["figures"])
     assert {key: figure["clipped"] for key, figure in section["figures"].items() if figure["clipped"]} == {}
     png = Image.open(tmp_path / "out" / "figures" / SECTION / "paired_bootstrap_pooled_seeds.png")
-    assert png.width > 7.5 * 100  # widened past the 7.5-inch default (the build's dpi is 100)
+    assert png.width > 7.5 * PaperConfig().dpi  # widened past the figure's 7.5-inch default
