@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu/bundle/make_bundle.sh
 #   wheels/   pure or cp312 manylinux wheels (trl, datasets, pydantic, hjson, jsonschema, ...)
 #   deepspeed-*.tar.gz  (installed there from source with --no-build-isolation; ops JIT-compile on use)
-#   ray-slim.tar.xz     Ray without java jars, rllib, serve, llm, dashboard client (fits the 64 MiB carry limit)
+#   ray-slim.tar.xz     Ray without java jars, rllib, serve, llm, dashboard client, at xz -9e (ray 2.60: 24.4 MB, -6 gave
+#                       29.0 MB, which with the 32-MB checkout passed the 64 MiB a call carries; ~2 min to compress)
 # On the GPU machine, start each command with:  bash .devbundle/install_bundle.sh && export PYTHONPATH=/tmp/site
 # (install_bundle.sh is copied into .devbundle/, so the bundle installs itself.)
 set -euo pipefail
@@ -20,7 +21,7 @@ if [ ! -f "$out/ray-slim.tar.xz" ]; then
   tmp=$(mktemp -d)
   python3 -m pip download -q --no-deps "${plat[@]}" -d "$tmp" ray
   (cd "$tmp" && unzip -q ray-*.whl && rm -rf ray/jars ray/rllib ray/serve ray/llm ray/dashboard/client ray/tests \
-     && find . -name __pycache__ -prune -exec rm -rf {} + && tar -cf - ray ray-*.dist-info | xz -T2 -6) > "$out/ray-slim.tar.xz"
+     && find . -name __pycache__ -prune -exec rm -rf {} + && tar -cf - ray ray-*.dist-info | xz -T2 -9e) > "$out/ray-slim.tar.xz"
   rm -rf "$tmp"
 fi
 cp "$(dirname "$0")/install_bundle.sh" "$out/"
