@@ -133,6 +133,13 @@ ENGINE_PRESETS: dict[str, dict[str, Any]] = {
     "default": {"zero_stage": "auto", "optimizer": "auto"},
     # the default with the AdamW update in one kernel (candidate default optimizer: trainer_throughput.py says why)
     "default_fused": {"zero_stage": "auto", "optimizer": "torch_fused"},
+    # the default before flat_grad_norm: DeepSpeed's bf16 optimizer norms and clips parameter by parameter
+    "default_dsnorm": {"zero_stage": "auto", "optimizer": "auto", "flat_grad_norm": False},
+    # the default with bf16.immediate_grad_update: fp32 gradients accumulated in backward hooks, per parameter
+    "default_igu": {"zero_stage": "auto", "optimizer": "auto", "bf16_overrides": (("immediate_grad_update", True),)},
+    # default_igu with fused AdamW
+    "default_fused_igu": {"zero_stage": "auto", "optimizer": "torch_fused",
+                          "bf16_overrides": (("immediate_grad_update", True),)},
     "z3": {"zero_stage": 3, "optimizer": "torch"},
     "z3_persist": {"zero_stage": 3, "optimizer": "torch_fused", "zero_overrides": (
         ("stage3_param_persistence_threshold", 10**11), ("stage3_max_live_parameters", 10**11),
@@ -602,8 +609,12 @@ def _time_variant(ctx: Any, job: ThroughputJob, name: str, ecfg: Any) -> dict[st
             "attn": str(engine.module.config._attn_implementation), "packs_varlen": varlen,
             "engine_build_s": round(build_s, 1), "world_size": ctx.world_size,
             "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 1) if cuda else None,
+            "optimizer_class": type(engine.optimizer).__name__,
+            # EngineConfig.flat_grad_norm took: the bf16 optimizer's get_grads_for_norm is the flat one
+            "flat_grad_norm_installed": "get_grads_for_norm" in vars(engine.optimizer),
             "config": {k: v for k, v in vars(ecfg).items()
-                       if k in ("zero_stage", "optimizer", "zero_overrides", "gradient_checkpointing", "dtype")},
+                       if k in ("zero_stage", "optimizer", "zero_overrides", "bf16_overrides", "flat_grad_norm",
+                                "gradient_checkpointing", "dtype")},
             **zero_record(zero), **phases, **profile,
         }
     except Exception as exc:  # one variant failing must not lose the others' numbers

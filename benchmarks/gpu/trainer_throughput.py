@@ -30,6 +30,13 @@ Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
               1.7 GB). "auto" steps it with torch.optim.AdamW's foreach path, ~9 passes over it with
               full-size temporaries (sqrt, div, add); fused=True is one kernel reading and writing each
               tensor once, as plain PyTorch's anchor does
+  default_dsnorm  the default with flat_grad_norm off: DeepSpeed's BF16_Optimizer computes the gradient
+              norm and clips parameter by parameter (a norm kernel and a copy each, a host sync, a mul_
+              each), the default before flat_grad_norm (rl.flat_grad_norm: a few kernels over the flat buffer)
+  default_igu the default with bf16.immediate_grad_update (bf16_overrides): BF16_Optimizer adds each
+              parameter's gradient into the fp32 buffer in a backward hook instead of all of them after
+              backward
+  default_fused_igu  default_igu with optimizer "torch_fused"
   z3          ZeRO-3, torch AdamW: the trainer's defaults before zero_stage "auto"
   z3_persist  ZeRO-3, every parameter persistent (no per-layer gathers on one GPU), bigger
               prefetch / reduce buckets, fused AdamW
@@ -47,8 +54,10 @@ if auto picked stage 2 on one GPU"). z1 is default_fused on one GPU. No zero_ove
 1: with bf16 weights and fp32 accumulation DeepSpeed 0.19 uses BF16_Optimizer there, which reads only
 allgather_bucket_size (one bucket already: 415M < 5e8; and it gathers nothing on one rank);
 reduce_bucket_size / contiguous_gradients configure the ZeRO optimizer it replaces, and overlap_comm
-is refused below stage 2 without managed gradient accumulation. BF16_Optimizer's own knob
-(bf16.immediate_grad_update) and the fp32 gradient accumulation are no EngineConfig fields.
+is refused below stage 2 without managed gradient accumulation. BF16_Optimizer's own knobs are set
+through EngineConfig.bf16_overrides (bf16.immediate_grad_update: default_igu) and
+EngineConfig.flat_grad_norm (default_dsnorm turns it off); the fp32 gradient accumulation is no
+EngineConfig field.
 
 Where the time goes: after its timed steps, each process preset runs --phase-steps more with
 forward (token_logprobs + loss), backward and optimizer_step (engine.optimizer_step) each bracketed by

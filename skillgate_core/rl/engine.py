@@ -111,6 +111,13 @@ class EngineConfig:
     zero_overrides: tuple[tuple[str, Any], ...] = ()
     """Extra DeepSpeed `zero_optimization` keys, (name, value) pairs applied last, e.g.
     (("stage3_param_persistence_threshold", 10**7), ("overlap_comm", False)): throughput tuning."""
+    bf16_overrides: tuple[tuple[str, Any], ...] = ()
+    """Extra DeepSpeed `bf16` section keys, (name, value) pairs applied last, e.g.
+    (("immediate_grad_update", True),); ignored when the dtype is fp32 ("enabled" follows `dtype`)."""
+    flat_grad_norm: bool = True
+    """Under DeepSpeed's bf16 optimizer (ZeRO stage 1 in bf16: the one-GPU default), compute the gradient
+    norm and clip over each group's flat fp32 gradient buffer (a few kernels) instead of DeepSpeed's
+    per-parameter loop; the same norm up to fp32 summation order (rl.flat_grad_norm)."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
@@ -125,6 +132,10 @@ class EngineConfig:
             raise ValueError("gather_bucket_mb must be >= 1")
         if any(not isinstance(kv, tuple) or len(kv) != 2 or not isinstance(kv[0], str) for kv in self.zero_overrides):
             raise ValueError("zero_overrides must be (name, value) pairs")
+        if any(not isinstance(kv, tuple) or len(kv) != 2 or not isinstance(kv[0], str) for kv in self.bf16_overrides):
+            raise ValueError("bf16_overrides must be (name, value) pairs")
+        if any(name == "enabled" for name, _ in self.bf16_overrides):
+            raise ValueError('bf16_overrides may not set "enabled": set dtype instead')
 
 
 @dataclass(frozen=True)
@@ -189,12 +200,13 @@ def _zero_section(config: EngineConfig, stage: int, *, with_optimizer: bool = Tr
 def deepspeed_config(config: EngineConfig, *, inference: bool = False, zero: ZeroChoice | None = None) -> dict[str, Any]:
     """The DeepSpeed config dict of the policy engine (inference=True: the frozen reference, ZeRO-3,
     no optimizer). `zero`: the resolved stage and knobs (`resolve_zero`), needed when zero_stage is
-    "auto"; the config's own zero_overrides apply after the choice's."""
+    "auto"; the config's own zero_overrides apply after the choice's, its bf16_overrides (bf16 only) to
+    the `bf16` section."""
     bf16 = compute_dtype(config) == torch.bfloat16
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": 1,  # one packed row per forward
         "gradient_accumulation_steps": 1,
-        "bf16": {"enabled": bf16},
+        "bf16": {"enabled": bf16} | (dict(config.bf16_overrides) if bf16 else {}),
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
@@ -307,7 +319,8 @@ def resolve_zero(model_dir: str | Path, config: EngineConfig) -> ZeroChoice:
 def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoice | None = None):
     """The trainable policy: a DeepSpeed engine around the HF causal LM in `model_dir`, with AdamW per
     `config`, at ZeRO stage `zero` (None: `resolve_zero(model_dir, config)` here; pass it to record the
-    choice). Rank 0 logs the stage and why. Call `engine.train()` / `.eval()` as usual."""
+    choice). Rank 0 logs the stage and why, and under DeepSpeed's bf16 optimizer whether the gradient norm
+    runs over the flat buffers (`EngineConfig.flat_grad_norm`). Call `engine.train()` / `.eval()` as usual."""
     import deepspeed
 
     from skillgate_core.rl.collectives import rank
@@ -323,6 +336,17 @@ def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoic
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+    if config.flat_grad_norm:
+        from deepspeed.runtime.bf16_optimizer import BF16_Optimizer
+
+        from skillgate_core.rl.flat_grad_norm import install_flat_grad_norm
+
+        if isinstance(engine.optimizer, BF16_Optimizer):
+            flat = install_flat_grad_norm(engine.optimizer)
+            if rank() == 0:
+                logging.getLogger(__name__).info(
+                    "policy engine: gradient norm and clipping over %s", "the flat fp32 gradient buffers"
+                    if flat else "each parameter (DeepSpeed's own loop; rl.flat_grad_norm says why at info)")
     engine.train()
     return engine
 
