@@ -131,12 +131,13 @@ ENGINE_PRESETS: dict[str, dict[str, Any]] = {
     # EngineConfig fields per named preset (trainer_throughput.py --variants, grpo_step_vs_trl.py --presets)
     # default: what a user gets, EngineConfig's own defaults (the stage resolved per model, world and GPU)
     "default": {"zero_stage": "auto", "optimizer": "auto"},
-    # the default with the AdamW update in one kernel (candidate default optimizer: trainer_throughput.py says why)
+    # the AdamW update in one kernel: what "auto" picks on a GPU since c752bf6 (the default there measured
+    # it as default_fused; on CPU it differs from default)
     "default_fused": {"zero_stage": "auto", "optimizer": "torch_fused"},
-    # the default before flat_grad_norm: DeepSpeed's bf16 optimizer norms and clips parameter by parameter
-    "default_dsnorm": {"zero_stage": "auto", "optimizer": "auto", "flat_grad_norm": False},
-    # the default with bf16.immediate_grad_update: fp32 gradients accumulated in backward hooks, per parameter
-    "default_igu": {"zero_stage": "auto", "optimizer": "auto", "bf16_overrides": (("immediate_grad_update", True),)},
+    # the default before c752bf6: per-tensor AdamW, DeepSpeed's bf16 optimizer norms and clips parameter by parameter
+    "default_dsnorm": {"zero_stage": "auto", "optimizer": "torch", "flat_grad_norm": False},
+    # per-tensor AdamW with bf16.immediate_grad_update: fp32 gradients accumulated in backward hooks
+    "default_igu": {"zero_stage": "auto", "optimizer": "torch", "bf16_overrides": (("immediate_grad_update", True),)},
     # default_igu with fused AdamW
     "default_fused_igu": {"zero_stage": "auto", "optimizer": "torch_fused",
                           "bf16_overrides": (("immediate_grad_update", True),)},

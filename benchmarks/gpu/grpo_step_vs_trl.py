@@ -13,8 +13,9 @@
     the mixed_task_reward profile), then rl.grpo.update_policy on our DeepSpeed engine (1 worker
     via run_in_process, bf16: N, packing, old log-probs, loss + backward, ONE optimizer step) and
     rl.engine.refresh_replica. One full step = generate + log-probs + update + sync. The engine is
-    ZeRO --zero-stage (3) with --optimizer, or each --presets preset (`default` = the trainer's own
-    defaults); the JSON records the stage each resolved to and why (zero_stage_resolved / _reason).
+    each --presets preset (default: `default`, the trainer's own defaults, what a user gets), or with
+    --presets "" ZeRO --zero-stage (3) with --optimizer; the JSON records the stage each resolved to and
+    why (zero_stage_resolved / _reason). Until c752bf6 the default was --presets "" (ZeRO-3, torch AdamW).
 
 Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
 the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
@@ -56,9 +57,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--zero-stage", type=lambda v: v if v == "auto" else int(v), default=3,
                    help="0..3, or auto (the trainer's default: chosen per model, world and GPU)")
     p.add_argument("--optimizer", default="torch", choices=["auto", "torch", "torch_fused", "deepspeed"])
-    p.add_argument("--presets", default="", help="comma-separated engine presets of gpu_bench.ENGINE_PRESETS "
+    p.add_argument("--presets", default="default", help="comma-separated engine presets of gpu_bench.ENGINE_PRESETS "
                    f"({','.join(gpu_bench.ENGINE_PRESETS)}), each timed in turn against the one TRL run; "
-                   "empty = one run with --zero-stage / --optimizer")
+                   "default: default, the trainer a user gets; empty = one run with --zero-stage / --optimizer")
     p.add_argument("--micro-batch-tokens", type=int, default=16384)
     p.add_argument("--no-profile", action="store_true", help="skip the profiled extra step")
     p.add_argument("--skip-trl", action="store_true")

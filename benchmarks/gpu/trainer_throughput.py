@@ -23,17 +23,19 @@ samples are ONE packed row of 16384 tokens; with sdpa, one micro-batch per sampl
 Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
   default     what a user gets: EngineConfig's defaults, zero_stage "auto" (rl.zero_choice picks the
               stage from the model size, the world size and the free GPU memory; the JSON records
-              which and why: zero_stage_resolved, zero_stage_reason) and optimizer "auto"
-  default_fused  the default with optimizer "torch_fused": a candidate default. On one GPU "auto" picks
+              which and why: zero_stage_resolved, zero_stage_reason) and optimizer "auto" (on a GPU
+              torch's fused AdamW since the run at c752bf6, where it was measured as default_fused)
+  default_fused  optimizer "torch_fused": the default on a GPU since c752bf6, measured there. On one GPU "auto" picks
               stage 1, where DeepSpeed (bf16 weights, fp32 gradient accumulation) wraps the optimizer in
               its BF16_Optimizer: fp32 master weights and gradients in ONE flat tensor (415M elements,
               1.7 GB). "auto" steps it with torch.optim.AdamW's foreach path, ~9 passes over it with
               full-size temporaries (sqrt, div, add); fused=True is one kernel reading and writing each
               tensor once, as plain PyTorch's anchor does
-  default_dsnorm  the default with flat_grad_norm off: DeepSpeed's BF16_Optimizer computes the gradient
-              norm and clips parameter by parameter (a norm kernel and a copy each, a host sync, a mul_
-              each), the default before flat_grad_norm (rl.flat_grad_norm: a few kernels over the flat buffer)
-  default_igu the default with bf16.immediate_grad_update (bf16_overrides): BF16_Optimizer adds each
+  default_dsnorm  the default before c752bf6: per-tensor AdamW (optimizer "torch") and flat_grad_norm
+              off, so DeepSpeed's BF16_Optimizer computes the gradient norm and clips parameter by
+              parameter (a norm kernel and a copy each, a host sync, a mul_ each; rl.flat_grad_norm: a
+              few kernels over the flat buffer)
+  default_igu optimizer "torch" with bf16.immediate_grad_update (bf16_overrides): BF16_Optimizer adds each
               parameter's gradient into the fp32 buffer in a backward hook instead of all of them after
               backward
   default_fused_igu  default_igu with optimizer "torch_fused"

@@ -87,7 +87,8 @@ class EngineConfig:
     """torch = torch.optim.AdamW on the shards (works everywhere, no compile); torch_fused = the same
     with fused=True (one kernel for the whole update); deepspeed = FusedAdam on GPU /
     DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the optimizer is
-    offloaded, else torch."""
+    offloaded, else torch, fused when `zero_stage` is "auto" and the choice made on a GPU says so
+    (rl.zero_choice: `fused_adam`, with the measurement in its reason)."""
     zero_stage: ZeroStage = "auto"
     """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state; 2 gradients and
     optimizer state; 1 optimizer state); auto = chosen when the engine is built from the model size, the
@@ -238,7 +239,7 @@ def deepspeed_config(config: EngineConfig, *, inference: bool = False, zero: Zer
             },
         },
     }
-    if config.optimizer == "torch_fused":
+    if config.optimizer == "torch_fused" or (config.optimizer == "auto" and not use_deepspeed_adam and zero.fused_adam):
         ds["optimizer"]["params"]["fused"] = True  # forwarded to torch.optim.AdamW
     if bf16:
         ds["data_types"] = {"grad_accum_dtype": "fp32"}

@@ -85,3 +85,24 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_stage():
     assert resumed_zero(auto, None) is auto and resumed_zero(auto, "auto") is auto and resumed_zero(auto, True) is auto
     named = explicit_zero(2)
     assert resumed_zero(named, 3) is named  # a config that names its stage is taken at its word
+
+
+def test_fused_adamw_comes_with_an_automatic_choice_on_a_gpu_only():
+    from skillgate_core.rl.engine import EngineConfig, deepspeed_config
+
+    gpu = choose_zero(415_242_112, 1, H200, "bf16")
+    assert gpu.fused_adam and "AdamW fused (optimizer step 7.8 against 13.2 ms" in gpu.reason
+    cpu = choose_zero(415_242_112, 1, None, "fp32")
+    offloaded = choose_zero(415_242_112, 1, H200, "bf16", offload_optimizer=True)
+    assert not cpu.fused_adam and not offloaded.fused_adam and "fused" not in cpu.reason + offloaded.reason
+    assert not explicit_zero(2).fused_adam  # a config that names its stage keeps the per-tensor AdamW
+
+    def fused(config: EngineConfig, choice) -> bool:
+        return bool(deepspeed_config(config, zero=choice)["optimizer"]["params"].get("fused"))
+
+    assert fused(EngineConfig(), gpu) and not fused(EngineConfig(), cpu)
+    assert not fused(EngineConfig(optimizer="torch"), gpu)  # a named optimizer wins over the choice
+    assert fused(EngineConfig(optimizer="torch_fused", zero_stage=2), explicit_zero(2))
+    assert not fused(EngineConfig(zero_stage=2), explicit_zero(2))
+    # a resumed run whose checkpoint has another stage keeps the optimizer it started with
+    assert resumed_zero(gpu, 3).stage == 3 and resumed_zero(gpu, 3).fused_adam
