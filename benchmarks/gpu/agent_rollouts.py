@@ -10,8 +10,10 @@ What runs (all project code; nothing here is a stand-in for the harness):
   machine by the same call (`--write-bench FILE.tar.xz`, ~1 MB) and carried (`--bench FILE.tar.xz`);
 - the policy model: the init-model stage (`policy.tiny_model.build_tiny_model`) at the anchors'
   360M Qwen2 shape (--hidden/--layers/... as anchor_trl.py) with its ChatML BPE tokenizer, random
-  init, loaded in bf16 on the GPU; it samples with `policy.fast_sampler.StaticSampler` (static KV
-  cache, CUDA-graph decode step);
+  init, or with --model-dir an HF causal LM folder with its tokenizer (on the GPU machine: the
+  SmolLM2-135M-Instruct folder init-model wrote, benchmarks/gpu/smollm2.sh STEP=rollouts), loaded in
+  bf16 on the GPU; it samples with `policy.fast_sampler.StaticSampler` (static KV cache, CUDA-graph
+  decode step);
 - the episodes: `agent.episode.run_episode_batches` -> `run_episodes` per batch (one batch = one
   task x --repeats, a GRPO group), --lanes batches in flight, the policy shared through
   `SerializedPolicy` (one GPU call at a time; with merge, the default here, the turns that queued
@@ -46,7 +48,9 @@ sampler on the same episodes (each after its own untimed warm-up passes), for th
              turn after the first counts a fallback (the sampled tokens it held are dropped): the
              prefill it does is what a policy turn's would be (its turn + the observation);
   hf         transformers `generate` (what TRL's GRPOTrainer calls): a left-padded batch of the whole
-             contexts, dynamic KV cache, exactly --gen-tokens per episode (min_new_tokens).
+             contexts, dynamic KV cache, exactly --gen-tokens per episode (min_new_tokens). It compiles
+             nothing, so it gets no warm-up pass. With hf among --samplers the JSON's ratio also holds
+             every other sampler over hf (`cached_over_hf`: issue [rollouts] item 1, target 10x).
 Each pass reports context_tokens (what a full prefill per turn processes) and, for cached, what the
 turn cache prefilled, reused and shared.
 JSON: --out, else $OUT, else benchmarks/results/gpu/agent_rollouts.json.
@@ -100,6 +104,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
     p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, cached, hf (one timed "
                    "pass each, same episodes; see the module docstring)")
+    p.add_argument("--model-dir", default="", help="an HF causal LM folder with its tokenizer to play with "
+                   "(e.g. SmolLM2-135M-Instruct as init-model wrote it) instead of the random-init model "
+                   "--hidden/--layers/... describe")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 tasks x 2 episodes")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else benchmarks/results/gpu)")
@@ -267,8 +274,20 @@ def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
     cfg = TinyModelConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
                           num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
                           corpus_lines=a.corpus_lines)
+    if a.model_dir:
+        return bench, given_model_dir(a.model_dir)
     model_dir = build_tiny_model(cfg, {}, work / "init-model").outputs["base_model"]
     return bench, Path(model_dir)
+
+
+def given_model_dir(path: str) -> Path:
+    """--model-dir, checked: an HF model folder (config.json) with its tokenizer."""
+    model_dir = Path(path)
+    missing = [name for name in ("config.json", "tokenizer_config.json") if not (model_dir / name).is_file()]
+    if missing:
+        raise SystemExit(f"--model-dir {path}: expected an HF causal LM folder with its tokenizer, "
+                         f"missing {', '.join(missing)}")
+    return model_dir
 
 
 def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[list[Any]]:
@@ -380,7 +399,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model, tok = load_policy(model_dir, dtype=torch.bfloat16 if cuda else torch.float32,
                              device="cuda" if cuda else "cpu")
-    result["model"] = {"params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
+    result["model"] = {"dir": a.model_dir or "random init (--hidden/--layers/...)",
+                       "architecture": type(model).__name__,
+                       "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
                        "vocab": len(tok), "dtype": str(model.dtype), "device": str(model.device)}
     policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed)
     batches = episode_batches(a, bench, work / "skills")
@@ -437,7 +458,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result["samplers"] = {samplers[0]: _sampler_summary(next(p for p in passes if p["pass"] == "lanes"))}
     for mode in samplers[1:]:  # the same episodes, each sampler after its own warm-up (compiles)
         policy.mode = mode
-        for i in range(a.warmup_passes):
+        for i in range(a.warmup_passes if mode != "hf" else 0):  # generate compiles nothing
             warm = run_pass(f"warmup{i}_{mode}", a, a.lanes, batches, shared, tok, spans, not a.no_merge)
             warm["note"] = "untimed: compiles"
             passes.append(warm)
@@ -453,6 +474,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{mode}_over_reprefill": {"episodes_per_min": round(r["episodes_per_min"] / max(1e-9, base["episodes_per_min"]), 2),
                                        "generation_s": round(r["generation_s"] / max(1e-9, base["generation_s"]), 3)}
             for mode, r in result["samplers"].items() if mode != "reprefill"}}
+    if "hf" in result["samplers"] and len(samplers) > 1:  # the anchor of issue [rollouts] item 1
+        hf = result["samplers"]["hf"]
+        result["ratio"] = {**result.get("ratio", {}), **{
+            f"{mode}_over_hf": {"episodes_per_min": round(r["episodes_per_min"] / max(1e-9, hf["episodes_per_min"]), 2),
+                                "generation_s": round(r["generation_s"] / max(1e-9, hf["generation_s"]), 3)}
+            for mode, r in result["samplers"].items() if mode != "hf"}}
     shared.close()
     result["sampler_buckets"] = dict(policy.buckets)
     result["turn_text"] = ("reference teacher (read oracle skill / exec its procedure / answer); the GPU samples "

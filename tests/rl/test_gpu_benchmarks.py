@@ -165,7 +165,11 @@ def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(agent_rollout
     assert cache["prefilled_tokens"] + cache["reused_tokens"] + cache["shared_tokens"] == samplers["cached"]["context_tokens"]
     assert samplers["reprefill"]["turn_cache"]["calls"] == samplers["hf"]["turn_cache"]["calls"] == 0
     # the samplers' ratios, beside the lanes-over-one-lane ratio of the default passes (the smoke test's)
-    assert set(r["ratio"]) == {"episodes_per_min_lanes_over_one_lane", "cached_over_reprefill", "hf_over_reprefill"}
+    assert set(r["ratio"]) == {"episodes_per_min_lanes_over_one_lane", "cached_over_reprefill", "hf_over_reprefill",
+                               "reprefill_over_hf", "cached_over_hf"}  # hf: the anchor of issue [rollouts] item 1
+    hf, cached = samplers["hf"], samplers["cached"]
+    assert r["ratio"]["cached_over_hf"]["episodes_per_min"] == round(cached["episodes_per_min"] / hf["episodes_per_min"], 2)
+    assert r["model"]["dir"].startswith("random init")
     assert {p["statuses"]["completed"] for p in r["passes"] if p["pass"] != "lanes"} == {4}
 
 
@@ -762,3 +766,18 @@ def test_the_paper_refuses_arms_trained_under_different_shared_grpo_settings(tmp
     assert "  steps=40: eval/mixed_task_reward@s1, training/mixed_task_reward@s1" in message, message
     assert "  steps=16: eval/mixed_task_reward, " in message, message
     assert not (tmp_path / "paper").exists()
+
+
+def test_agent_rollouts_model_dir_is_checked_before_anything_runs(tmp_path):
+    """--model-dir (SmolLM2 on the GPU machine): a folder without an HF config and tokenizer is refused by
+    name, and a complete one is what the run plays with."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agent_rollouts", GPU / "agent_rollouts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit, match=r"--model-dir .*missing config.json, tokenizer_config.json"):
+        module.given_model_dir(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    assert module.given_model_dir(str(tmp_path)) == tmp_path
