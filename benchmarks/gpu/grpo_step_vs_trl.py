@@ -52,6 +52,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     # ours
     p.add_argument("--warmup", type=int, default=1, help="our untimed steps first (compile, allocator)")
     p.add_argument("--sampler", default="auto", choices=["auto", "static", "hf"], help="auto = static on GPU")
+    p.add_argument("--block-decode", default="auto", choices=["auto", "on", "off"],
+                   help="the static sampler's block decoding (auto: CUDA-graph blocks of 8 tokens on a GPU; off: "
+                   "one reduce-overhead replay per token, the sampler before block decoding)")
     p.add_argument("--attn", default="best", help="training attention: best = torch_varlen when it passes its "
                    "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
     p.add_argument("--zero-stage", type=lambda v: v if v == "auto" else int(v), default=3,
@@ -118,9 +121,10 @@ def main(argv: list[str] | None = None) -> dict:
         job = gpu_bench.GRPOBenchJob(model_dir=str(model_dir), prompts=prompts, prompts_per_step=n_prompts,
                                      gens=a.gens, maxlen=a.maxlen, steps=a.steps, warmup=a.warmup,
                                      profile=not a.no_profile, engine=engine, sampler=a.sampler,
-                                     micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag)
+                                     micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag,
+                                     block_decode={"auto": None, "on": True, "off": False}[a.block_decode])
         print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
-              f"sampler {a.sampler}", flush=True)
+              f"sampler {a.sampler}, block decode {a.block_decode}", flush=True)
         partial = out / f"grpo_ours{tag}.json"  # the worker's timed numbers, if it got that far
         try:
             ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / f"run{tag}", use_gpu=cuda).results[0]

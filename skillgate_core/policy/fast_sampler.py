@@ -24,6 +24,17 @@ compiled static-cache decode loop reaches 10.7k). Here:
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
+- block decoding (on CUDA by default, `block_decode`): the bookkeeping between two tokens (opening the
+  query's own key slot, writing the token and its log-prob into the output, the stop flags, the next
+  slot) runs on the device too, in buffers with fixed addresses, so `graph_steps` consecutive decode
+  steps are captured as ONE CUDA graph (torch.cuda.graph around the step compiled without
+  reduce-overhead) and replayed with one launch. Per token the host then does nothing: with a
+  reduce-overhead step it re-checked the step's guards, copied its inputs and ran the bookkeeping
+  eagerly, ~0.4 of the 1.7 ms a token took on an H200 at batch 32 (benchmarks/results/gpu/LOG.md 1).
+  Blocks end where the finish checks fall, so the loop stops where the per-step loop does, and the
+  RNG calls are the same ones in the same order. The first step of each cache bucket runs outside any
+  graph (compilation, lazy initialisation); a capture that fails switches the sampler to the per-step
+  path for good (logged; `stats["block_decode"]` says which ran);
 - compiled graphs have static shapes, so on CUDA the batch is padded to a power of two with dummy
   rows and the cache length is rounded up to `length_bucket`; the caches are kept per (batch,
   length) bucket and reused (`StaticCache.reset()` keeps the tensors' addresses, which the CUDA
@@ -54,8 +65,11 @@ implement; `local_sampler` passes top_k=0 for the same reason.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
-from collections.abc import Hashable, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -198,6 +212,44 @@ def seek_cache(cache: Any, slot: int) -> None:
             layer.cumulative_length = slot
 
 
+@dataclass
+class _BlockState:
+    """The device buffers block decoding works in (fixed addresses: captured CUDA graphs read and write
+    them), per cache and bias."""
+
+    ids: torch.Tensor
+    """[B, 1] the last token of each row: the next step's input."""
+    slot: torch.Tensor
+    """[1] the cache slot the next step writes (its query's own key)."""
+    col: torch.Tensor
+    """[1] the output column the next token goes to."""
+    offset: torch.Tensor
+    """[B] each row's position offset (slot - offset = position), copied in per call when fixed."""
+    order: torch.Tensor
+    """[B] the rows in drawing order (`StaticSampler._draw`), copied in per call when fixed."""
+    out_ids: torch.Tensor
+    """[B, cache length] tokens drawn (pad where none)."""
+    out_lp: torch.Tensor
+    """[B, cache length] their log-probs."""
+    done: torch.Tensor
+    """[B] rows that stopped (or never hold the loop open)."""
+    bias_ptr: int
+    """The decode key bias this state was made for (a new bias tensor: a new state)."""
+    fixed: bool
+    """Whether offset and order are copied into the buffers above (graphs) or passed as they come."""
+    warm: bool = False
+    """Whether this bucket's first decode step has run (outside any graph)."""
+    graphs: dict[tuple[int, float, float], Any] = field(default_factory=dict)
+    """Captured graphs by (steps, temperature, top_p)."""
+
+    def take(self, buffer: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """`value` through `buffer` when fixed (same shape), else `value` itself (CPU: order may hold
+        only the caller's rows)."""
+        if not self.fixed:
+            return value
+        return buffer.copy_(value)
+
+
 class StaticSampler:
     """Batched sampling with a static KV cache and (on CUDA) a CUDA-graph decode step; see the module
     docstring. Not thread-safe: one `sample` call at a time per replica."""
@@ -215,6 +267,8 @@ class StaticSampler:
         stop_ids: Sequence[int] | None = None,
         min_batch: int = 1,
         min_cache_length: int = 0,
+        block_decode: bool | None = None,
+        graph_steps: int = 8,
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
         mode="reduce-overhead"; tests pass backend="eager", fullgraph=True to prove the step traces
@@ -225,10 +279,15 @@ class StaticSampler:
         and cache length, so the calls that fit share one shape and one compiled graph. Multi-turn
         rollouts otherwise meet a new (batch, length) bucket almost every turn (episodes finish, the
         contexts grow), each compiled anew: the first GRPO step of a 24.7M policy's agent rollouts
-        took 131 s on an H200 that way. Dummy rows and a longer cache cost little on a small model."""
+        took 131 s on an H200 that way. Dummy rows and a longer cache cost little on a small model.
+        block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
+        one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
+        CPU tests compare with the per-step loop); False = the per-step loop."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
             raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
                              "min_cache_length >= 0")
+        if graph_steps < 1:
+            raise ValueError(f"graph_steps must be >= 1, got {graph_steps}")
         register_static_attention()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
@@ -247,10 +306,17 @@ class StaticSampler:
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
         self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
-        step = self._decode_step
+        step = plain = self._decode_step
+        cuda = self.device.type == "cuda"
+        self.block_decode = (self.compiled and cuda) if block_decode is None else bool(block_decode)
+        self.capture = self.block_decode and self.compiled and cuda
+        """Whether blocks are captured as CUDA graphs (else run step by step, on the device buffers)."""
+        self.graph_steps = graph_steps
         if self.compiled:
             options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
-            step = torch.compile(step, **options)
+            step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
+            # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
+            plain = torch.compile(self._decode_step, **(options | {"mode": None})) if options.get("mode") else step
             # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
             # and past dynamo's default limit (8) the step would silently run eagerly
             dynamo_config = torch._dynamo.config
@@ -258,6 +324,10 @@ class StaticSampler:
                 if hasattr(dynamo_config, name):
                     setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
         self._step = step
+        self._plain_step = plain
+        self._blocks: dict[int, tuple[Any, _BlockState]] = {}
+        self._side: Any = None  # the stream the first step of a bucket and every capture run on
+        self._block_stats: dict[str, Any] = {"block_decode": "off"}
         self.stats: dict[str, Any] = {}
         """What the last call did: batch / cache buckets, decode steps, prefill chunks."""
         self.turns = TurnCache(self)
@@ -370,7 +440,7 @@ class StaticSampler:
             cache, bias = self._cache(batch, length)
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
-                      "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled}
+                      "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled, **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -382,7 +452,7 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats)
+        self.stats = dict(self.turns.stats) | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
@@ -405,6 +475,9 @@ class StaticSampler:
         out_lp = torch.zeros((batch, new), dtype=torch.float32, device=logits.device)
         out_ids[:, :1], out_lp[:, :1] = nxt, lp
         done = done | torch.isin(nxt[:, 0], self._stop)
+        self._block_stats = {"block_decode": "off"}
+        if self.block_decode:
+            return self._decode_blocks(nxt, lp, done, start, offset, valid, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         # the decode key bias: the keys each row sees (a dummy row: its one pad key), opened slot by slot
         bias.fill_(MASKED)
@@ -428,6 +501,127 @@ class StaticSampler:
         finally:
             self.model.config._attn_implementation = impl
         return out_ids, out_lp, t - 1
+
+    # --- block decoding (see the module docstring) ---------------------------------------------------
+
+    def _decode_blocks(self, nxt, lp, done, start: int, offset, valid, cache, bias, new: int, order,
+                       temperature: float, top_p: float):
+        """`_decode` after its first token, the bookkeeping on the device: blocks of up to graph_steps
+        tokens, each ending where the per-step loop would check for the finish (so both stop at the same
+        step), each one CUDA-graph replay when captured. Returns what `_decode` returns."""
+        st = self._block_state(cache, bias)
+        if new > st.out_ids.shape[1]:
+            raise ValueError(f"max_new_tokens {new} exceeds the cache length {st.out_ids.shape[1]}")
+        st.out_ids.fill_(self.pad_id)
+        st.out_lp.zero_()
+        st.out_ids[:, :1], st.out_lp[:, :1] = nxt, lp
+        st.ids.copy_(nxt)
+        st.done.copy_(done)
+        st.slot.fill_(start)
+        st.col.fill_(1)
+        bias.fill_(MASKED)
+        bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
+        seek_cache(cache, start)
+        inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
+        check, t = self.finish_check_every, 1
+        impl = self.model.config._attn_implementation
+        self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
+        captured = 0
+        try:
+            while t < new:
+                if (t - 1) % check == 0 and bool(st.done.all()):
+                    break  # every row has stopped; the columns left stay pad and are never read
+                if self.capture and not st.warm:  # this bucket's first step: outside any graph
+                    self._on_side_stream(lambda: self._advance(st, self._plain_step, *inputs))
+                    st.warm, t = True, t + 1
+                    continue
+                k = min(self.graph_steps, new - t, check - (t - 1) % check)
+                captured += self._block(st, k, inputs)
+                t += k
+        finally:
+            self.model.config._attn_implementation = impl
+        self._block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
+        return st.out_ids[:, :new].clone(), st.out_lp[:, :new].clone(), t - 1
+
+    def _advance(self, st: _BlockState, step: Callable[..., Any], offset, order, bias, cache,
+                 temperature: float, top_p: float) -> None:
+        """One token, every part on the device: open the query's own key slot, sample (the decode step),
+        write the token and its log-prob at column `col`, fold in the stop flags, move `slot` and `col` on."""
+        bias.index_fill_(3, st.slot, 0.0)
+        nxt, lp, stopped = step(st.ids, st.slot, offset, bias, cache, order, temperature, top_p)
+        st.out_ids.index_copy_(1, st.col, nxt)
+        st.out_lp.index_copy_(1, st.col, lp)
+        st.done.logical_or_(stopped)
+        st.ids.copy_(nxt)
+        st.slot.add_(1)
+        st.col.add_(1)
+
+    def _block(self, st: _BlockState, k: int, inputs: tuple[Any, ...]) -> int:
+        """Run k tokens: one replay of the graph of k `_advance` steps (captured now if new: returns 1),
+        or, uncaptured, k steps one by one (returns 0)."""
+        if not self.capture:
+            for _ in range(k):
+                self._advance(st, self._plain_step, *inputs)
+            return 0
+        key = (k, inputs[4], inputs[5])
+        graph, captured = st.graphs.get(key), 0
+        if graph is None:
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, stream=self._side_stream(), capture_error_mode="thread_local"):
+                    for _ in range(k):
+                        self._advance(st, self._plain_step, *inputs)
+            except Exception as exc:  # a capture this torch cannot make: the per-step path from now on
+                logging.getLogger(__name__).warning(
+                    "fast_sampler: capturing %d decode steps as a CUDA graph failed (%s: %s); decoding step by "
+                    "step from now on", k, type(exc).__name__, exc)
+                self.capture = False
+                self.block_decode = False
+                for _ in range(k):  # a capture runs nothing: these k steps are still to do
+                    self._advance(st, self._plain_step, *inputs)
+                return 0
+            st.graphs[key], captured = graph, 1
+        graph.replay()
+        return captured
+
+    def _side_stream(self) -> Any:
+        if self._side is None:
+            self._side = torch.cuda.Stream(device=self.device)
+        return self._side
+
+    def _on_side_stream(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the capture stream, ordered after and before the current stream's work (lazy
+        per-stream initialisation happens here, not inside a capture)."""
+        side, current = self._side_stream(), torch.cuda.current_stream(self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            fn()
+        current.wait_stream(side)
+
+    def _block_state(self, cache: Any, bias: torch.Tensor) -> _BlockState:
+        """The device buffers (and captured graphs) of this cache and bias, made on first use; kept while
+        the cache lives (the graphs captured their addresses, and the cache's)."""
+        key = id(cache)
+        kept = self._blocks.get(key)
+        if kept is not None and kept[0]() is cache and kept[1].bias_ptr == bias.data_ptr():
+            return kept[1]
+        self._blocks = {k: v for k, v in self._blocks.items() if v[0]() is not None}
+        batch, length = bias.shape[0], bias.shape[-1]
+        device = bias.device
+        state = _BlockState(
+            ids=torch.zeros((batch, 1), dtype=torch.long, device=device),
+            slot=torch.zeros(1, dtype=torch.long, device=device),
+            col=torch.zeros(1, dtype=torch.long, device=device),
+            offset=torch.zeros(batch, dtype=torch.long, device=device),
+            order=torch.zeros(batch, dtype=torch.long, device=device),
+            out_ids=torch.zeros((batch, length), dtype=torch.long, device=device),
+            out_lp=torch.zeros((batch, length), dtype=torch.float32, device=device),
+            done=torch.zeros(batch, dtype=torch.bool, device=device),
+            bias_ptr=bias.data_ptr(),
+            fixed=self.capture,
+        )
+        self._blocks[key] = (weakref.ref(cache), state)
+        return state
 
     def _completions(self, out_ids: torch.Tensor, out_lp: torch.Tensor, new: int) -> list[Completion]:
         stop = set(self.stop_ids)

@@ -228,3 +228,78 @@ def test_decode_steps_build_no_mask_and_leave_the_model_as_it_was(policy, monkey
     assert {s[2] for s in seen} == {(3, 1, 1, sampler.stats["cache_length"])}
     assert model.config._attn_implementation == before
     assert_teacher_forced(model, prompts(tok), comps, 1.0)
+
+
+@pytest.mark.parametrize("graph_steps,check,stop_first", [(8, 8, False), (3, 8, False), (8, 3, True), (1, 2, True)])
+def test_block_decoding_draws_what_the_per_step_loop_draws(policy, graph_steps, check, stop_first):
+    """Block decoding (the bookkeeping on the device, what a CUDA graph captures) against the per-step
+    loop: the same ids, log-probs and number of decode steps, whatever the block size and the finish
+    check, and with rows stopping early (the loop ends at the same check)."""
+    model, tok = policy
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=21, seed=9)
+    free = StaticSampler(model, tok, stop_ids=[], block_decode=False).sample(ps, cfg)
+    stop_ids = sorted({c.token_ids[2] for c in free}) if stop_first else []
+    step = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=False)
+    block = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=True,
+                          graph_steps=graph_steps)
+    a, b = step.sample(ps, cfg), block.sample(ps, cfg)
+    assert [c.token_ids for c in a] == [c.token_ids for c in b] and [c.finish for c in a] == [c.finish for c in b]
+    assert [c.logprobs for c in a] == [c.logprobs for c in b]
+    assert step.stats["decode_steps"] == block.stats["decode_steps"]
+    assert (step.stats["block_decode"], block.stats["block_decode"]) == ("off", "device loop")
+    if stop_first:
+        assert all(c.finish == "stop" for c in b) and block.stats["decode_steps"] < 20
+    assert_teacher_forced(model, ps, b, 1.0)
+    again = block.sample(ps[:1], cfg)  # the buffers are reused: nothing of the last call leaks in
+    assert again[0].token_ids == step.sample(ps[:1], cfg)[0].token_ids
+
+
+def test_block_decoding_traces_whole_and_serves_the_turn_cache(policy):
+    """Compiled (eager backend, fullgraph) with dummy rows and a bucketed cache, and through
+    sample_turns (the turn cache's rows, not in the call's order): the same tokens as the per-step loop."""
+    model, tok = policy
+    ps = prompts(tok)
+    torch._dynamo.reset()
+    compiled = {"compile": True, "compile_options": {"backend": "eager", "fullgraph": True, "mode": None}}
+    cfg = SamplingConfig(max_new_tokens=12, seed=4)
+    step = StaticSampler(model, tok, block_decode=False, **compiled)
+    block = StaticSampler(model, tok, block_decode=True, graph_steps=4, **compiled)
+    assert [c.token_ids for c in step.sample(ps, cfg)] == [c.token_ids for c in block.sample(ps, cfg)]
+    assert block.stats["batch_bucket"] == 4 and block.stats["block_decode"] == "device loop"
+    keys = ["x", "y", "z"]
+    first = [step.sample_turns(keys, ps, cfg), block.sample_turns(keys, ps, cfg)]
+    assert [c.token_ids for c in first[0]] == [c.token_ids for c in first[1]]
+    longer = [list(p) + list(c.token_ids) for p, c in zip(ps, first[0], strict=True)]
+    order = [2, 0]
+    second = [s.sample_turns([keys[i] for i in order], [longer[i] for i in order], cfg) for s in (step, block)]
+    assert [c.token_ids for c in second[0]] == [c.token_ids for c in second[1]]
+    assert block.turns.counters["reused_tokens"] > 0
+
+
+def test_block_decoding_refuses_what_it_cannot_do(policy):
+    model, tok = policy
+    with pytest.raises(ValueError, match="graph_steps"):
+        StaticSampler(model, tok, graph_steps=0)
+    cpu = StaticSampler(model, tok)
+    assert not cpu.block_decode and not cpu.capture  # on CPU, uncompiled: the per-step loop by default
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the GPU machine)")
+def test_captured_blocks_draw_what_the_compiled_per_step_loop_draws(tiny_model_dir):
+    """On a GPU: blocks captured as CUDA graphs (the default there) against the reduce-overhead per-step
+    loop, both compiled, same seed: the same tokens, log-probs within float noise, graphs captured."""
+    model, tok = load_policy(tiny_model_dir, dtype=torch.bfloat16, device="cuda")
+    ps = prompts(tok)
+    cfg = SamplingConfig(max_new_tokens=40, seed=7)
+    step = StaticSampler(model, tok, block_decode=False)
+    block = StaticSampler(model, tok)
+    assert block.capture
+    a = step.sample(ps, cfg)
+    for _ in range(2):  # the first call captures, the second replays what it captured
+        b = block.sample(ps, cfg)
+        assert block.stats["block_decode"] == "graphs"
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-3, rtol=0)
+    assert block.stats["graphs_captured"] == 0  # the second call replayed only
