@@ -28,6 +28,8 @@ def _run(script: str, out: Path, *args: str) -> dict:
 
 
 @pytest.mark.e2e
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
 def test_grpo_step_vs_trl_smoke(tmp_path):
     r = _run("grpo_step_vs_trl.py", tmp_path)
     trl, ours = r["trl"], r["ours"]
@@ -51,6 +53,8 @@ def _assert_phases(row: dict) -> None:
 
 
 @pytest.mark.e2e
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
 def test_trainer_throughput_smoke_process(tmp_path):
     names = ("default", "default_fused", "z3", "z3_persist", "z0")
     r = _run("trainer_throughput.py", tmp_path, "--launchers", "process", "--variants", ",".join(names),
@@ -115,6 +119,8 @@ def test_anchor_scripts_are_the_recorded_ones_and_the_scripts_parse():
         assert subprocess.run(["bash", "-n", str(GPU / script)]).returncode == 0
 
 
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
 def test_grpo_step_vs_trl_presets_share_one_trl_run(tmp_path):
     r = _run("grpo_step_vs_trl.py", tmp_path, "--presets", "z3,z2", "--no-profile")
     assert set(r["ours_presets"]) == set(r["ratio_presets"]) == {"z3", "z2"}
@@ -134,6 +140,8 @@ def agent_rollouts(tmp_path_factory) -> dict:
 
 
 @pytest.mark.e2e
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
 def test_agent_rollouts_smoke(agent_rollouts):
     r = agent_rollouts
     lanes, one = (next(p for p in r["passes"] if p["pass"] == name) for name in ("lanes", "one_lane"))
@@ -150,6 +158,8 @@ def test_agent_rollouts_smoke(agent_rollouts):
     assert r["ratio"]["episodes_per_min_lanes_over_one_lane"] > 0
 
 
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
 def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(agent_rollouts):
     """--samplers: one timed pass each of the full re-prefill, the turn cache and transformers generate, on
     the same episodes (the same contexts, the same tokens sampled); the turn cache prefills less than a
