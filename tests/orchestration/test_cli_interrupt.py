@@ -128,3 +128,35 @@ def test_a_second_ctrl_c_forces_an_exit_at_once(tmp_path):
     assert err.splitlines() == ["SIGINT: stopping the work; Ctrl-C again to force",
                                 "SIGINT again: forced exit now; what is left is cleaned up by the next run (or "
                                 "`skillgate warehouse reap`)"], err
+
+
+IN_A_FINALIZER = """
+import gc, signal, sys, time
+from rich.console import Console
+from deployments.cli.interrupts import stop_on_interrupt
+from skillgate_core.base.interrupts import SignalStop
+
+class Dropped:
+    def __del__(self):  # the signal lands while a finalizer runs, where an exception cannot propagate
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(0.01)
+
+try:
+    with stop_on_interrupt(Console(stderr=True), "the work", force=lambda: print("forced", flush=True)):
+        Dropped()
+        gc.collect()
+        for _ in range(200):
+            time.sleep(0.01)
+        print("not stopped", flush=True)
+except SignalStop as stop:
+    print("stopped by", stop.signal, flush=True)
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_work_quietly():
+    """Python swallows an exception raised in a __del__ or a weakref callback ("Exception ignored in ...", a
+    traceback, and the work goes on): the first Ctrl-C is raised again where the work was, with no
+    traceback, and is not taken for a second Ctrl-C."""
+    done = subprocess.run([sys.executable, "-c", IN_A_FINALIZER], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "stopped by SIGINT\n", done.stdout + done.stderr
+    assert done.stderr.splitlines() == ["SIGINT: stopping the work; Ctrl-C again to force"], done.stderr
