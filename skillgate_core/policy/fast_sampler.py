@@ -475,14 +475,14 @@ class StaticSampler:
         out_lp = torch.zeros((batch, new), dtype=torch.float32, device=logits.device)
         out_ids[:, :1], out_lp[:, :1] = nxt, lp
         done = done | torch.isin(nxt[:, 0], self._stop)
-        self._block_stats = {"block_decode": "off"}
-        if self.block_decode:
-            return self._decode_blocks(nxt, lp, done, start, offset, valid, cache, bias, new, order, temperature, top_p)
-        slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         # the decode key bias: the keys each row sees (a dummy row: its one pad key), opened slot by slot
         bias.fill_(MASKED)
         bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
         seek_cache(cache, start)
+        self._block_stats = {"block_decode": "off"}
+        if self.block_decode:
+            return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
+        slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         t = 1
         impl = self.model.config._attn_implementation
         self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
@@ -504,7 +504,7 @@ class StaticSampler:
 
     # --- block decoding (see the module docstring) ---------------------------------------------------
 
-    def _decode_blocks(self, nxt, lp, done, start: int, offset, valid, cache, bias, new: int, order,
+    def _decode_blocks(self, nxt, lp, done, start: int, offset, cache, bias, new: int, order,
                        temperature: float, top_p: float):
         """`_decode` after its first token, the bookkeeping on the device: blocks of up to graph_steps
         tokens, each ending where the per-step loop would check for the finish (so both stop at the same
@@ -519,9 +519,6 @@ class StaticSampler:
         st.done.copy_(done)
         st.slot.fill_(start)
         st.col.fill_(1)
-        bias.fill_(MASKED)
-        bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
-        seek_cache(cache, start)
         inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
         check, t = self.finish_check_every, 1
         impl = self.model.config._attn_implementation
