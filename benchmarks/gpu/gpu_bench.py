@@ -370,9 +370,12 @@ class GRPOBenchJob:
     seed: int
     out_dir: str
     tag: str = ""
+    """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
     block_decode: bool | None = None
     """StaticSampler(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
-    """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
+    fuse_projections: bool = False
+    """StaticSampler(fuse_projections=...): True = q/k/v and gate/up as one GEMM each, False (its default) = the
+    model's own forward decodes."""
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -448,7 +451,8 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
     with timer.phase("generate"):
         if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
-            state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode)  # kept across steps
+            state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode,
+                                                    fuse_projections=job.fuse_projections)  # kept across steps
         comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward

@@ -55,6 +55,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--block-decode", default="auto", choices=["auto", "on", "off"],
                    help="the static sampler's block decoding (auto: CUDA-graph blocks of 8 tokens on a GPU; off: "
                    "one reduce-overhead replay per token, the sampler before block decoding)")
+    p.add_argument("--fuse-projections", default="off", choices=["on", "off"],
+                   help="the static sampler's decode step with q/k/v and gate/up as one GEMM each (Llama / Qwen2; "
+                   "off, the default: the model's own forward)")
     p.add_argument("--attn", default="best", help="training attention: best = torch_varlen when it passes its "
                    "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
     p.add_argument("--zero-stage", type=lambda v: v if v == "auto" else int(v), default=3,
@@ -122,9 +125,11 @@ def main(argv: list[str] | None = None) -> dict:
                                      gens=a.gens, maxlen=a.maxlen, steps=a.steps, warmup=a.warmup,
                                      profile=not a.no_profile, engine=engine, sampler=a.sampler,
                                      micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag,
-                                     block_decode={"auto": None, "on": True, "off": False}[a.block_decode])
+                                     block_decode={"auto": None, "on": True, "off": False}[a.block_decode],
+                                     fuse_projections=a.fuse_projections == "on")
         print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
-              f"sampler {a.sampler}, block decode {a.block_decode}", flush=True)
+              f"sampler {a.sampler}, block decode {a.block_decode}, fused projections {a.fuse_projections}",
+              flush=True)
         partial = out / f"grpo_ours{tag}.json"  # the worker's timed numbers, if it got that far
         try:
             ours = run_in_process(gpu_bench.grpo_bench_worker, job, run_dir=work / f"run{tag}", use_gpu=cuda).results[0]

@@ -74,6 +74,7 @@ from typing import Any, Literal
 
 import torch
 
+from skillgate_core.policy.fused_decode import FusedDecode, fusable
 from skillgate_core.policy.local_sampler import (
     Completion,
     SamplingConfig,
@@ -269,6 +270,7 @@ class StaticSampler:
         min_cache_length: int = 0,
         block_decode: bool | None = None,
         graph_steps: int = 8,
+        fuse_projections: bool = False,
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
         mode="reduce-overhead"; tests pass backend="eager", fullgraph=True to prove the step traces
@@ -282,7 +284,10 @@ class StaticSampler:
         took 131 s on an H200 that way. Dummy rows and a longer cache cost little on a small model.
         block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
         one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
-        CPU tests compare with the per-step loop); False = the per-step loop."""
+        CPU tests compare with the per-step loop); False = the per-step loop.
+        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode);
+        True = fused (a model it cannot fuse is an error), False (the default until it is measured on a
+        GPU, grpo_step_vs_trl.py --fuse-projections on|off) = the model's own forward."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
             raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
                              "min_cache_length >= 0")
@@ -323,6 +328,16 @@ class StaticSampler:
             for name in ("recompile_limit", "cache_size_limit"):
                 if hasattr(dynamo_config, name):
                     setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
+        self.fused: FusedDecode | None = None
+        """The decode step with fused projections (None: the model's forward decodes)."""
+        if fuse_projections:
+            why = fusable(model)
+            if why and fuse_projections:
+                raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
+            self.fused = None if why else FusedDecode(model)
+            if self.fused is not None and self.compiled:
+                for tensor in self.fused.buffers():
+                    torch._dynamo.mark_static_address(tensor)
         self._step = step
         self._plain_step = plain
         self._blocks: dict[int, tuple[Any, _BlockState]] = {}
@@ -374,7 +389,11 @@ class StaticSampler:
         """One token per row at cache slot `slot` [1]; `bias` [B, 1, 1, L] is 0 for the keys the query
         sees (its own slot included) and MASKED elsewhere. Rows draw as `_draw` says. Returns (ids,
         log-probs, stopped) [B, 1]."""
-        nxt, lp = self._draw(self._logits(ids, slot, offset, bias, cache), order, temperature, top_p)
+        if self.fused is not None:
+            logits = self.fused.logits(ids, slot, offset, bias, cache)
+        else:
+            logits = self._logits(ids, slot, offset, bias, cache)
+        nxt, lp = self._draw(logits, order, temperature, top_p)
         return nxt, lp, torch.isin(nxt[:, 0], self._stop)
 
     def _draw(self, logits: torch.Tensor, order: torch.Tensor, temperature: float, top_p: float):
@@ -440,7 +459,8 @@ class StaticSampler:
             cache, bias = self._cache(batch, length)
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
-                      "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled, **self._block_stats}
+                      "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
+                      "fused_decode": self.fused is not None, **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -452,7 +472,7 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | self._block_stats
+        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None} | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
@@ -470,6 +490,8 @@ class StaticSampler:
         `done` [B]: rows that never hold the loop open (dummies); `order`: who draws (`_draw`). Returns (ids [B, new], log-probs, steps)."""
         batch, new = logits.shape[0], config.max_new_tokens
         temperature, top_p = float(config.temperature), float(config.top_p)
+        if self.fused is not None:
+            self.fused.refresh()  # the replica's weights may have changed since the last call
         nxt, lp = self._draw(logits, order, temperature, top_p)
         out_ids = torch.full((batch, new), self.pad_id, dtype=torch.long, device=logits.device)
         out_lp = torch.zeros((batch, new), dtype=torch.float32, device=logits.device)
