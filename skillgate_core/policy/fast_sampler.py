@@ -332,10 +332,10 @@ class StaticSampler:
         """The decode step with fused projections (None: the model's forward decodes)."""
         if fuse_projections:
             why = fusable(model)
-            if why and fuse_projections:
+            if why:
                 raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
-            self.fused = None if why else FusedDecode(model)
-            if self.fused is not None and self.compiled:
+            self.fused = FusedDecode(model)
+            if self.compiled:
                 for tensor in self.fused.buffers():
                     torch._dynamo.mark_static_address(tensor)
         self._step = step
