@@ -376,6 +376,9 @@ class GRPOBenchJob:
     fuse_projections: bool = False
     """StaticSampler(fuse_projections=...): True = q/k/v and gate/up as one GEMM each, False (its default) = the
     model's own forward decodes."""
+    compile_mode: str = "reduce-overhead"
+    """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
+    search for the decode GEMMs at the first compile)."""
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -452,7 +455,8 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     with timer.phase("generate"):
         if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
             state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode,
-                                                    fuse_projections=job.fuse_projections)  # kept across steps
+                                                    fuse_projections=job.fuse_projections,
+                                                    compile_options={"mode": job.compile_mode})  # kept across steps
         comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward

@@ -273,8 +273,9 @@ class StaticSampler:
         fuse_projections: bool = False,
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
-        mode="reduce-overhead"; tests pass backend="eager", fullgraph=True to prove the step traces
-        without graph breaks). length_bucket: cache lengths are rounded up to a multiple of this when
+        mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the captured
+        blocks then compiled with "max-autotune-no-cudagraphs"; tests pass backend="eager", fullgraph=True to
+        prove the step traces without graph breaks). length_bucket: cache lengths are rounded up to a multiple of this when
         compiled. max_cached: (batch, length) caches kept at once (least recently used dropped).
         stop_ids: the ids that end a completion (None = `stop_token_ids(tokenizer)`).
         min_batch, min_cache_length: when compiled, every call is padded up to at least this batch
@@ -321,7 +322,10 @@ class StaticSampler:
             options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
             step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
             # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
-            plain = torch.compile(self._decode_step, **(options | {"mode": None})) if options.get("mode") else step
+            # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
+            # what a token's time goes to, and the default picks are tuned for larger shapes)
+            plain_mode = {"max-autotune": "max-autotune-no-cudagraphs"}.get(options.get("mode") or "")
+            plain = torch.compile(self._decode_step, **(options | {"mode": plain_mode})) if options.get("mode") else step
             # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
             # and past dynamo's default limit (8) the step would silently run eagerly
             dynamo_config = torch._dynamo.config
