@@ -373,9 +373,9 @@ class GRPOBenchJob:
     """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
     block_decode: bool | None = None
     """StaticSampler(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
-    fuse_projections: bool = False
-    """StaticSampler(fuse_projections=...): True = q/k/v and gate/up as one GEMM each, False (its default) = the
-    model's own forward decodes."""
+    fuse_projections: bool | None = None
+    """StaticSampler(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
+    fusable), True = q/k/v and gate/up as one GEMM each, False = the model's own forward decodes."""
     compile_mode: str = "reduce-overhead"
     """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
     search for the decode GEMMs at the first compile)."""

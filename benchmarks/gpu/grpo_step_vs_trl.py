@@ -55,9 +55,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--block-decode", default="auto", choices=["auto", "on", "off"],
                    help="the static sampler's block decoding (auto: CUDA-graph blocks of 8 tokens on a GPU; off: "
                    "one reduce-overhead replay per token, the sampler before block decoding)")
-    p.add_argument("--fuse-projections", default="off", choices=["on", "off"],
+    p.add_argument("--fuse-projections", default="auto", choices=["auto", "on", "off"],
                    help="the static sampler's decode step with q/k/v and gate/up as one GEMM each (Llama / Qwen2; "
-                   "off, the default: the model's own forward)")
+                   "auto: on when compiled on a GPU; off: the model's own forward)")
     p.add_argument("--compile-mode", default="reduce-overhead", choices=["reduce-overhead", "max-autotune"],
                    help="the static sampler's torch.compile mode (max-autotune: a kernel search for the decode GEMMs "
                    "at the first compile; the captured blocks use max-autotune-no-cudagraphs)")
@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
                                      profile=not a.no_profile, engine=engine, sampler=a.sampler,
                                      micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag,
                                      block_decode={"auto": None, "on": True, "off": False}[a.block_decode],
-                                     fuse_projections=a.fuse_projections == "on", compile_mode=a.compile_mode)
+                                     fuse_projections={"auto": None, "on": True, "off": False}[a.fuse_projections],
+                                     compile_mode=a.compile_mode)
         print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
               f"sampler {a.sampler}, block decode {a.block_decode}, fused projections {a.fuse_projections}, "
               f"compile mode {a.compile_mode}",

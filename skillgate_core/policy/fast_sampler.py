@@ -270,7 +270,7 @@ class StaticSampler:
         min_cache_length: int = 0,
         block_decode: bool | None = None,
         graph_steps: int = 8,
-        fuse_projections: bool = False,
+        fuse_projections: bool | None = None,
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
         mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the captured
@@ -286,9 +286,11 @@ class StaticSampler:
         block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
         one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
         CPU tests compare with the per-step loop); False = the per-step loop.
-        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode);
-        True = fused (a model it cannot fuse is an error), False (the default until it is measured on a
-        GPU, grpo_step_vs_trl.py --fuse-projections on|off) = the model's own forward."""
+        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode).
+        None = fused when compiled on CUDA and `fusable(model)` gives no reason (measured on an H200: 14%
+        less generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
+        (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
+        False = the model's own forward."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
             raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
                              "min_cache_length >= 0")
@@ -334,10 +336,14 @@ class StaticSampler:
                     setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
         self.fused: FusedDecode | None = None
         """The decode step with fused projections (None: the model's forward decodes)."""
-        if fuse_projections:
-            why = fusable(model)
-            if why:
-                raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
+        why = fusable(model) if fuse_projections is not False else "fuse_projections=False"
+        if fuse_projections is None and not why and not (self.compiled and self.device.type == "cuda"):
+            why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
+        self.fused_why_not = why
+        """Why the decode step is the model's forward ("" when fused)."""
+        if fuse_projections and why:
+            raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
+        if not why:
             self.fused = FusedDecode(model)
             if self.compiled:
                 for tensor in self.fused.buffers():
@@ -464,7 +470,8 @@ class StaticSampler:
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      "fused_decode": self.fused is not None, **self._block_stats}
+                      "fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
+                      **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -476,7 +483,7 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None} | self._block_stats
+        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not} | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):

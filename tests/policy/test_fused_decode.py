@@ -92,9 +92,12 @@ def test_models_it_cannot_fuse_keep_their_forward():
         FusedDecode(gpt2)
 
 
-def test_default_is_the_models_forward_and_true_refuses_an_unfusable_model(policy, monkeypatch):
+def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model(policy, monkeypatch):
     model, tok = policy
-    assert fusable(model) == "" and StaticSampler(model, tok).fused is None  # opt-in until measured on a GPU
+    default = StaticSampler(model, tok)  # on the CPU: not compiled, so the model's forward decodes
+    assert fusable(model) == "" and default.fused is None and "not compiled on CUDA" in default.fused_why_not
+    assert StaticSampler(model, tok, fuse_projections=True).fused is not None
+    assert StaticSampler(model, tok, fuse_projections=False).fused_why_not == "fuse_projections=False"
     monkeypatch.setattr("skillgate_core.policy.fast_sampler.fusable", lambda m: "per-head q/k norms")
     with pytest.raises(ValueError, match="fuse_projections=True: .*per-head q/k norms"):
         StaticSampler(model, tok, fuse_projections=True)
@@ -108,8 +111,8 @@ def test_fused_on_a_gpu_draws_what_the_forward_draws(tiny_model_dir):
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=40, seed=7)
     plain = StaticSampler(model, tok, fuse_projections=False)
-    fused = StaticSampler(model, tok, fuse_projections=True)
-    assert fused.fused is not None
+    fused = StaticSampler(model, tok)  # the default on CUDA for a model it can fuse
+    assert fused.fused is not None and fused.fused_why_not == ""
     a = plain.sample(ps, cfg)
     for _ in range(2):  # captures, then replays
         same_draws(a, fused.sample(ps, cfg), atol=1e-3)
