@@ -173,6 +173,10 @@ def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(agent_rollout
     assert 0 < cache["prefilled_tokens"] < samplers["cached"]["context_tokens"]
     assert cache["reused_tokens"] > 0 and cache["shared_tokens"] > 0  # later turns; the group's shared prompt
     assert cache["prefilled_tokens"] + cache["reused_tokens"] + cache["shared_tokens"] == samplers["cached"]["context_tokens"]
+    passes = {p["pass"]: p for p in r["passes"]}  # each pass names the decode step that sampled it
+    assert passes["sampler_hf"]["decode_step"] == "transformers generate"
+    step = passes["sampler_cached"]["decode_step"]
+    assert not step["fused_projections"] and "not compiled on CUDA" in step["why_not"]  # the CPU's default
     assert samplers["reprefill"]["turn_cache"]["calls"] == samplers["hf"]["turn_cache"]["calls"] == 0
     # the samplers' ratios, beside the lanes-over-one-lane ratio of the default passes (the smoke test's)
     assert set(r["ratio"]) == {"episodes_per_min_lanes_over_one_lane", "cached_over_reprefill", "hf_over_reprefill",
