@@ -20,7 +20,8 @@ compiled static-cache decode loop reaches 10.7k). Here:
   STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
-  mask in every layer of every step: half the decode step's GPU time on an H200);
+  mask in every layer of every step: half the decode step's GPU time on an H200). `decode_attention=
+  "flex"` runs the same attention as one flex-attention kernel instead (`flex_decode_attention`);
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
@@ -64,11 +65,12 @@ implement; `local_sampler` passes top_k=0 for the same reason.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,14 +85,17 @@ from skillgate_core.policy.local_sampler import (
 )
 from skillgate_core.policy.turn_cache import TurnCache
 
-__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
-           "static_decode_attention"]
+__all__ = ["FLEX_ATTENTION", "STATIC_ATTENTION", "StaticSampler", "flex_decode_attention", "resolve_sampler",
+           "sample_batch", "sample_next", "static_decode_attention"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
 
 STATIC_ATTENTION = "skillgate_static_decode"
 """The attention implementation name the decode steps run under (see `static_decode_attention`)."""
+
+FLEX_ATTENTION = "skillgate_flex_decode"
+"""The same for `StaticSampler(decode_attention="flex")` (see `flex_decode_attention`)."""
 
 MASKED = torch.finfo(torch.float32).min
 """The key bias of a key a query must not see (finite: a score plus it never overflows)."""
@@ -118,6 +123,33 @@ def static_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
+def flex_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                          **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """`static_decode_attention` as ONE flex-attention kernel: the key bias added to each score by a
+    score_mod, the query heads grouped over their KV head (enable_gqa). Compiled (the GPU's decode step),
+    inductor lowers it to its flex-decoding template; the bmm path runs two cuBLAS batched matmuls and a
+    softmax kernel per layer instead, 4-5 us each at batch 32 on an H200 (benchmarks/results/gpu/
+    fused_default_cb23427). Scores are accumulated in float32 (the bmm path rounds them to the model
+    dtype first), so in bf16 the draws can differ from it by that rounding. Eager (the CPU) it is
+    PyTorch's reference, which materialises the scores: correct, not fast."""
+    if query.shape[2] != 1 or attention_mask is None or attention_mask.dtype == torch.bool:
+        return _SDPA[0](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    from torch.nn.attention.flex_attention import flex_attention
+
+    bias = attention_mask[:, 0, 0, :]  # [B, L] float32
+
+    def add_bias(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+                 k: torch.Tensor) -> torch.Tensor:
+        return score + bias[b, k]
+
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    out = flex_attention(query, key, value, score_mod=add_bias, enable_gqa=key.shape[1] != query.shape[1],
+                         scale=scale)
+    return out.transpose(1, 2).contiguous(), None
+
+
 _SDPA: list[Any] = []
 """transformers' sdpa attention function, the fallback (imported with transformers, on first use)."""
 
@@ -130,6 +162,7 @@ def register_static_attention() -> None:
 
         _SDPA.append(sdpa_attention_forward)
         AttentionInterface.register(STATIC_ATTENTION, static_decode_attention)
+        AttentionInterface.register(FLEX_ATTENTION, flex_decode_attention)
 
 
 def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static"]:
@@ -271,6 +304,7 @@ class StaticSampler:
         block_decode: bool | None = None,
         graph_steps: int = 8,
         fuse_projections: bool | None = None,
+        decode_attention: Literal["bmm", "flex"] = "bmm",
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
         mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the captured
@@ -290,12 +324,19 @@ class StaticSampler:
         None = fused when compiled on CUDA and `fusable(model)` gives no reason (measured on an H200: 14%
         less generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
         (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
-        False = the model's own forward."""
+        False = the model's own forward.
+        decode_attention: the decode step's attention, "bmm" (`static_decode_attention`: two batched
+        matmuls and a softmax) or "flex" (`flex_decode_attention`: one flex-attention kernel when
+        compiled; grpo_step_vs_trl.py --decode-attention bmm|flex measures both)."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
             raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
                              "min_cache_length >= 0")
         if graph_steps < 1:
             raise ValueError(f"graph_steps must be >= 1, got {graph_steps}")
+        if decode_attention not in ("bmm", "flex"):
+            raise ValueError(f"decode_attention must be 'bmm' or 'flex', got {decode_attention!r}")
+        self.decode_attention = decode_attention
+        self._decode_impl = FLEX_ATTENTION if decode_attention == "flex" else STATIC_ATTENTION
         register_static_attention()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
@@ -344,7 +385,8 @@ class StaticSampler:
         if fuse_projections and why:
             raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
         if not why:
-            self.fused = FusedDecode(model)
+            self.fused = FusedDecode(model, attention=flex_decode_attention if decode_attention == "flex"
+                                     else static_decode_attention)
             if self.compiled:
                 for tensor in self.fused.buffers():
                     torch._dynamo.mark_static_address(tensor)
@@ -471,7 +513,7 @@ class StaticSampler:
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
                       "fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
-                      **self._block_stats}
+                      "decode_attention": self.decode_attention, **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -483,7 +525,8 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not} | self._block_stats
+        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
+                                                 "decode_attention": self.decode_attention} | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
@@ -517,9 +560,7 @@ class StaticSampler:
             return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         t = 1
-        impl = self.model.config._attn_implementation
-        self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
-        try:
+        with self._decode_attention():
             while t < new:
                 if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
@@ -531,9 +572,18 @@ class StaticSampler:
                 out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
                 done |= stopped
                 t += 1
+        return out_ids, out_lp, t - 1
+
+    @contextlib.contextmanager
+    def _decode_attention(self) -> Iterator[None]:
+        """The model attends with the decode attention (STATIC_ATTENTION or FLEX_ATTENTION) inside, its
+        own implementation again after: the decode steps only (see the module doc)."""
+        impl = self.model.config._attn_implementation
+        self.model.config._attn_implementation = self._decode_impl
+        try:
+            yield
         finally:
             self.model.config._attn_implementation = impl
-        return out_ids, out_lp, t - 1
 
     # --- block decoding (see the module docstring) ---------------------------------------------------
 
@@ -554,10 +604,8 @@ class StaticSampler:
         st.col.fill_(1)
         inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
         check, t = self.finish_check_every, 1
-        impl = self.model.config._attn_implementation
-        self.model.config._attn_implementation = STATIC_ATTENTION  # the decode steps only (see the module doc)
         captured = 0
-        try:
+        with self._decode_attention():
             while t < new:
                 if (t - 1) % check == 0 and bool(st.done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
@@ -568,8 +616,6 @@ class StaticSampler:
                 k = min(self.graph_steps, new - t, check - (t - 1) % check)
                 captured += self._block(st, k, inputs)
                 t += k
-        finally:
-            self.model.config._attn_implementation = impl
         self._block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
         return st.out_ids[:, :new].clone(), st.out_lp[:, :new].clone(), t - 1
 
