@@ -12,22 +12,10 @@ import torch
 from skillgate_core.policy import fast_sampler
 from skillgate_core.policy.fast_sampler import StaticSampler
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy, sequence_logprobs
+from tests.policy.test_fused_decode import prompts, same_draws
 
 # eager flex attention (the CPU) is PyTorch's reference and says so once; that is what these tests want
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-
-
-def prompts(tok):
-    msgs = [[{"role": "user", "content": "list the files"}],
-            [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "read /skills/a/SKILL.md"}],
-            [{"role": "user", "content": "x"}]]
-    return [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=False) for m in msgs]
-
-
-def same_draws(a, b, atol=1e-5):
-    assert [c.token_ids for c in a] == [c.token_ids for c in b] and [c.finish for c in a] == [c.finish for c in b]
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=atol, rtol=0)
 
 
 def test_flex_attention_matches_the_batched_matmuls_and_a_mask_goes_to_sdpa():
