@@ -176,6 +176,9 @@ def machine() -> dict[str, Any]:
                             "cuda": torch.cuda.is_available(), "cpus": os.cpu_count()}
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    # the host CPU: the TRL anchor's HF generate is host-bound, and its s/step moved 10.2 -> 20.7 s between
+    # lent machines of one kind (benchmarks/results/gpu/LOG.md 1); this says which host a ratio ran on
+    info["cpu_model"] = cpu_model()
     for name in ("transformers", "deepspeed", "trl", "ray"):
         try:
             info[name] = __import__(name).__version__
@@ -188,6 +191,17 @@ def machine() -> dict[str, Any]:
     except Exception:
         info["git"] = None
     return info
+
+
+def cpu_model() -> str | None:
+    """The host CPU's model name (/proc/cpuinfo), None where it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def start_run(name: str, a: Any, argv: Sequence[str] | None) -> tuple[Path, Path, Path, dict[str, Any]]:

@@ -39,7 +39,7 @@ def test_grpo_step_vs_trl_smoke(tmp_path):
     steps = [s for s in ours["records"] if s["kind"] == "timed"]
     assert all(s["sampler"]["decode_steps"] == 15 and s["micro_batches"] > 0 for s in steps)
     assert ours["profile_top"]["ops"] and (tmp_path / "grpo_profile.txt").read_text()
-    assert r["ratio"]["completion_tok_per_s"] > 0 and r["machine"]["torch"]
+    assert r["ratio"]["completion_tok_per_s"] > 0 and r["machine"]["torch"] and r["machine"]["cpu_model"]
     assert ours["preset"] == "default"  # the trainer a user gets, unless --presets says otherwise
     assert not (tmp_path / "grpo_ours.json").exists()  # merged into the one JSON
 
