@@ -45,15 +45,23 @@ def test_flex_attention_matches_the_batched_matmuls_and_a_mask_goes_to_sdpa():
 
 @pytest.mark.parametrize("shape", ["policy", "llama_policy"])
 @pytest.mark.parametrize("fuse,block_decode", [(False, False), (True, True)])
-def test_flex_decode_draws_what_the_batched_matmuls_draw(shape, fuse, block_decode, request):
-    """policy: Qwen2-shaped (2 query heads per KV head); llama_policy: SmolLM2's shape (3 per KV head)."""
+def test_flex_decode_draws_what_the_batched_matmuls_draw(shape, fuse, block_decode, request, monkeypatch):
+    """policy: Qwen2-shaped (2 query heads per KV head); llama_policy: SmolLM2's shape (3 per KV head).
+    Every decode step of every layer attends through flex attention (counted), the prefill does not."""
+    import torch.nn.attention.flex_attention as flex_module
+
     model, tok = request.getfixturevalue(shape)
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=16, seed=5)
     bmm = StaticSampler(model, tok, fuse_projections=fuse, block_decode=block_decode)
     flex = StaticSampler(model, tok, fuse_projections=fuse, block_decode=block_decode, decode_attention="flex")
-    a, b = bmm.sample(ps, cfg), flex.sample(ps, cfg)
-    assert flex.stats["fused_decode"] == fuse
+    calls, real = [], flex_module.flex_attention
+    monkeypatch.setattr(flex_module, "flex_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a = bmm.sample(ps, cfg)
+    assert not calls  # the batched-matmul sampler never reaches flex attention
+    b = flex.sample(ps, cfg)
+    assert flex.stats["fused_decode"] == fuse and flex.stats["decode_attention"] == "flex"
+    assert len(calls) == flex.stats["decode_steps"] * model.config.num_hidden_layers > 0
     same_draws(a, b)
     for prompt, c in zip(ps, b, strict=True):  # the recorded log-probs are the model's own
         torch.testing.assert_close(sequence_logprobs(model, prompt, c.token_ids, 1.0), torch.tensor(c.logprobs),
