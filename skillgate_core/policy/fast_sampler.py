@@ -307,10 +307,10 @@ class StaticSampler:
         decode_attention: Literal["bmm", "flex"] = "bmm",
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
-        mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the captured
-        blocks then compiled with "max-autotune-no-cudagraphs"; tests pass backend="eager", fullgraph=True to
-        prove the step traces without graph breaks). length_bucket: cache lengths are rounded up to a multiple of this when
-        compiled. max_cached: (batch, length) caches kept at once (least recently used dropped).
+        mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the
+        captured blocks then compiled with "max-autotune-no-cudagraphs": slower on an H200 at b505c6d;
+        tests pass backend="eager", fullgraph=True to prove the step traces without graph breaks).
+        length_bucket: cache lengths are rounded up to a multiple of this when compiled. max_cached: (batch, length) caches kept at once (least recently used dropped).
         stop_ids: the ids that end a completion (None = `stop_token_ids(tokenizer)`).
         min_batch, min_cache_length: when compiled, every call is padded up to at least this batch
         and cache length, so the calls that fit share one shape and one compiled graph. Multi-turn
@@ -512,8 +512,7 @@ class StaticSampler:
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      "fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
-                      "decode_attention": self.decode_attention, **self._block_stats}
+                      **self._decode_stats(), **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -525,8 +524,7 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
-                                                 "decode_attention": self.decode_attention} | self._block_stats
+        self.stats = dict(self.turns.stats) | self._decode_stats() | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
@@ -560,7 +558,7 @@ class StaticSampler:
             return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         t = 1
-        with self._decode_attention():
+        with self._decoding_attention():
             while t < new:
                 if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
@@ -574,8 +572,13 @@ class StaticSampler:
                 t += 1
         return out_ids, out_lp, t - 1
 
+    def _decode_stats(self) -> dict[str, Any]:
+        """Which decode step sampled: fused or the model's forward (and why), and its attention."""
+        return {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
+                "decode_attention": self.decode_attention}
+
     @contextlib.contextmanager
-    def _decode_attention(self) -> Iterator[None]:
+    def _decoding_attention(self) -> Iterator[None]:
         """The model attends with the decode attention (STATIC_ATTENTION or FLEX_ATTENTION) inside, its
         own implementation again after: the decode steps only (see the module doc)."""
         impl = self.model.config._attn_implementation
@@ -605,7 +608,7 @@ class StaticSampler:
         inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
         check, t = self.finish_check_every, 1
         captured = 0
-        with self._decode_attention():
+        with self._decoding_attention():
             while t < new:
                 if (t - 1) % check == 0 and bool(st.done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
