@@ -342,8 +342,7 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
         "context_tokens": policy.context_tokens - context0,
         "turn_cache": {k: v - cache0.get(k, 0) for k, v in policy.sampler.turns.counters.items()},
         # which decode step sampled (the sampler's defaults differ by device and model)
-        "decode_step": "transformers generate" if policy.mode == "hf" else {
-            "fused_projections": policy.sampler.fused is not None, "why_not": policy.sampler.fused_why_not,
+        "decode_step": "transformers generate" if policy.mode == "hf" else policy.sampler.decode_stats() | {
             "block_decode": policy.sampler.block_decode, "compiled": policy.sampler.compiled},
         "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
         "share_of_wall": {"generation": round(gen_union / wall, 3),

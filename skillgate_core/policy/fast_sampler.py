@@ -512,7 +512,7 @@ class StaticSampler:
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      **self._decode_stats(), **self._block_stats}
+                      **self.decode_stats(), **self._block_stats}
         return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -524,7 +524,7 @@ class StaticSampler:
         if self.compiled and self.device.type == "cuda":
             _cudagraph_tls_ready()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | self._decode_stats() | self._block_stats
+        self.stats = dict(self.turns.stats) | self.decode_stats() | self._block_stats
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
@@ -572,8 +572,9 @@ class StaticSampler:
                 t += 1
         return out_ids, out_lp, t - 1
 
-    def _decode_stats(self) -> dict[str, Any]:
-        """Which decode step sampled: fused or the model's forward (and why), and its attention."""
+    def decode_stats(self) -> dict[str, Any]:
+        """Which decode step samples: fused or the model's forward (and why), and its attention (also in
+        `stats` after every call)."""
         return {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
                 "decode_attention": self.decode_attention}
 

@@ -180,24 +180,30 @@ def test_bad_input_is_refused(policy):
         SamplingConfig(sampler="vllm")  # type: ignore[arg-type]
 
 
+def decode_attention_inputs(seed: int, length: int, keep: float, batch=3, heads=6, kv_heads=2, dim=8):
+    """One decode query per row over `length` keys with 3 query heads per KV head: (module, q, k, v,
+    allowed [B, 1, 1, L] boolean, bias: 0 where allowed, MASKED elsewhere); key 0 always allowed."""
+    fast_sampler.register_static_attention()
+    g = torch.Generator().manual_seed(seed)
+    module = type("M", (torch.nn.Module,), {})()
+    module.num_key_value_groups, module.is_causal = heads // kv_heads, True
+    q = torch.randn(batch, heads, 1, dim, generator=g)
+    k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
+    allowed = torch.rand(batch, 1, 1, length, generator=g) < keep
+    allowed[..., 0] = True
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, fast_sampler.MASKED)
+    return module, q, k, v, allowed, bias
+
+
 def test_decode_attention_matches_sdpa_with_grouped_heads():
     """static_decode_attention (K/V read per KV head, float key bias) = sdpa with repeated K/V and a
     boolean mask; a prefill or a boolean mask falls through to sdpa."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    fast_sampler.register_static_attention()
-    g = torch.Generator().manual_seed(0)
-    batch, heads, kv_heads, length, dim = 3, 6, 2, 11, 8
-    module = type("M", (torch.nn.Module,), {})()
-    module.num_key_value_groups, module.is_causal = heads // kv_heads, True
-    q = torch.randn(batch, heads, 1, dim, generator=g)
-    k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
-    allowed = torch.rand(batch, 1, 1, length, generator=g) < 0.6
-    allowed[..., 0] = True
-    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, fast_sampler.MASKED)
+    module, q, k, v, allowed, bias = decode_attention_inputs(seed=0, length=11, keep=0.6)
     got, _ = fast_sampler.static_decode_attention(module, q, k, v, bias, scaling=0.3)
     want, _ = sdpa_attention_forward(module, q, k, v, allowed, scaling=0.3)
-    assert got.shape == want.shape == (batch, 1, heads, dim)
+    assert got.shape == want.shape == (3, 1, 6, 8)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     again, _ = fast_sampler.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
     torch.testing.assert_close(again, want)

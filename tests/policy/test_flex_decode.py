@@ -12,6 +12,7 @@ import torch
 from skillgate_core.policy import fast_sampler
 from skillgate_core.policy.fast_sampler import StaticSampler
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy, sequence_logprobs
+from tests.policy.test_fast_sampler import decode_attention_inputs
 from tests.policy.test_fused_decode import prompts, same_draws
 
 # eager flex attention (the CPU) is PyTorch's reference and says so once; that is what these tests want
@@ -21,19 +22,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without to
 def test_flex_attention_matches_the_batched_matmuls_and_a_mask_goes_to_sdpa():
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    fast_sampler.register_static_attention()
-    g = torch.Generator().manual_seed(3)
-    batch, heads, kv_heads, length, dim = 3, 6, 2, 13, 8
-    module = type("M", (torch.nn.Module,), {})()
-    module.num_key_value_groups, module.is_causal = heads // kv_heads, True
-    q = torch.randn(batch, heads, 1, dim, generator=g)
-    k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
-    allowed = torch.rand(batch, 1, 1, length, generator=g) < 0.5
-    allowed[..., 0] = True
-    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, fast_sampler.MASKED)
+    module, q, k, v, allowed, bias = decode_attention_inputs(seed=3, length=13, keep=0.5)
     got, _ = fast_sampler.flex_decode_attention(module, q, k, v, bias, scaling=0.3)
     want, _ = fast_sampler.static_decode_attention(module, q, k, v, bias, scaling=0.3)
-    assert got.shape == want.shape == (batch, 1, heads, dim)
+    assert got.shape == want.shape == (3, 1, 6, 8)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     masked_out = v.clone()
     masked_out[:, :, ~allowed[0, 0, 0]] = 1e4  # values behind the bias of row 0 do not reach row 0
