@@ -76,7 +76,7 @@ from typing import Any, Literal
 
 import torch
 
-from skillgate_core.policy.fused_decode import FusedDecode, fusable
+from skillgate_core.policy.fused_decode import FusedDecode, fusable, too_large
 from skillgate_core.policy.local_sampler import (
     Completion,
     SamplingConfig,
@@ -321,8 +321,9 @@ class StaticSampler:
         one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
         CPU tests compare with the per-step loop); False = the per-step loop.
         fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode).
-        None = fused when compiled on CUDA and `fusable(model)` gives no reason (measured on an H200: 14%
-        less generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
+        None = fused when compiled on CUDA, `fusable(model)` gives no reason and the stacked copies take at
+        most 10% of the GPU's free memory (`fused_decode.too_large`; measured on an H200: 14% less
+        generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
         (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
         False = the model's own forward.
         decode_attention: the decode step's attention, "bmm" (`static_decode_attention`: two batched
@@ -378,8 +379,11 @@ class StaticSampler:
         self.fused: FusedDecode | None = None
         """The decode step with fused projections (None: the model's forward decodes)."""
         why = fusable(model) if fuse_projections is not False else "fuse_projections=False"
-        if fuse_projections is None and not why and not (self.compiled and self.device.type == "cuda"):
-            why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
+        if fuse_projections is None and not why:
+            if not (self.compiled and self.device.type == "cuda"):
+                why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
+            else:  # a default must not cost a large model its memory: the copies are two thirds of the layers
+                why = too_large(model, torch.cuda.mem_get_info(self.device)[0])
         self.fused_why_not = why
         """Why the decode step is the model's forward ("" when fused)."""
         if fuse_projections and why:

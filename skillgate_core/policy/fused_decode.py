@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FusedDecode", "fusable"]
+__all__ = ["FREE_MEMORY_SHARE", "FusedDecode", "fusable", "stacked_bytes", "too_large"]
 
 SUPPORTED = ("llama", "qwen2")
 """model_type values whose decoder layer is RMSNorm -> q/k/v -> rotary -> attention -> o -> residual ->
@@ -67,6 +67,31 @@ def fusable(model: Any) -> str:
             if len({p.bias is None for p in group}) != 1:
                 return "a projection group mixes biased and unbiased layers"
     return ""
+
+
+FREE_MEMORY_SHARE = 0.10
+"""The sampler fuses by default only if the stacked copies take at most this share of the GPU's free memory."""
+
+
+def stacked_bytes(model: Any) -> int:
+    """Bytes of the stacked q/k/v and gate/up copies `FusedDecode` keeps beside the model's own weights
+    (about two thirds of the decoder layers' weights: ~9 GB in bf16 for a 7B Llama)."""
+    total = 0
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+            for t in (proj.weight, proj.bias):
+                total += 0 if t is None else t.numel() * t.element_size()
+    return total
+
+
+def too_large(model: Any, free_bytes: int, share: float = FREE_MEMORY_SHARE) -> str:
+    """'' when the stacked copies fit `share` of `free_bytes` (the GPU's free memory), else why not."""
+    need = stacked_bytes(model)
+    if need <= share * free_bytes:
+        return ""
+    return (f"the stacked q/k/v and gate/up copies ({need / 2**30:.2f} GiB) would take more than {share:.0%} "
+            f"of the GPU's free memory ({free_bytes / 2**30:.2f} GiB)")
 
 
 @dataclass

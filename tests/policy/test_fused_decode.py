@@ -103,6 +103,23 @@ def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model
         StaticSampler(model, tok, fuse_projections=True)
 
 
+def test_the_default_fuses_only_where_the_stacked_copies_fit_the_free_memory(llama_policy):
+    """The copies are q/k/v and gate/up of every layer (weights and any biases); the default declines when
+    they would take more than FREE_MEMORY_SHARE of the GPU's free memory, and says how much."""
+    from skillgate_core.policy.fused_decode import FREE_MEMORY_SHARE, stacked_bytes, too_large
+
+    model, _ = llama_policy
+    cfg, layers = model.config, model.model.layers
+    head = cfg.hidden_size // cfg.num_attention_heads
+    rows = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * head + 2 * cfg.intermediate_size
+    per_byte = next(model.parameters()).element_size()
+    assert stacked_bytes(model) == len(layers) * rows * cfg.hidden_size * per_byte  # SmolLM2's shape: no biases
+    need = stacked_bytes(model)
+    assert too_large(model, free_bytes=int(need / FREE_MEMORY_SHARE) + 1) == ""
+    why = too_large(model, free_bytes=int(need / FREE_MEMORY_SHARE) - 100)
+    assert "would take more than 10% of the GPU's free memory" in why and "GiB" in why
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (run on the GPU machine)")
 def test_fused_on_a_gpu_draws_what_the_forward_draws(tiny_model_dir):
     """On a GPU, compiled with CUDA graphs (the defaults), fused: in float32 the same tokens as the
