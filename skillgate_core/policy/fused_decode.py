@@ -21,7 +21,8 @@ Only the decode step runs here; prefill stays the model's forward. `fusable(mode
 is not taken (another architecture, sliding-window layers, per-head q/k norms); then the sampler keeps
 the model's forward.
 
-The sampler's default on CUDA (compiled) for a model `fusable` takes; measured on an H200 with the
+The sampler's default on CUDA (compiled) for a model `fusable` takes, when the copies fit
+FREE_MEMORY_SHARE of the GPU's free memory (`too_large`); measured on an H200 with the
 anchor model: generation 0.708 s against 0.822 s a GRPO step (benchmarks/results/gpu/
 grpo_step_fused_b505c6d/README.md). On the CPU the model's forward decodes unless asked
 (`StaticSampler(fuse_projections=True)`).
