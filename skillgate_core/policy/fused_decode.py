@@ -41,11 +41,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FREE_MEMORY_SHARE", "FusedDecode", "fusable", "stacked_bytes", "too_large"]
+__all__ = ["FREE_MEMORY_SHARE", "FusedDecode", "fusable", "projection_groups", "stacked_bytes", "too_large"]
 
 SUPPORTED = ("llama", "qwen2")
 """model_type values whose decoder layer is RMSNorm -> q/k/v -> rotary -> attention -> o -> residual ->
 RMSNorm -> down(act(gate) * up) -> residual, which `FusedDecode.logits` reproduces."""
+
+
+def projection_groups(layer: Any) -> tuple[tuple[Any, Any, Any], tuple[Any, Any]]:
+    """A decoder layer's projections that run as one GEMM each: (q, k, v) and (gate, up), stacked in this order."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return (attn.q_proj, attn.k_proj, attn.v_proj), (mlp.gate_proj, mlp.up_proj)
 
 
 def fusable(model: Any) -> str:
@@ -61,10 +67,9 @@ def fusable(model: Any) -> str:
     if any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
         return "sliding-window layers"
     for layer in layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        if any(hasattr(attn, name) for name in ("q_norm", "k_norm")):
+        if any(hasattr(layer.self_attn, name) for name in ("q_norm", "k_norm")):
             return "per-head q/k norms"
-        for group in ((attn.q_proj, attn.k_proj, attn.v_proj), (mlp.gate_proj, mlp.up_proj)):
+        for group in projection_groups(layer):
             if len({p.bias is None for p in group}) != 1:
                 return "a projection group mixes biased and unbiased layers"
     return ""
@@ -79,9 +84,8 @@ def stacked_bytes(model: Any) -> int:
     (about two thirds of the decoder layers' weights: ~9 GB in bf16 for a 7B Llama)."""
     total = 0
     for layer in model.model.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
-            for t in (proj.weight, proj.bias):
+        for group in projection_groups(layer):
+            for t in (x for proj in group for x in (proj.weight, proj.bias)):
                 total += 0 if t is None else t.numel() * t.element_size()
     return total
 
@@ -124,16 +128,14 @@ class FusedDecode:
         self.layers: list[_Layer] = []
         with torch.no_grad():
             for layer in model.model.layers:
-                attn, mlp = layer.self_attn, layer.mlp
-                qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
-                gate_up = (mlp.gate_proj, mlp.up_proj)
+                qkv, gate_up = projection_groups(layer)
                 self.layers.append(_Layer(
                     qkv_weight=torch.cat([p.weight for p in qkv]),
                     qkv_bias=torch.cat([p.bias for p in qkv]) if qkv[0].bias is not None else None,
                     gate_up_weight=torch.cat([p.weight for p in gate_up]),
                     gate_up_bias=torch.cat([p.bias for p in gate_up]) if gate_up[0].bias is not None else None,
                     qkv_split=(qkv[0].out_features, qkv[1].out_features, qkv[2].out_features),
-                    inter=mlp.gate_proj.out_features))
+                    inter=gate_up[0].out_features))
 
     @classmethod
     def build(cls, model: Any) -> FusedDecode | None:
@@ -151,13 +153,13 @@ class FusedDecode:
     def refresh(self) -> None:
         """Copy the model's current q/k/v and gate/up weights into the stacked buffers, in place."""
         for lay, layer in zip(self.layers, self.model.model.layers, strict=True):
-            attn, mlp = layer.self_attn, layer.mlp
-            torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight], out=lay.qkv_weight)
-            torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], out=lay.gate_up_weight)
+            qkv, gate_up = projection_groups(layer)
+            torch.cat([p.weight for p in qkv], out=lay.qkv_weight)
+            torch.cat([p.weight for p in gate_up], out=lay.gate_up_weight)
             if lay.qkv_bias is not None:
-                torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias], out=lay.qkv_bias)
+                torch.cat([p.bias for p in qkv], out=lay.qkv_bias)
             if lay.gate_up_bias is not None:
-                torch.cat([mlp.gate_proj.bias, mlp.up_proj.bias], out=lay.gate_up_bias)
+                torch.cat([p.bias for p in gate_up], out=lay.gate_up_bias)
 
     def logits(self, ids: torch.Tensor, slot: torch.Tensor, offset: torch.Tensor, bias: torch.Tensor,
                cache: Any) -> torch.Tensor:
