@@ -396,6 +396,10 @@ class GRPOBenchJob:
     compile_mode: str = "reduce-overhead"
     """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
     search for the decode GEMMs at the first compile)."""
+    blas: str = "default"
+    """torch.backends.cuda.preferred_blas_library for the run: "default" leaves PyTorch's choice (cuBLAS for a
+    plain matmul), "cublaslt" asks for cuBLASLt (other kernels and split-K heuristics for the batch-32 decode
+    GEMMs), "cublas" forces cuBLAS."""
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -415,6 +419,8 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
     from skillgate_core.rl.profiles import get_profile
 
     cuda = ctx.device.startswith("cuda")
+    if cuda and job.blas != "default":
+        torch.backends.cuda.preferred_blas_library(job.blas)
     tok = AutoTokenizer.from_pretrained(job.model_dir)
     t0 = time.perf_counter()
     zero = resolve_zero(job.model_dir, job.engine)
@@ -433,7 +439,8 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
         records.append(_grpo_step(job, state, i, "warmup" if i < job.warmup else "timed"))
     summary = _grpo_summary(records) | {
         "setup_s": round(setup_s, 2), "attn_implementation": str(getattr(engine.module.config, "_attn_implementation", "?")),
-        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None, **zero_record(zero)}
+        "peak_mem_GB": round(torch.cuda.max_memory_allocated() / 1e9, 2) if cuda else None, "blas": job.blas,
+        **zero_record(zero)}
     write_json(Path(job.out_dir) / f"grpo_ours{job.tag}.json", summary)
     if job.profile:
         from torch.profiler import ProfilerActivity

@@ -64,6 +64,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile-mode", default="reduce-overhead", choices=["reduce-overhead", "max-autotune"],
                    help="the static sampler's torch.compile mode (max-autotune: a kernel search for the decode GEMMs "
                    "at the first compile; the captured blocks use max-autotune-no-cudagraphs)")
+    p.add_argument("--blas", default="default", choices=["default", "cublas", "cublaslt"],
+                   help="torch.backends.cuda.preferred_blas_library in our run (cublaslt: cuBLASLt's kernels and "
+                   "split-K choices for the batch-32 decode GEMMs)")
     p.add_argument("--attn", default="best", help="training attention: best = torch_varlen when it passes its "
                    "self-check on this GPU, else auto; or auto / sdpa / torch_varlen / flash_attention_2")
     p.add_argument("--zero-stage", type=lambda v: v if v == "auto" else int(v), default=3,
@@ -133,10 +136,10 @@ def main(argv: list[str] | None = None) -> dict:
                                      micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag,
                                      block_decode={"auto": None, "on": True, "off": False}[a.block_decode],
                                      fuse_projections={"auto": None, "on": True, "off": False}[a.fuse_projections],
-                                     compile_mode=a.compile_mode, decode_attention=a.decode_attention)
+                                     compile_mode=a.compile_mode, decode_attention=a.decode_attention, blas=a.blas)
         print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
               f"sampler {a.sampler}, block decode {a.block_decode}, fused projections {a.fuse_projections}, "
-              f"compile mode {a.compile_mode}, decode attention {a.decode_attention}",
+              f"compile mode {a.compile_mode}, decode attention {a.decode_attention}, blas {a.blas}",
               flush=True)
         partial = out / f"grpo_ours{tag}.json"  # the worker's timed numbers, if it got that far
         try:
