@@ -94,8 +94,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    "merge=False) instead of generating the turns that queued meanwhile together")
     p.add_argument("--workers", type=int, default=8, help="sandbox threads per lane (EpisodeConfig.workers)")
     p.add_argument("--gen-tokens", type=int, default=256, help="tokens the GPU samples per episode per turn")
-    p.add_argument("--decode-attention", default="bmm", choices=["bmm", "flex"],
-                   help="the static sampler's decode attention (bmm: its default; flex: one flex-attention kernel)")
     p.add_argument("--length-bucket", type=int, default=2048, help="StaticSampler cache-length bucket (few compiles)")
     p.add_argument("--warmup-passes", type=int, default=1, help="untimed passes first (compiles)")
     p.add_argument("--no-baseline", action="store_true", help="skip the 1-lane pass")
@@ -173,13 +171,12 @@ class GPUTurnTeacher:
     policy turn) by the sampler `mode` names (SAMPLERS), then the reference teacher's turn is played."""
 
     def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
-                 seed: int, decode_attention: str = "bmm") -> None:
+                 seed: int) -> None:
         from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
         from skillgate_core.policy.fast_sampler import StaticSampler
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
-        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16,
-                                     decode_attention=decode_attention)
+        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
         self.model, self.tokenizer = model, tokenizer
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
         self.calls, self.sampled_tokens, self.context_tokens, self.buckets = 0, 0, 0, Counter()
@@ -409,7 +406,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "architecture": type(model).__name__,
                        "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
                        "vocab": len(tok), "dtype": str(model.dtype), "device": str(model.device)}
-    policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed, a.decode_attention)
+    policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed)
     batches = episode_batches(a, bench, work / "skills")
     from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
 

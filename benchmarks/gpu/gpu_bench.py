@@ -390,9 +390,6 @@ class GRPOBenchJob:
     fuse_projections: bool | None = None
     """StaticSampler(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
     fusable), True = q/k/v and gate/up as one GEMM each, False = the model's own forward decodes."""
-    decode_attention: str = "bmm"
-    """StaticSampler(decode_attention=...): "bmm" (its default: two batched matmuls and a softmax) or "flex"
-    (one flex-attention kernel)."""
     compile_mode: str = "reduce-overhead"
     """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
     search for the decode GEMMs at the first compile)."""
@@ -480,8 +477,7 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
         if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
             state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode,
                                                     fuse_projections=job.fuse_projections,
-                                                    compile_options={"mode": job.compile_mode},
-                                                    decode_attention=job.decode_attention)  # kept across steps
+                                                    compile_options={"mode": job.compile_mode})  # kept across steps
         comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward

@@ -58,9 +58,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fuse-projections", default="auto", choices=["auto", "on", "off"],
                    help="the static sampler's decode step with q/k/v and gate/up as one GEMM each (Llama / Qwen2; "
                    "auto: on when compiled on a GPU; off: the model's own forward)")
-    p.add_argument("--decode-attention", default="bmm", choices=["bmm", "flex"],
-                   help="the static sampler's decode attention: bmm (two batched matmuls and a softmax, its default) "
-                   "or flex (one flex-attention kernel)")
     p.add_argument("--compile-mode", default="reduce-overhead", choices=["reduce-overhead", "max-autotune"],
                    help="the static sampler's torch.compile mode (max-autotune: a kernel search for the decode GEMMs "
                    "at the first compile; the captured blocks use max-autotune-no-cudagraphs)")
@@ -136,10 +133,10 @@ def main(argv: list[str] | None = None) -> dict:
                                      micro_batch_tokens=a.micro_batch_tokens, seed=a.seed, out_dir=str(out), tag=tag,
                                      block_decode={"auto": None, "on": True, "off": False}[a.block_decode],
                                      fuse_projections={"auto": None, "on": True, "off": False}[a.fuse_projections],
-                                     compile_mode=a.compile_mode, decode_attention=a.decode_attention, blas=a.blas)
+                                     compile_mode=a.compile_mode, blas=a.blas)
         print(f"ours [{label}]: {n_params / 1e6:.1f}M params, attn {fields['attn_implementation']}, "
               f"sampler {a.sampler}, block decode {a.block_decode}, fused projections {a.fuse_projections}, "
-              f"compile mode {a.compile_mode}, decode attention {a.decode_attention}, blas {a.blas}",
+              f"compile mode {a.compile_mode}, blas {a.blas}",
               flush=True)
         partial = out / f"grpo_ours{tag}.json"  # the worker's timed numbers, if it got that far
         try:

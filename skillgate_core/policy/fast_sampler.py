@@ -20,8 +20,7 @@ compiled static-cache decode loop reaches 10.7k). Here:
   STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
-  mask in every layer of every step: half the decode step's GPU time on an H200). `decode_attention=
-  "flex"` runs the same attention as one flex-attention kernel instead (`flex_decode_attention`);
+  mask in every layer of every step: half the decode step's GPU time on an H200);
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
@@ -85,17 +84,14 @@ from skillgate_core.policy.local_sampler import (
 )
 from skillgate_core.policy.turn_cache import TurnCache
 
-__all__ = ["FLEX_ATTENTION", "STATIC_ATTENTION", "StaticSampler", "flex_decode_attention", "resolve_sampler",
-           "sample_batch", "sample_next", "static_decode_attention"]
+__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
+           "static_decode_attention"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
 
 STATIC_ATTENTION = "skillgate_static_decode"
 """The attention implementation name the decode steps run under (see `static_decode_attention`)."""
-
-FLEX_ATTENTION = "skillgate_flex_decode"
-"""The same for `StaticSampler(decode_attention="flex")` (see `flex_decode_attention`)."""
 
 MASKED = torch.finfo(torch.float32).min
 """The key bias of a key a query must not see (finite: a score plus it never overflows)."""
@@ -123,33 +119,6 @@ def static_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
-def flex_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                          **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """`static_decode_attention` as ONE flex-attention kernel: the key bias added to each score by a
-    score_mod, the query heads grouped over their KV head (enable_gqa). Compiled (the GPU's decode step),
-    inductor lowers it to its flex-decoding template; the bmm path runs two cuBLAS batched matmuls and a
-    softmax kernel per layer instead, 4-5 us each at batch 32 on an H200 (benchmarks/results/gpu/
-    fused_default_cb23427). Scores are accumulated in float32 (the bmm path rounds them to the model
-    dtype first), so in bf16 the draws can differ from it by that rounding. Eager (the CPU) it is
-    PyTorch's reference, which materialises the scores: correct, not fast."""
-    if query.shape[2] != 1 or attention_mask is None or attention_mask.dtype == torch.bool:
-        return _SDPA[0](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
-    from torch.nn.attention.flex_attention import flex_attention
-
-    bias = attention_mask[:, 0, 0, :]  # [B, L] float32
-
-    def add_bias(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
-                 k: torch.Tensor) -> torch.Tensor:
-        return score + bias[b, k]
-
-    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    out = flex_attention(query, key, value, score_mod=add_bias, enable_gqa=key.shape[1] != query.shape[1],
-                         scale=scale)
-    return out.transpose(1, 2).contiguous(), None
-
-
 _SDPA: list[Any] = []
 """transformers' sdpa attention function, the fallback (imported with transformers, on first use)."""
 
@@ -162,7 +131,6 @@ def register_static_attention() -> None:
 
         _SDPA.append(sdpa_attention_forward)
         AttentionInterface.register(STATIC_ATTENTION, static_decode_attention)
-        AttentionInterface.register(FLEX_ATTENTION, flex_decode_attention)
 
 
 def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static"]:
@@ -304,7 +272,6 @@ class StaticSampler:
         block_decode: bool | None = None,
         graph_steps: int = 8,
         fuse_projections: bool | None = None,
-        decode_attention: Literal["bmm", "flex"] = "bmm",
     ) -> None:
         """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
         mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the
@@ -325,19 +292,12 @@ class StaticSampler:
         most 10% of the GPU's free memory (`fused_decode.too_large`; measured on an H200: 14% less
         generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
         (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
-        False = the model's own forward.
-        decode_attention: the decode step's attention, "bmm" (`static_decode_attention`: two batched
-        matmuls and a softmax) or "flex" (`flex_decode_attention`: one flex-attention kernel when
-        compiled; grpo_step_vs_trl.py --decode-attention bmm|flex measures both)."""
+        False = the model's own forward."""
         if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
             raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
                              "min_cache_length >= 0")
         if graph_steps < 1:
             raise ValueError(f"graph_steps must be >= 1, got {graph_steps}")
-        if decode_attention not in ("bmm", "flex"):
-            raise ValueError(f"decode_attention must be 'bmm' or 'flex', got {decode_attention!r}")
-        self.decode_attention = decode_attention
-        self._decode_impl = FLEX_ATTENTION if decode_attention == "flex" else STATIC_ATTENTION
         register_static_attention()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
@@ -389,8 +349,7 @@ class StaticSampler:
         if fuse_projections and why:
             raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
         if not why:
-            self.fused = FusedDecode(model, attention=flex_decode_attention if decode_attention == "flex"
-                                     else static_decode_attention)
+            self.fused = FusedDecode(model)
             if self.compiled:
                 for tensor in self.fused.buffers():
                     torch._dynamo.mark_static_address(tensor)
@@ -577,17 +536,16 @@ class StaticSampler:
         return out_ids, out_lp, t - 1
 
     def decode_stats(self) -> dict[str, Any]:
-        """Which decode step samples: fused or the model's forward (and why), and its attention (also in
-        `stats` after every call)."""
-        return {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not,
-                "decode_attention": self.decode_attention}
+        """Which decode step samples: fused or the model's forward, and why (also in `stats` after every
+        call)."""
+        return {"fused_decode": self.fused is not None, "fused_decode_why_not": self.fused_why_not}
 
     @contextlib.contextmanager
     def _decoding_attention(self) -> Iterator[None]:
-        """The model attends with the decode attention (STATIC_ATTENTION or FLEX_ATTENTION) inside, its
-        own implementation again after: the decode steps only (see the module doc)."""
+        """The model attends with STATIC_ATTENTION inside, its own implementation again after: the decode
+        steps only (see the module doc)."""
         impl = self.model.config._attn_implementation
-        self.model.config._attn_implementation = self._decode_impl
+        self.model.config._attn_implementation = STATIC_ATTENTION
         try:
             yield
         finally:

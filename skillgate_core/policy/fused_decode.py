@@ -7,7 +7,7 @@ grpo_step_vs_trl_c5e0553/README.md). Seven of a layer's kernels are projection G
 up, down. Here q/k/v run as ONE GEMM against their weights stacked row-wise, and gate/up as one, so a
 layer runs four projection GEMMs instead of seven; the rest of the layer is the model's own modules
 (RMSNorm, rotary embedding, activation, o_proj, down_proj) in the model's order, and attention is
-the sampler's decode attention (`fast_sampler.static_decode_attention`, or `flex_decode_attention`) against the sampler's StaticCache (written through the cache
+`fast_sampler.static_decode_attention` against the sampler's StaticCache (written through the cache
 layer's own `update`, which advances the slot counter `seek_cache` sets).
 
 The stacked weights are copies: `refresh()` rewrites them from the model's current weights (an
@@ -34,7 +34,6 @@ grpo_step_fused_b505c6d/README.md). On the CPU the model's forward decodes unles
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,17 +113,11 @@ class _Layer:
 class FusedDecode:
     """The decode step of `model` with stacked q/k/v and gate/up weights (module docstring)."""
 
-    def __init__(self, model: Any, attention: Callable[..., tuple[torch.Tensor, Any]] | None = None) -> None:
-        """attention: the decode attention, transformers' attention-function signature (default
-        `fast_sampler.static_decode_attention`; the sampler passes `flex_decode_attention` for "flex")."""
+    def __init__(self, model: Any) -> None:
         why = fusable(model)
         if why:
             raise ValueError(f"fused decode: {why}")
-        if attention is None:
-            from skillgate_core.policy.fast_sampler import static_decode_attention
-
-            attention = static_decode_attention
-        self.model, self.attention = model, attention
+        self.model = model
         self.layers: list[_Layer] = []
         with torch.no_grad():
             for layer in model.model.layers:
@@ -164,8 +157,10 @@ class FusedDecode:
     def logits(self, ids: torch.Tensor, slot: torch.Tensor, offset: torch.Tensor, bias: torch.Tensor,
                cache: Any) -> torch.Tensor:
         """Logits [B, V] of one token per row, ids [B, 1] written at cache slot `slot` [1]; position ids
-        slot - offset [B]; `bias` [B, 1, 1, L] the float key bias of `fast_sampler.static_decode_attention`."""
+        slot - offset [B]; `bias` [B, 1, 1, L] the float key bias of `static_decode_attention`."""
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        from skillgate_core.policy.fast_sampler import static_decode_attention
 
         inner = self.model.model
         hidden = inner.embed_tokens(ids)  # [B, 1, H]
@@ -182,7 +177,7 @@ class FusedDecode:
             v = v.view(batch, 1, -1, head).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             keys, values = cache_layer.update(k, v)
-            out, _ = self.attention(attn, q, keys, values, bias, scaling=attn.scaling)
+            out, _ = static_decode_attention(attn, q, keys, values, bias, scaling=attn.scaling)
             hidden = hidden + attn.o_proj(out.reshape(batch, 1, -1))
             x = layer.post_attention_layernorm(hidden)
             gate, up = F.linear(x, lay.gate_up_weight, lay.gate_up_bias).split(lay.inter, dim=-1)
