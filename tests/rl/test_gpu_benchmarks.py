@@ -795,3 +795,21 @@ def test_agent_rollouts_model_dir_is_checked_before_anything_runs(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "tokenizer_config.json").write_text("{}")
     assert module.given_model_dir(str(tmp_path)) == tmp_path
+
+
+def test_grpo_workers_put_every_arm_on_ray_train_workers_and_refuse_an_uneven_split(tmp_path, monkeypatch):
+    """--grpo-workers N ([gpu-x2]: an arm over two GPUs): launcher ray with N workers for every arm, the rest of
+    the arm's config unchanged; a step whose prompts do not split evenly over the workers is refused by name."""
+    lr = _learning_result()
+    monkeypatch.setenv("SKILLGATE_HOME", str(tmp_path / "home"))  # Run sets it: restored after the test
+    common = ["--out", str(tmp_path / "o"), "--home", str(tmp_path / "home"), "--scale", "smollm2"]
+    one = lr.Run(lr.parse(["arm", *common]), "arm").cfg["grpo"]
+    two = lr.Run(lr.parse(["arm", *common, "--grpo-workers", "2"]), "arm").cfg["grpo"]
+    assert (one.launcher, one.num_workers) == ("process", 1) and (two.launcher, two.num_workers) == ("ray", 2)
+    assert two.use_gpu is False  # this machine has no GPU: gloo workers; on a GPU machine one GPU each
+    assert replace(two, launcher="process", num_workers=1) == one
+    armed = lr.arm_config(lr.Run(lr.parse(["arm", *common, "--grpo-workers", "2"]), "arm").cfg,
+                          lr.parse_arm("selector_clean_oracle_action_credit"))
+    assert (armed.launcher, armed.num_workers, armed.profile) == ("ray", 2, "selector_clean_oracle_action_credit")
+    with pytest.raises(ValueError, match=r"prompts_per_step \(4\) must be a multiple of grpo.num_workers \(3\)"):
+        lr.Run(lr.parse(["arm", *common, "--grpo-workers", "3"]), "arm")
