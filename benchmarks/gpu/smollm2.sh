@@ -219,7 +219,8 @@ mkdir -p "$OUT" "$keep"
       export PYTHONPATH=/tmp/site:$PWD
       bwrap_on_path
       n=$(nvidia-smi -L | grep -c "^GPU")
-      for w in 1 "$n"; do
+      [ "$n" -gt 1 ] || echo "one GPU here: only the 1-worker arm runs (the comparison needs kind nvidia-h200-x2)"
+      for w in 1 $([ "$n" -gt 1 ] && echo "$n"); do
         t=$(( $(left) - 20 )); [ "$t" -gt 60 ] || { echo "skipped (no time left): $w worker(s)"; break; }
         echo "== $(date -u +%T) ${ARM:-mixed_task_reward} on $w worker(s) ($(left) s left)"
         if [ "$w" = 1 ]; then gpus=0; else gpus=$(seq -s, 0 $(( n - 1 ))); fi
