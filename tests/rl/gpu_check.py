@@ -17,7 +17,7 @@ one run shows all:
   step_bf16     the same step in bf16 on N GPUs: replica == gathered weights, replica logit gap.
 
 `--cpu` runs the engine checks and step_fp32 on N CPU workers over gloo instead (no packed, no bf16): the
-1-vs-N agreement of a model on a machine without GPUs (benchmarks/results/cpu/zero3_workers_smollm2/).
+1-vs-N agreement of a model on a machine without GPUs (benchmarks/results/cpu_zero3_workers_smollm2/).
 """
 
 from __future__ import annotations
@@ -82,33 +82,30 @@ def main() -> None:
     report: dict = {"workers": args.gpus, "device": torch.cuda.get_device_name(0) if gpu else "cpu (gloo)",
                     "torch": torch.__version__, "model_dir": str(model_dir)}
     t0 = time.time()
-    if not gpu:
-        launch = LaunchConfig(num_workers=args.gpus, use_gpu=False, pythonpath=(str(HERE),),
-                              storage_path=str(work / "runs"))
-        report["engine"] = launch_ray(engine_checks_worker, str(model_dir), launch).results[0]
-        report["step_fp32"] = compare_step(model_dir, launch, work, use_gpu=False)
-        finish(report, t0, args.out)
-        return
+    if gpu:
+        from transformers.utils import is_flash_attn_2_available
 
-    from transformers.utils import is_flash_attn_2_available
+        report["packed"] = {"sdpa_fp32": packed_gap(model_dir, "sdpa", torch.float32),
+                            "sdpa_bf16": packed_gap(model_dir, "sdpa", torch.bfloat16)}  # fmt: skip
+        if is_flash_attn_2_available():
+            report["packed"]["flash2_bf16"] = packed_gap(model_dir, "flash_attention_2", torch.bfloat16)
 
-    report["packed"] = {"sdpa_fp32": packed_gap(model_dir, "sdpa", torch.float32),
-                        "sdpa_bf16": packed_gap(model_dir, "sdpa", torch.bfloat16)}  # fmt: skip
-    if is_flash_attn_2_available():
-        report["packed"]["flash2_bf16"] = packed_gap(model_dir, "flash_attention_2", torch.bfloat16)
-
-    launch = LaunchConfig(num_workers=args.gpus, use_gpu=True, pythonpath=(str(HERE),), storage_path=str(work / "runs"))
+    launch = LaunchConfig(num_workers=args.gpus, use_gpu=gpu, pythonpath=(str(HERE),), storage_path=str(work / "runs"))
     report["engine"] = launch_ray(engine_checks_worker, str(model_dir), launch).results[0]
-
-    report["step_fp32"] = compare_step(model_dir, launch, work, use_gpu=True)
-    bf16 = StepCase(model_dir=str(model_dir), engine=EngineConfig(lr=1e-3, dtype="bf16"), num_samples=8, max_tokens=96)
-    report["step_bf16"] = step_summary(launch_ray(grpo_step_worker, bf16, launch).results[0])
-    finish(report, t0, args.out)
+    report["step_fp32"] = compare_step(model_dir, launch, work, use_gpu=gpu)
+    if gpu:
+        bf16 = StepCase(model_dir=str(model_dir), engine=EngineConfig(lr=1e-3, dtype="bf16"), num_samples=8,
+                        max_tokens=96)
+        report["step_bf16"] = step_summary(launch_ray(grpo_step_worker, bf16, launch).results[0])
+    report["seconds"] = round(time.time() - t0, 1)
+    args.out.write_text(json.dumps(report, indent=2, default=str))
+    json.dump(report, sys.stdout, indent=2, default=str)
 
 
 def compare_step(model_dir: Path, launch: LaunchConfig, work: Path, use_gpu: bool) -> dict:
-    """The same fp32 ZeRO-3 GRPO step (stage 3 on both sides, not the automatic choice) on one worker (in this process) and on launch's N workers: loss, grad
-    norm, and the largest gap between the weights each leaves."""
+    """The same fp32 ZeRO-3 GRPO step (stage 3 on both sides, not the automatic choice) on one worker (in
+    this process) and on launch's N workers: loss, grad norm, and the largest gap between the weights each
+    leaves."""
     fp32 = StepCase(model_dir=str(model_dir), engine=EngineConfig(lr=1e-3, dtype="fp32", zero_stage=3), num_samples=8,
                     max_tokens=96)
     solo = run_in_process(grpo_step_worker, fp32, run_dir=work / "solo", use_gpu=use_gpu).results[0]
@@ -116,12 +113,6 @@ def compare_step(model_dir: Path, launch: LaunchConfig, work: Path, use_gpu: boo
     w1, wn = torch.load(solo["weights"]), torch.load(many["weights"])
     return {"one_worker": step_summary(solo), "n_workers": step_summary(many),
             "max_weight_gap": max((w1[k] - wn[k]).abs().max().item() for k in w1)}
-
-
-def finish(report: dict, t0: float, out: Path) -> None:
-    report["seconds"] = round(time.time() - t0, 1)
-    out.write_text(json.dumps(report, indent=2, default=str))
-    json.dump(report, sys.stdout, indent=2, default=str)
 
 
 if __name__ == "__main__":
