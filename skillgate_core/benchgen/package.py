@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.base.config import canonical_json
-from skillgate_core.benchgen.engines import check_script, tool_script
+from skillgate_core.benchgen.engines import check_script, solution_script
 from skillgate_core.benchgen.engines.common import text_sha256
+from skillgate_core.benchgen.families.base import Cue
 from skillgate_core.envs.sandbox_config import BASE_IMAGE
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, SlateError, slate_problem
@@ -68,6 +69,13 @@ class TaskPlan:
     """The oracle's engine parameters (solution and verifier)."""
     attempt: int
     """Which input draw passed the generation checks (0 = the first)."""
+    seal: Mapping[str, str] | None = None
+    """A stepped procedure's expected seal {"path": OUTPUT.seal, "ticket": the last step's}; None when the
+    skill's procedure is one script run."""
+    cue: Cue | None = None
+    """The oracle's openly stated context (revision, consumer, scope, output), which the instruction
+    repeats: kept in task.toml's [metadata.cue] for the reference teacher's evidence (agent/policies.py);
+    the agent never sees task.toml."""
 
 
 def _toml_string(text: str) -> str:
@@ -100,8 +108,17 @@ def task_toml(plan: TaskPlan, structure: str) -> str:
         f"domain = {_toml_string(plan.domain)}",
         f"split = {_toml_string(plan.split)}",
         f"generation_attempt = {plan.attempt}",
+        f"stepped_procedure = {'true' if plan.seal else 'false'}",
         "",
+        *_cue_lines(plan.cue),
     ])
+
+
+def _cue_lines(cue: Cue | None) -> list[str]:
+    if cue is None:
+        return []
+    return ["[metadata.cue]", f"revision = {int(cue.revision)}", f"consumer = {_toml_string(cue.consumer)}",
+            f"scope = {_toml_string(cue.scope)}", f"output = {_toml_string(cue.output)}", ""]
 
 
 def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> Path:
@@ -113,6 +130,7 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
     if slate.oracle != plan.oracle or set(slate.members("misleading")) != set(plan.misleading):
         raise SlateError(f"{folder}: the slate's oracle/misleading skills are not the plan's")
     params = json.loads(canonical_json(plan.params))
+    seal = dict(plan.seal) if plan.seal is not None else None
     writes: dict[str, str] = {
         "task.toml": task_toml(plan, structure),
         "instruction.md": plan.instruction,
@@ -120,10 +138,10 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
         "solution/solve.sh": (
             "#!/bin/bash\n# Reference solution: the house procedure, inline (no skill files needed).\n"
             f"set -euo pipefail\ncd {WORKDIR}\npython3 - <<'PYTHON'\n"
-            + tool_script(plan.family, params, "reference solution") + "PYTHON\n"),
+            + solution_script(plan.family, params, seal) + "PYTHON\n"),
         "tests/test.sh": TEST_SH.format(workdir=WORKDIR),
         "tests/check.py": check_script(plan.family, params,
-                                       {rel: text_sha256(text) for rel, text in plan.files.items()}),
+                                       {rel: text_sha256(text) for rel, text in plan.files.items()}, seal),
     }
     writes.update({f"environment/workspace/{rel}": text for rel, text in plan.files.items()})
     for rel, text in writes.items():

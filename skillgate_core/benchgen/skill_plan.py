@@ -19,6 +19,7 @@ from skillgate_core.benchgen.similarity import (
     MIN_MISLEADING_SIMILARITY,
     description_similarity,
 )
+from skillgate_core.benchgen.stepped import procedure_codes, with_stepped_procedure
 from skillgate_core.benchgen.suite_config import BenchBuildConfig
 
 __all__ = ["GenerationError", "SkillEntry", "SkillSet", "library_skills", "plan_skills"]
@@ -45,6 +46,9 @@ class SkillEntry:
     """oracle, misleading or library."""
     strategy: str = ""
     """The misleading strategy (lookalikes only)."""
+    codes: tuple[str, ...] = ()
+    """The codes of its stepped procedure's steps, in order (bench-build procedure_steps; () for one
+    script run)."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,23 @@ class SkillSet:
         return tuple(e.name for e in self.lookalikes)
 
 
-def _entry(draft: SkillDraft, name: str, template: int, role: str) -> SkillEntry:
+def _entry(draft: SkillDraft, name: str, template: int, role: str, codes: tuple[str, ...] = ()) -> SkillEntry:
     family = FAMILIES[draft.family]
-    script = tool_script(draft.family, dict(draft.params), f"{name}: {family.structure} tool")
-    return SkillEntry(name=name, description=family.describe(draft, template), body=family.body(draft, name),
-                      scripts=((family.tool_file, script),), role=role, strategy=draft.strategy)
+    script = tool_script(draft.family, dict(draft.params), f"{name}: {family.structure} tool", steps=len(codes))
+    body = family.body(draft, name)
+    if codes:
+        body = with_stepped_procedure(body, name, family.tool_file, draft.cue.output, codes)
+    return SkillEntry(name=name, description=family.describe(draft, template), body=body,
+                      scripts=((family.tool_file, script),), role=role, strategy=draft.strategy, codes=codes)
 
 
-def _skill_set(seed: int, family_name: str, domain: str, split: str, codename: str) -> SkillSet:
+def _codes(tag: str, strategy: str, steps: int) -> tuple[str, ...]:
+    """A skill's step codes, drawn from its own rng (its oracle's tag and its strategy), so lookalikes'
+    codes differ from the oracle's and renaming a skill keeps them."""
+    return procedure_codes(random.Random(f"steps:{tag}:{strategy or 'oracle'}"), steps) if steps else ()
+
+
+def _skill_set(seed: int, family_name: str, domain: str, split: str, codename: str, steps: int = 0) -> SkillSet:
     family = FAMILIES[family_name]
     tag = f"{seed}:{family_name}:{domain}:{codename}"
     draft = family.sample(random.Random(f"skill:{tag}"), domain)
@@ -92,8 +105,9 @@ def _skill_set(seed: int, family_name: str, domain: str, split: str, codename: s
     suffixes = perm.sample(family.suffixes, 6)
     templates = perm.sample(range(6), 6)
     noun = family.noun[domain]
-    oracle = _entry(draft, skill_name(codename, noun, suffixes[0]), templates[0], "oracle")
-    lookalikes = tuple(_entry(d, skill_name(codename, noun, suffixes[i + 1]), templates[i + 1], "misleading")
+    oracle = _entry(draft, skill_name(codename, noun, suffixes[0]), templates[0], "oracle", _codes(tag, "", steps))
+    lookalikes = tuple(_entry(d, skill_name(codename, noun, suffixes[i + 1]), templates[i + 1], "misleading",
+                              _codes(tag, d.strategy, steps))
                        for i, d in enumerate(looks))
     sims = tuple(description_similarity(oracle.description, look.description) for look in lookalikes)
     for look, sim in zip(lookalikes, sims, strict=True):
@@ -112,7 +126,8 @@ def plan_skills(config: BenchBuildConfig) -> list[SkillSet]:
         for domain in config.domains:
             names = iter(cell_codenames(config.seed, family, domain, sum(counts.values())))
             for split, n in counts.items():
-                sets.extend(_skill_set(config.seed, family, domain, split, next(names)) for _ in range(n))
+                sets.extend(_skill_set(config.seed, family, domain, split, next(names), config.procedure_steps)
+                           for _ in range(n))
     order = {s: i for i, s in enumerate(counts)}
     return sorted(sets, key=lambda s: (order[s.split], config.families.index(s.family),
                                        config.domains.index(s.domain), s.oracle.name))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.benchgen.engines.steps import MAX_STEPS
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 
@@ -47,9 +48,17 @@ class BenchBuildConfig:
     """With gate=sample: tasks per family and split that are gated."""
     gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
+    procedure_steps: NonNegativeInt = 0
+    """K, the length knob of every family's procedure (docs/benchmarks.md, Stepped procedures). 0: a skill's
+    procedure is one run of its script, which solves the task (the suite eval70_v1 was frozen on). K in
+    1..8: K dependent commands the agent carries out itself, each copying a code from the SKILL.md and the
+    work order from the instruction or the ticket the step before printed; the script alone solves nothing,
+    one wrong step scores 0, and an episode grows by one tool call per step."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.procedure_steps > MAX_STEPS:
+            raise ValueError(f"procedure_steps: expected 0..{MAX_STEPS}, got {self.procedure_steps}")
         for name, allowed in (("families", FAMILY_NAMES), ("domains", DOMAIN_NAMES)):
             values = getattr(self, name)
             bad = [v for v in values if v not in allowed]

@@ -5,7 +5,8 @@ Each engine module has `solve(params, files) -> {output path: text}` and
 python3 script (a skill's tool, the reference solution or the verifier).
 """
 
-from skillgate_core.benchgen.engines import constraints, diagnosis, planning, procedural
-from skillgate_core.benchgen.engines.embed import ENGINES, check_script, tool_script
+from skillgate_core.benchgen.engines import constraints, diagnosis, planning, procedural, steps
+from skillgate_core.benchgen.engines.embed import ENGINES, check_script, solution_script, tool_script
 
-__all__ = ["ENGINES", "check_script", "constraints", "diagnosis", "planning", "procedural", "tool_script"]
+__all__ = ["ENGINES", "check_script", "constraints", "diagnosis", "planning", "procedural", "solution_script",
+           "steps", "tool_script"]

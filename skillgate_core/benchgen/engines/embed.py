@@ -1,7 +1,9 @@
 """Paste an engine into a standalone python3 script: helpers + engine + parameters + entry call.
 
     tool_script("procedural", params, title="kestrel ledger export")   # solve, write outputs
-    check_script("procedural", params, input_sha256)                  # verify, exit 0/1
+    tool_script("procedural", params, title, steps=4)                 # one step of a 4-step procedure
+    solution_script("procedural", params, seal)                       # the reference solution
+    check_script("procedural", params, input_sha256, seal)            # verify, exit 0/1
 
 The result needs only python3's standard library (task sandboxes have nothing else). Module
 docstrings and the `# embed-drop` import lines are left out; the rest is the tested source.
@@ -16,8 +18,9 @@ from pathlib import Path
 from types import ModuleType
 
 from skillgate_core.benchgen.engines import common, constraints, diagnosis, planning, procedural
+from skillgate_core.benchgen.engines import steps as stepped
 
-__all__ = ["ENGINES", "check_script", "tool_script"]
+__all__ = ["ENGINES", "check_script", "solution_script", "tool_script"]
 
 ENGINES: dict[str, ModuleType] = {
     "procedural": procedural,
@@ -54,21 +57,54 @@ def _params_text(params: dict) -> str:
     return "PARAMS = " + pprint.pformat(params, indent=1, width=100, sort_dicts=True)
 
 
-def tool_script(family: str, params: dict, title: str) -> str:
-    """A script that runs the family's solver with `params` on the current directory."""
+def _seal_text(seal: dict | None) -> str:
+    return "SEAL = " + pprint.pformat(seal, indent=1, width=100, sort_dicts=True)
+
+
+def tool_script(family: str, params: dict, title: str, steps: int = 0) -> str:
+    """A skill's script: with `steps` 0 it runs the family's solver with `params` on the current
+    directory; with K >= 1 it is one step of a K-step procedure (engines/steps.py), the last of which
+    writes the output and its seal."""
+    if steps:
+        parts = [_body(stepped), f"STEPS = {int(steps)}",
+                 'if __name__ == "__main__":\n    step_main(solve, PARAMS, STEPS)']
+    else:
+        parts = ['if __name__ == "__main__":\n    tool_main(solve, PARAMS)']
     return "\n\n".join([
         f'#!/usr/bin/env python3\n"""{title}: run from the task\'s working directory (python3 stdlib only)."""\n'
         f"{_FUTURE}",
         _body(common),
         _body(_engine(family)),
         _params_text(params),
-        'if __name__ == "__main__":\n    tool_main(solve, PARAMS)',
+        *parts,
     ]) + "\n"
 
 
-def check_script(family: str, params: dict, input_sha256: dict[str, str]) -> str:
-    """The verifier: recompute from the (digest-checked) inputs, exit 0 when the workspace passes."""
+def solution_script(family: str, params: dict, seal: dict | None = None) -> str:
+    """The reference solution: the family's solver with the oracle's `params` (and, for a stepped
+    procedure, the expected seal {"path", "ticket"} written beside the output)."""
+    if seal is None:
+        return tool_script(family, params, "reference solution")
+    return "\n\n".join([
+        '#!/usr/bin/env python3\n"""reference solution: run from the task\'s working directory."""\n' + _FUTURE,
+        _body(common),
+        _body(_engine(family)),
+        _body(stepped),
+        _params_text(params),
+        _seal_text(seal),
+        'if __name__ == "__main__":\n    tool_main(sealed_solve(solve, SEAL), PARAMS)',
+    ]) + "\n"
+
+
+def check_script(family: str, params: dict, input_sha256: dict[str, str], seal: dict | None = None) -> str:
+    """The verifier: recompute from the (digest-checked) inputs, exit 0 when the workspace passes; with a
+    `seal` {"path", "ticket"} (a stepped procedure) the seal file must hold the expected last ticket."""
     digests = "INPUT_SHA256 = " + pprint.pformat(dict(sorted(input_sha256.items())), indent=1, width=100)
+    if seal is None:
+        parts = ['if __name__ == "__main__":\n    check_main(check, PARAMS, INPUT_SHA256)']
+    else:
+        parts = [_body(stepped), _seal_text(seal),
+                 'if __name__ == "__main__":\n    check_main(sealed_check(check, SEAL), PARAMS, INPUT_SHA256)']
     return "\n\n".join([
         '#!/usr/bin/env python3\n"""Verifier: recomputes the expected result from the task inputs. '
         'Usage: check.py [WORKSPACE]."""\n' + _FUTURE,
@@ -76,5 +112,5 @@ def check_script(family: str, params: dict, input_sha256: dict[str, str]) -> str
         _body(_engine(family)),
         _params_text(params),
         digests,
-        'if __name__ == "__main__":\n    check_main(check, PARAMS, INPUT_SHA256)',
+        *parts,
     ]) + "\n"
