@@ -66,6 +66,12 @@ class CollectConfig:
     """Teacher selection noise: probability of reading a misleading skill first."""
     no_read_rate: Probability = 0.0
     """Teacher selection noise: probability of reading no skill."""
+    recovery_rate: Probability = 0.0
+    """Probability that the reference teacher first reads a misleading skill, then says what in its SKILL.md
+    contradicts the instruction and reads the oracle (agent.policies.TeacherConfig.recovery_rate)."""
+    teacher_evidence: bool = True
+    """The reference teacher's <skill_reasoning> states the instruction's deciding fields before naming the
+    skill (agent.policies.selection_reasoning); False: the one-line reason of earlier collections."""
     keep: Literal["all", "resolved"] = "all"
     """Which trajectories to write (SFT later filters on resolved itself)."""
     seed: NonNegativeInt = 0
@@ -110,15 +116,17 @@ class CollectConfig:
         check_api_key_env(self.teacher_api_key_env, "teacher_api_key_env")
         if self.teacher == "openai" and not (self.teacher_base_url and self.teacher_model):
             raise ValueError("teacher = \"openai\" needs teacher_base_url and teacher_model")
-        if self.misleading_rate + self.no_read_rate > 1:
-            raise ValueError(f"misleading_rate + no_read_rate: expected at most 1 (they are exclusive draws), "
-                             f"got {self.misleading_rate} + {self.no_read_rate}")
+        if self.misleading_rate + self.no_read_rate + self.recovery_rate > 1:
+            raise ValueError(f"misleading_rate + no_read_rate + recovery_rate: expected at most 1 (they are "
+                             f"exclusive draws), got {self.misleading_rate} + {self.no_read_rate} + "
+                             f"{self.recovery_rate}")
 
 
 def collect_policy(config: CollectConfig, tokenizer) -> Policy:
     """The teacher `config` names: the reference route, or the model at the OpenAI-compatible endpoint."""
     if config.teacher == "reference":
-        return TeacherPolicy(tokenizer, TeacherConfig(config.misleading_rate, config.no_read_rate, config.seed))
+        return TeacherPolicy(tokenizer, TeacherConfig(config.misleading_rate, config.no_read_rate, config.seed,
+                                                      config.recovery_rate, config.teacher_evidence))
     endpoint = OpenAIEndpoint(base_url=config.teacher_base_url, model=config.teacher_model,
                               api_key_env=config.teacher_api_key_env, concurrency=config.teacher_concurrency)
 
