@@ -96,7 +96,7 @@ def test_only_the_oracle_carried_out_step_by_step_passes(stepped_suite: Path, ba
         oracle_script = f"/skills/{row['oracle']}/scripts/" + next(
             (stepped_suite / "skills" / row["oracle"] / "scripts").iterdir()).name
 
-        def score(agent) -> float:
+        def score(agent, task=task, library=library) -> float:
             outcome = run_scripted_episode(task, agent, backend=backend, skills_dir=library)
             assert outcome.status.value != "aborted", outcome
             return outcome.score
