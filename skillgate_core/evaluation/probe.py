@@ -11,8 +11,11 @@ skill, then the call; both end with the turn terminator). The 16 turns differ on
 the softmax over the 16 scores is the policy's choice among the slate, and it costs one forward pass
 of the shared prefix (its KV cache is reused for the 16 short continuations) instead of episodes.
 Reported per task and per family: the oracle's rank-1 rate (chance 1/16) with a bootstrap interval
-over tasks, and the probability mass on the oracle, the five misleading lookalikes, the relevant and
-the irrelevant skills.
+over tasks, the probability mass on the oracle, the five misleading lookalikes, the relevant and
+the irrelevant skills, and the in-cluster choice: P(oracle | cluster) = the oracle's mass over the
+mass of its cluster (itself and its five lookalikes; chance 1/6) and the cluster rank-1 rate.
+`probe_training_rows` probes held-in training prompts (rl-data-prep rows, renamed as shown): the
+learnability gate's held-in figure, and the curve GRPO logs on a fixed sample.
 
     result = probe_selection(resolved, model_dir, ProbeConfig())
     result.summary["oracle_rank1_rate"], result.summary["oracle_rank1_ci"]
@@ -32,14 +35,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from skillgate_core.agent.policies import first_read_turn, turn_token_ids
+from skillgate_core.agent.policies import first_read_turn, task_cue, turn_token_ids
 from skillgate_core.agent.prompts import build_messages, render_prompt_ids
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, Probability, check_ranges
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.bootstrap import percentile_interval
 from skillgate_core.evaluation.specs import ProtocolTask, ResolvedProtocol
+from skillgate_core.skills.aliases import shown_task_row
 
-__all__ = ["CATEGORIES", "ProbeConfig", "ProbeResult", "probe_selection", "score_candidates", "summarize_probe"]
+__all__ = ["CATEGORIES", "ProbeConfig", "ProbeResult", "probe_prompt", "probe_selection", "probe_training_rows",
+           "score_candidates", "summarize_probe"]
 
 CATEGORIES = ("oracle", "misleading", "relevant", "irrelevant")
 """Slate categories, in the order the masses are reported."""
@@ -126,34 +131,69 @@ def _softmax(values: Sequence[float]) -> list[float]:
     return [w / total for w in weights]
 
 
-def probe_task(model: Any, tokenizer: Any, resolved: ResolvedProtocol, task: ProtocolTask,
-               turn: str) -> dict[str, Any]:
-    """The probe row of one task (module docstring)."""
-    if task.slate is None or task.slate.oracle is None:
-        raise ValueError(f"task {task.task_id}: the probe needs a slate with an oracle (protocol skill mode "
-                         f"{resolved.spec.skill_mode!r})")
-    instruction = load_task_package(task.path).instruction
-    prompt = render_prompt_ids(tokenizer, build_messages(resolved.profile, instruction, task.slate))
-    names = [e.name for e in task.slate.entries]
-    categories = [e.category for e in task.slate.entries]
-    turns = [turn_token_ids(tokenizer, first_read_turn(name, reasoning=turn == "reasoning")) for name in names]
+def probe_prompt(model: Any, tokenizer: Any, prompt: Sequence[int], names: Sequence[str],
+                 categories: Sequence[str], oracle: str, turn: str, cue: Mapping[str, Any] | None = None,
+                 label: str = "") -> dict[str, Any]:
+    """The probe row of one rendered prompt: each slate name scored as the first read's target (module
+    docstring). `cue`: the task's evidence, stated before the name in the reasoning turn as the teacher
+    states it (the same text for every candidate)."""
+    turns = [turn_token_ids(tokenizer, first_read_turn(name, reasoning=turn == "reasoning", cue=cue)) for name in names]
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and len(prompt) + max(map(len, turns)) > limit:
-        raise ValueError(f"task {task.task_id}: prompt of {len(prompt)} tokens and its read turn do not fit the "
+        raise ValueError(f"{label}: prompt of {len(prompt)} tokens and its read turn do not fit the "
                          f"model's {limit} positions ({getattr(model, 'name_or_path', 'policy')})")
     logprobs = score_candidates(model, prompt, turns)
     probs = _softmax(logprobs)
     order = sorted(range(len(names)), key=lambda i: -logprobs[i])
-    oracle = names.index(task.slate.oracle)
+    at = list(names).index(oracle)
     row: dict[str, Any] = {
-        "task_id": task.task_id, "benchmark": task.benchmark, "oracle": task.slate.oracle,
-        "names": names, "categories": categories, "logprobs": logprobs, "probs": probs,
-        "oracle_rank": order.index(oracle) + 1, "top_name": names[order[0]], "top_category": categories[order[0]],
+        "names": list(names), "categories": list(categories), "logprobs": logprobs, "probs": probs,
+        "oracle_rank": order.index(at) + 1, "top_name": names[order[0]], "top_category": categories[order[0]],
         "prompt_tokens": len(prompt),
     }
     for category in CATEGORIES:
         row[f"{category}_mass"] = sum(p for p, c in zip(probs, categories, strict=True) if c == category)
+    # The in-cluster choice: the oracle among itself and its five lookalikes (the names reveal the cluster,
+    # so this, with chance 1/6, is the question a credit scheme can teach; docs/method.md, Premise checks).
+    cluster = [i for i, c in enumerate(categories) if c in ("oracle", "misleading")]
+    cluster_mass = sum(probs[i] for i in cluster)
+    row["oracle_given_cluster"] = row["oracle_mass"] / cluster_mass if cluster_mass > 0 else 0.0
+    row["cluster_rank1"] = max(cluster, key=lambda i: logprobs[i]) == at
     return row
+
+
+def probe_task(model: Any, tokenizer: Any, resolved: ResolvedProtocol, task: ProtocolTask,
+               turn: str) -> dict[str, Any]:
+    """The probe row of one task of a protocol (module docstring)."""
+    if task.slate is None or task.slate.oracle is None:
+        raise ValueError(f"task {task.task_id}: the probe needs a slate with an oracle (protocol skill mode "
+                         f"{resolved.spec.skill_mode!r})")
+    package = load_task_package(task.path)
+    prompt = render_prompt_ids(tokenizer, build_messages(resolved.profile, package.instruction, task.slate))
+    row = probe_prompt(model, tokenizer, prompt, [e.name for e in task.slate.entries],
+                       [e.category for e in task.slate.entries], task.slate.oracle, turn, task_cue(package),
+                       label=f"task {task.task_id}")
+    return {"task_id": task.task_id, "benchmark": task.benchmark, "oracle": task.slate.oracle, **row}
+
+
+def probe_training_rows(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], turn: str,
+                        evidence: bool = True) -> list[dict[str, Any]]:
+    """Probe rows of held-in training prompts: rl-data-prep rows (their frozen `prompt_ids`, a renamed
+    task's slate and gold under the names its prompt shows, its `selection_cue`), e.g. a fixed sample
+    probed every few GRPO steps (the learnability curve)."""
+    import json
+
+    out = []
+    for raw in rows:
+        row = shown_task_row(raw)
+        if row.get("prompt_ids") is None:
+            raise ValueError(f"task {row['task_id']}: no slate prompt (a no-skill table); the probe needs slates")
+        cue = json.loads(row["selection_cue"]) if evidence and row.get("selection_cue") else None
+        probed = probe_prompt(model, tokenizer, list(row["prompt_ids"]), [s["name"] for s in row["slate"]],
+                              [s["category"] for s in row["slate"]], row["gold_name"], turn, cue,
+                              label=f"task {row['task_id']}")
+        out.append({"task_id": row["task_id"], "benchmark": row["family"], "oracle": row["gold_name"], **probed})
+    return out
 
 
 def _rank1_interval(hits: np.ndarray, config: ProbeConfig) -> tuple[float, float]:
@@ -167,6 +207,9 @@ def _aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"tasks": len(rows), "oracle_rank1": int(hits.sum()),
                            "oracle_rank1_rate": float(hits.mean()),
                            "mean_oracle_rank": float(np.mean([r["oracle_rank"] for r in rows]))}
+    if all("oracle_given_cluster" in r for r in rows):  # rows written before the in-cluster figures lack them
+        out["oracle_given_cluster"] = float(np.mean([r["oracle_given_cluster"] for r in rows]))
+        out["cluster_rank1_rate"] = float(np.mean([bool(r["cluster_rank1"]) for r in rows]))
     for category in CATEGORIES:
         out[f"{category}_mass"] = float(np.mean([r[f"{category}_mass"] for r in rows]))
     return out
@@ -180,7 +223,7 @@ def summarize_probe(rows: Sequence[Mapping[str, Any]], config: ProbeConfig = Pro
     low, high = _rank1_interval(hits, config)
     families = sorted({r["benchmark"] for r in rows})
     return {**_aggregate(rows), "oracle_rank1_ci": [low, high], "confidence": config.confidence,
-            "chance": 1.0 / len(rows[0]["names"]), "turn": config.turn,
+            "chance": 1.0 / len(rows[0]["names"]), "cluster_chance": 1.0 / 6, "turn": config.turn,
             "by_benchmark": {f: _aggregate([r for r in rows if r["benchmark"] == f]) for f in families}}
 
 

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.agent.policies import task_cue
 from skillgate_core.agent.prompts import build_messages, get_prompt_profile, render_prompt_ids
 from skillgate_core.agent.tool_schemas import tool_schema_digest
 from skillgate_core.base.atomic import atomic_write_json
@@ -128,6 +129,7 @@ def rl_data_schema() -> Any:
         ("no_skill_prompt_ids", ids), ("no_skill_prompt_len", pa.int32()),
         ("prompt_profile", pa.string()), ("prompt_profile_digest", pa.string()), ("tool_schema_digest", pa.string()),
         ("tokenizer_digest", pa.string()), ("max_prompt_tokens", pa.int32()), ("skill_aliases", pa.string()),
+        ("selection_cue", pa.string()),
     ])
 
 
@@ -268,6 +270,9 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
             "no_skill_prompt_ids": bare, "no_skill_prompt_len": None if bare is None else len(bare),
             **fixed,
             "skill_aliases": json.dumps(aliases, sort_keys=True) if aliases else None,
+            # the evidence the teacher states before naming the skill (agent.policies.selection_reasoning): the
+            # supervised baselines' read turns state the same (sft.baselines)
+            "selection_cue": json.dumps(cue, sort_keys=True) if (cue := task_cue(task)) else None,
         })
     target = write_rows(records, out_dir / OUTPUT_FILE, schema=rl_data_schema())
 

@@ -44,6 +44,7 @@ from skillgate_core.sft.trainer import (
     train_lora_sft,
     trainer_arguments,
 )
+from skillgate_core.skills.aliases import shown_task_row
 
 __all__ = ["BCStageConfig", "DPOStageConfig", "bc_rows", "dpo_rows", "selection_tasks", "train_bc", "train_dpo"]
 
@@ -55,6 +56,10 @@ class BCStageConfig(LoRATrainingConfig):
     """Training tasks to use (0 = all), taken round-robin over families from the rl_data table."""
     skill_reasoning: bool = True
     """Open the turn with <skill_reasoning>, as the teacher does."""
+    evidence: bool = True
+    """The <skill_reasoning> states the task's deciding fields before naming the skill, as the reference
+    teacher does (agent.policies.selection_reasoning; the rl-data-prep row's `selection_cue`); False, or a
+    row without a cue: the one-line reason."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,11 @@ class DPOStageConfig(LoRATrainingConfig):
     """TRL DPO loss (docs/method.md 7: sigmoid, the original DPO loss)."""
     skill_reasoning: bool = True
     """Open the turns with <skill_reasoning>, as the teacher does."""
+    evidence: bool = True
+    """The <skill_reasoning> states the task's deciding fields before naming the skill, as the reference
+    teacher does (agent.policies.selection_reasoning; the rl-data-prep row's `selection_cue`); chosen and
+    rejected turns state the same evidence and differ only in the name. False, or a row without a cue: the
+    one-line reason."""
 
 
 def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict[str, Any]]:
@@ -115,17 +125,12 @@ def selection_tasks(rl_data: Path, model_dir: Path, max_tasks: int) -> list[dict
 
 
 def _as_shown(row: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The row with its slate and gold under the names its prompt shows: a renamed task's prompt ids were
-    rendered with the slate under fresh names (rl-data-prep renamed_rate; `skill_aliases` {bench name: shown
-    name}), so its read turns must name the shown skill, the one the episode mounts, not the bench's."""
-    if not row.get("skill_aliases"):
-        return row
-    aliases = json.loads(row["skill_aliases"])
-    names = [s["name"] for s in row["slate"]]
-    if not isinstance(aliases, dict) or sorted(aliases) != sorted(names):
-        raise ValueError(f"{path}: task {row['task_id']}: skill_aliases must map exactly the slate's names")
-    return {**row, "gold_name": aliases[row["gold_name"]],
-            "slate": [{**s, "name": aliases[s["name"]]} for s in row["slate"]]}
+    """The row with its slate and gold under the names its prompt shows (skills.aliases.shown_task_row): its
+    read turns must name the shown skill, the one the episode mounts, not the bench's."""
+    try:
+        return shown_task_row(row)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def _check_gold(task: Mapping[str, Any]) -> list[str]:
@@ -142,20 +147,27 @@ def _fits(task_id: str, length: int, max_length: int) -> None:
         raise ValueError(f"task {task_id}: {length} tokens (prompt + first turn) exceed max_length={max_length}")
 
 
-def bc_rows(tasks: list[dict[str, Any]], tokenizer: Any, reasoning: bool, max_length: int) -> list[dict[str, list[int]]]:
+def _cue(task: Mapping[str, Any], evidence: bool) -> dict[str, Any] | None:
+    """The row's selection cue (rl-data-prep `selection_cue`), when evidence is on and the row has one."""
+    text = task.get("selection_cue") if evidence else None
+    return json.loads(text) if text else None
+
+
+def bc_rows(tasks: list[dict[str, Any]], tokenizer: Any, reasoning: bool, max_length: int,
+            evidence: bool = True) -> list[dict[str, list[int]]]:
     """{input_ids, assistant_masks}: the frozen prompt, then the gold read turn (the only trained tokens)."""
     rows = []
     for task in tasks:
         _check_gold(task)
         prompt = list(task["prompt_ids"])
-        turn = turn_token_ids(tokenizer, first_read_turn(task["gold_name"], reasoning))
+        turn = turn_token_ids(tokenizer, first_read_turn(task["gold_name"], reasoning, _cue(task, evidence)))
         _fits(task["task_id"], len(prompt) + len(turn), max_length)
         rows.append({"input_ids": prompt + turn, "assistant_masks": [0] * len(prompt) + [1] * len(turn)})
     return rows
 
 
 def dpo_rows(tasks: list[dict[str, Any]], tokenizer: Any, reasoning: bool, pairs_per_task: int,
-             max_length: int) -> list[dict[str, Any]]:
+             max_length: int, evidence: bool = True) -> list[dict[str, Any]]:
     """{prompt_ids, chosen_ids, rejected_ids, task_id, rejected_name}: gold read turn over each misleading
     read turn (the first `pairs_per_task` misleading skills in slate order)."""
     rows = []
@@ -165,9 +177,10 @@ def dpo_rows(tasks: list[dict[str, Any]], tokenizer: Any, reasoning: bool, pairs
             raise ValueError(f"task {task['task_id']}: {len(misleading)} misleading skills on the slate, "
                              f"pairs_per_task={pairs_per_task}")
         prompt = list(task["prompt_ids"])
-        chosen = turn_token_ids(tokenizer, first_read_turn(task["gold_name"], reasoning))
+        cue = _cue(task, evidence)
+        chosen = turn_token_ids(tokenizer, first_read_turn(task["gold_name"], reasoning, cue))
         for name in misleading[:pairs_per_task]:
-            rejected = turn_token_ids(tokenizer, first_read_turn(name, reasoning))
+            rejected = turn_token_ids(tokenizer, first_read_turn(name, reasoning, cue))
             _fits(task["task_id"], len(prompt) + max(len(chosen), len(rejected)), max_length)
             rows.append({"prompt_ids": prompt, "chosen_ids": chosen, "rejected_ids": rejected,
                          "task_id": task["task_id"], "rejected_name": name})
@@ -180,7 +193,8 @@ def train_bc(config: BCStageConfig, inputs: Mapping[str, Path], out_dir: Path) -
 
     model_dir = Path(inputs["sft_model"])
     tasks = selection_tasks(Path(inputs["rl_data"]), model_dir, config.max_tasks)
-    rows = bc_rows(tasks, AutoTokenizer.from_pretrained(model_dir), config.skill_reasoning, config.max_length)
+    rows = bc_rows(tasks, AutoTokenizer.from_pretrained(model_dir), config.skill_reasoning, config.max_length,
+                   config.evidence)
     target, summary = train_lora_sft(config, model_dir, rows, out_dir)
     summary = {"tasks": len(tasks), **summary}
     (out_dir / "bc_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -213,7 +227,8 @@ def train_dpo(config: DPOStageConfig, inputs: Mapping[str, Path], out_dir: Path)
     model_dir = Path(inputs["sft_model"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tasks = selection_tasks(Path(inputs["rl_data"]), model_dir, config.max_tasks)
-    rows = dpo_rows(tasks, tokenizer, config.skill_reasoning, config.pairs_per_task, config.max_length)
+    rows = dpo_rows(tasks, tokenizer, config.skill_reasoning, config.pairs_per_task, config.max_length,
+                    config.evidence)
     args = DPOConfig(**trainer_arguments(config, out_dir), beta=config.beta, loss_type=[config.loss_type],
                      logging_steps=1, remove_unused_columns=True)
     peft_config = lora_config(config)

@@ -28,16 +28,18 @@ uniform over its group's six, whatever it was (docs/training.md, Renamed slates)
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from skillgate_core.formats.slate_manifest import Slate, SlateError
 
-__all__ = ["alias_names", "alias_slate", "lookalike_groups", "renamed_slate", "write_renamed_skills"]
+__all__ = ["alias_names", "alias_slate", "lookalike_groups", "renamed_slate", "shown_task_row", "write_renamed_skills"]
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -153,3 +155,18 @@ def write_renamed_skills(mapping: dict[str, str], skills_dir: Path, into: Path) 
                 shutil.copymode(path, dest)  # the scripts stay executable
         target.mkdir(parents=True, exist_ok=True)
     return into
+
+
+def shown_task_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An rl-data-prep row with its slate and gold under the names its prompt shows: a renamed task's prompt
+    ids were rendered with the slate under fresh names (`skill_aliases`, {bench name: shown name}), so what
+    scores or trains its first read must name the shown skill. ValueError if the aliases do not map
+    exactly the slate's names."""
+    if not row.get("skill_aliases"):
+        return dict(row)
+    aliases = json.loads(row["skill_aliases"])
+    names = [s["name"] for s in row["slate"]]
+    if not isinstance(aliases, dict) or sorted(aliases) != sorted(names):
+        raise ValueError(f"task {row['task_id']}: skill_aliases must map exactly the slate's names")
+    return {**row, "gold_name": aliases[row["gold_name"]],
+            "slate": [{**s, "name": aliases[s["name"]]} for s in row["slate"]]}

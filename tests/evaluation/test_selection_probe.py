@@ -50,8 +50,14 @@ def test_probe_rows_are_a_choice_among_the_slate(tiny_llama_dir, bench):
         best = max(range(16), key=lambda i: row["logprobs"][i])
         assert (row["oracle_rank"] == 1) == (row["names"][best] == row["oracle"])
         assert row["top_name"] == row["names"][best]
+        cluster = [i for i, c in enumerate(row["categories"]) if c in ("oracle", "misleading")]
+        assert len(cluster) == 6
+        assert math.isclose(row["oracle_given_cluster"], row["oracle_mass"] / sum(row["probs"][i] for i in cluster))
+        assert row["cluster_rank1"] == (max(cluster, key=lambda i: row["logprobs"][i]) == row["names"].index(row["oracle"]))
     s = result.summary
     assert s["tasks"] == 4 and s["chance"] == 1 / 16 and s["protocol_id"] == resolved.protocol.protocol_id()
+    assert s["cluster_chance"] == 1 / 6
+    assert math.isclose(s["oracle_given_cluster"], sum(r["oracle_given_cluster"] for r in result.rows) / 4)
     assert s["oracle_rank1_ci"][0] <= s["oracle_rank1_rate"] <= s["oracle_rank1_ci"][1]
     assert sum(b["tasks"] for b in s["by_benchmark"].values()) == 4
 
@@ -79,3 +85,26 @@ def test_cli_probe_writes_rows_and_summary_the_paper_reads(tmp_path, tiny_model_
     assert read_probe_summaries(tmp_path)[(summary["fingerprint"], "tiny")]["tasks"] == 2
     bad = run_skillgate("eval", "probe", "--policy", str(tmp_path), "--bench", str(bench), home=tmp_path / "home")
     assert bad.returncode != 0 and "no config.json" in bad.stdout + bad.stderr
+
+
+def test_the_held_in_probe_scores_the_names_a_renamed_training_prompt_shows(tiny_model_dir, bench, tmp_path):
+    import json
+
+    from skillgate_core.base.parquet_rows import read_rows
+    from skillgate_core.evaluation.probe import load_probe_model, probe_training_rows
+    from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
+
+    rl = prepare_rl_data(RLDataPrepConfig(profile="mixed_task_reward", renamed_rate=1.0),
+                         {"bench": bench, "sft_model": tiny_model_dir}, tmp_path / "rl")
+    rows = read_rows(rl.outputs["rl_data"])[:3]
+    assert all(r["skill_aliases"] and r["selection_cue"] for r in rows)
+    model, tok = load_probe_model(tiny_model_dir, ProbeConfig(device="cpu"))
+    probed = probe_training_rows(model, tok, rows, "reasoning")
+    for row, raw in zip(probed, rows, strict=True):
+        aliases = json.loads(raw["skill_aliases"])
+        assert row["oracle"] == aliases[raw["gold_name"]] and row["oracle"] in row["names"]
+        assert raw["gold_name"] not in row["names"], "the bench names are not what the prompt shows"
+        assert 0.0 < row["oracle_given_cluster"] < 1.0
+    # the evidence is part of the scored turn: without it the scores differ
+    plain = probe_training_rows(model, tok, rows, "reasoning", evidence=False)
+    assert plain[0]["logprobs"] != probed[0]["logprobs"]

@@ -34,6 +34,7 @@ POLARS_SCHEMA = {
     "no_skill_prompt_ids": pl.List(pl.Int32), "no_skill_prompt_len": pl.Int32,
     "prompt_profile": pl.String, "prompt_profile_digest": pl.String, "tool_schema_digest": pl.String,
     "tokenizer_digest": pl.String, "max_prompt_tokens": pl.Int32, "skill_aliases": pl.String,
+    "selection_cue": pl.String,
 }
 """What a polars reader sees: the dtypes of the polars writer the table had before it was written with pyarrow."""
 

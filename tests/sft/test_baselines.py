@@ -58,6 +58,8 @@ def generates(model_dir: Path, prompt_ids: list[int]) -> list[int]:
 
 
 def test_rows_are_the_frozen_prompt_then_the_teachers_first_read_turn(inputs):
+    import json
+
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(inputs["sft_model"])
@@ -69,7 +71,8 @@ def test_rows_are_the_frozen_prompt_then_the_teachers_first_read_turn(inputs):
     assert row["input_ids"][:prompt_len] == task["prompt_ids"] and sum(row["assistant_masks"][:prompt_len]) == 0
     turn = tok.decode(row["input_ids"][prompt_len:])
     gold = task["gold_name"]
-    assert turn == first_read_turn(gold) + "<|im_end|>" and all(row["assistant_masks"][prompt_len:])
+    cue = json.loads(task["selection_cue"])
+    assert turn == first_read_turn(gold, cue=cue) + "<|im_end|>" and all(row["assistant_masks"][prompt_len:])
     assert turn.startswith("<skill_reasoning>") and f'"path": "/skills/{gold}/SKILL.md"' in turn
 
     pairs = dpo_rows(tasks[:2], tok, reasoning=True, pairs_per_task=5, max_length=100_000)
@@ -82,6 +85,26 @@ def test_rows_are_the_frozen_prompt_then_the_teachers_first_read_turn(inputs):
         assert chosen == turn and rejected == turn.replace(gold, pair["rejected_name"])
     with pytest.raises(ValueError, match=rf"task {task['task_id']}: \d+ tokens .* exceed max_length=100"):
         bc_rows(tasks[:1], tok, reasoning=True, max_length=100)
+
+
+def test_the_read_turns_state_the_teachers_evidence_and_differ_only_in_the_name(inputs):
+    import json
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(inputs["sft_model"])
+    tasks = selection_tasks(inputs["rl_data"], inputs["sft_model"], max_tasks=2)
+    cue = json.loads(tasks[0]["selection_cue"])
+    (bc,) = bc_rows(tasks[:1], tok, True, 8192)
+    text = tok.decode(bc["input_ids"][len(tasks[0]["prompt_ids"]):])
+    assert f"revision {cue['revision']}" in text and cue["output"] in text
+    assert text.startswith(first_read_turn(tasks[0]["gold_name"], True, cue))
+    assert bc_rows(tasks[:1], tok, True, 8192, evidence=False)[0]["input_ids"] != bc["input_ids"]
+    pair = dpo_rows(tasks[:1], tok, True, 1, 8192)[0]
+    chosen = tok.decode(pair["chosen_ids"])
+    rejected = tok.decode(pair["rejected_ids"])
+    cut = chosen.index(tasks[0]["gold_name"])
+    assert chosen[:cut] == rejected[:cut] and f"revision {cue['revision']}" in chosen[:cut]
 
 
 def test_a_renamed_task_trains_the_read_of_the_name_its_prompt_shows(inputs, tmp_path):
