@@ -272,6 +272,10 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
                                "zero_stage_reason": zero.reason}
     progress = step_progress(total=cfg.steps, initial=state.step, desc=f"grpo {job.experiment_id}",
                              style=job.progress, under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
+    probe_rows = _probe_sample(job) if rank == 0 and replica is not None and cfg.probe_every else []
+    # the curve's first point: the starting policy, before any update (reported in step 0's row)
+    start_probe = {k.replace("probe/", "probe/start_"): v for k, v in _probe(replica, tokenizer, probe_rows).items()
+                   } if probe_rows and state.step == 0 else {}
 
     for step in range(state.step, cfg.steps):
         timer = StepTimer()
@@ -300,6 +304,10 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         row = step_metrics(step=step, summaries=summaries, normaliser=normaliser, profile=profile, update=update,
                            selector_coef=cfg.lambda_, variant=cfg.variant)
         row["optimizer_steps"] = state.optimizer_steps  # taken so far in the experiment, resumed segments included
+        if step == 0:
+            row.update(start_probe)
+        if probe_rows and (step + 1) % cfg.probe_every == 0:
+            row.update(_probe(replica, tokenizer, probe_rows))
         if rank == 0:
             with metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
@@ -321,6 +329,34 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     summary["optimizer_steps"] = state.optimizer_steps
     summary["export"] = _export(engine, job, cfg.steps, tokenizer)
     return summary
+
+
+def _probe_sample(job: GRPOJob) -> list[dict[str, Any]]:
+    """The fixed held-in sample the learnability curve probes: probe_tasks rl-data rows, a seeded draw."""
+    import random
+
+    from skillgate_core.base.parquet_rows import read_rows
+    from skillgate_core.rl.data_prep import OUTPUT_FILE
+
+    table = Path(job.rl_data)
+    rows = [r for r in read_rows(table / OUTPUT_FILE if table.is_dir() else table) if r.get("prompt_ids") is not None]
+    rows.sort(key=lambda r: r["task_id"])
+    return random.Random(f"grpo-probe::{job.config.seed}").sample(rows, min(job.config.probe_tasks, len(rows)))
+
+
+def _probe(replica: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Probe the replica on the held-in `rows` (GRPOConfig.probe_every): the `probe/` metrics."""
+    from skillgate_core.agent.selection_scores import probe_training_rows
+
+    was_training = replica.training
+    replica.eval()
+    probed = probe_training_rows(replica, tokenizer, rows, "reasoning")
+    replica.train(was_training)
+    metrics = {"probe/heldin_tasks": len(probed),
+               "probe/heldin_oracle_given_cluster": sum(r["oracle_given_cluster"] for r in probed) / len(probed),
+               "probe/heldin_cluster_rank1_rate": sum(bool(r["cluster_rank1"]) for r in probed) / len(probed),
+               "probe/heldin_oracle_rank1_rate": sum(r["oracle_rank"] == 1 for r in probed) / len(probed)}
+    return metrics
 
 
 def _run_zero(job: GRPOJob, engine_config: EngineConfig) -> ZeroChoice:

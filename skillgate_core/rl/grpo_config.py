@@ -153,6 +153,13 @@ class GRPOConfig:
     either way; only where the waits fall differs."""
     checkpoint_every: PositiveInt = 1
     """Save a checkpoint every this many steps (and at the last step)."""
+    probe_every: NonNegativeInt = 0
+    """Every this many steps (and before the first), rank 0 probes the replica on a fixed held-in sample of
+    the training prompts (agent.selection_scores.probe_training_rows: renamed as shown, the teacher's
+    evidence) and logs `probe/heldin_oracle_given_cluster` and `probe/heldin_cluster_rank1_rate`: a
+    low-noise learning curve of the selection, free of sampling. 0: off. Needs rollout_source "policy"."""
+    probe_tasks: PositiveInt = 32
+    """Training prompts in that held-in sample (a seeded draw over the table, the same at every step)."""
     seed: NonNegativeInt = 0
     """Seed of the prompt order and of sampling."""
     bf16: bool = False
