@@ -82,6 +82,10 @@ class ProtocolSpec:
     """Sandbox backend (part of the identity: comparison hygiene)."""
     prompt_profile: str = "openclaw-v1"
     """Prompt profile name (agent/prompts.py); its digest enters the fingerprint."""
+    stepped: bool = False
+    """The bench must have stepped procedures (bench-build procedure_steps K >= 1: the agent carries out each
+    skill's K steps itself, docs/benchmarks.md); a bench without them is refused. Each bench's K gives its
+    own fingerprint (its task and skill digests), so rows of two K levels are never mixed in one table."""
     source: str = field(default="", compare=False)
     """The file it was read from (not part of the identity)."""
 
@@ -175,6 +179,20 @@ def _shown_slate(slate: Slate, mode: str) -> Slate | None:
     return slate
 
 
+def bench_procedure_steps(bench: Path) -> int:
+    """The procedure_steps K a bench was built with (its suite.json config; 0 for a bench from before the
+    option, or one without suite.json, e.g. imported Harbor tasks)."""
+    import json
+
+    manifest = Path(bench) / "suite.json"
+    if not manifest.is_file():
+        return 0
+    try:
+        return int(json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("procedure_steps", 0))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{manifest}: config.procedure_steps: expected an integer ({exc})") from None
+
+
 def build_protocol(spec: ProtocolSpec, bench: str | Path, *, demo_repeats: int = 0) -> ResolvedProtocol:
     """The protocol `spec` gives on `bench` (see the module docstring).
 
@@ -182,6 +200,10 @@ def build_protocol(spec: ProtocolSpec, bench: str | Path, *, demo_repeats: int =
     change with it, and `ResolvedProtocol.demo` records it.
     """
     bench = Path(bench).resolve()
+    if spec.stepped and bench_procedure_steps(bench) < 1:
+        raise ValueError(f"protocol {spec.spec_id}: needs a bench with stepped procedures (bench-build "
+                         f"procedure_steps >= 1); {bench} was built with procedure_steps "
+                         f"{bench_procedure_steps(bench)}")
     rows = load_bench_rows(bench, spec.split)
     if spec.max_tasks:
         rows = rows[: spec.max_tasks]

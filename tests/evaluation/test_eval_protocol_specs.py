@@ -95,3 +95,22 @@ def test_a_spec_file_is_checked_like_a_config(tmp_path):
         load_spec(bad)
     with pytest.raises(ValueError, match="no protocol spec 'nope'"):
         load_spec("nope")
+
+
+def test_the_stepped_protocol_refuses_a_bench_without_steps_and_fingerprints_each_k(bench, tmp_path):
+    from skillgate_core.benchgen import BenchBuildConfig, build_suite
+
+    spec = load_spec("eval70_stepped_v1")
+    assert spec.stepped and spec.context_size == 8192
+    with pytest.raises(ValueError, match=r"eval70_stepped_v1: needs a bench with stepped procedures .* "
+                                         r"procedure_steps 0"):
+        build_protocol(spec, bench)
+    ids = set()
+    for k in (1, 3):
+        stepped = tmp_path / f"k{k}"
+        build_suite(BenchBuildConfig(seed=5, domains=("scheduling",), train_skills_per_cell=1,
+                                     train_tasks_per_skill=1, eval_tasks=2, slate_tasks=0, procedure_steps=k), stepped)
+        resolved = build_protocol(spec, stepped)
+        assert resolved.protocol.tasks == 2 and resolved.protocol.context_size == 8192
+        ids.add(resolved.protocol.protocol_id())
+    assert len(ids) == 2 and all(i.startswith("eval70_stepped_v1__mixed__r4__") for i in ids)
