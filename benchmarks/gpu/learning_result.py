@@ -207,10 +207,13 @@ def data_profile(cfg: dict[str, Any], arm: Arm) -> str:
 
 # --- scales -------------------------------------------------------------------------------------
 
-def bench_config(scale: str) -> Any:
-    """The bench-build config of one scale (benchgen imports polars: the CPU machine only)."""
+def bench_config(scale: str, procedure_steps: int = 6) -> Any:
+    """The bench-build config of one scale (benchgen imports polars: the CPU machine only); testbed: the
+    testbed recipe's bench at `procedure_steps` K."""
     from skillgate_core.benchgen import BenchBuildConfig
 
+    if scale == "testbed":
+        return replace(recipe_bench("testbed"), procedure_steps=procedure_steps)
     if scale in ("h200", "smollm2"):  # the bundled suite as `skillgate bench build` writes it (1,056 train, 70 eval70_v1, 147 slate)
         return BenchBuildConfig()
     return BenchBuildConfig(seed=5, train_skills_per_cell=1, train_tasks_per_skill=1, eval_tasks=4, slate_tasks=0)
@@ -279,6 +282,11 @@ def scale_configs(scale: str) -> dict[str, Any]:
         # SmolLM2-135M-Instruct: the configs of the recipe a researcher runs (deployments/recipes/
         # learning-result.toml), so the device driver and `skillgate run learning-result` train the same arms
         return recipe_configs("learning-result")
+    if scale == "testbed":
+        # the learning testbed (deployments/recipes/testbed.toml): SmolLM2 on a stepped-procedure bench, the gate's
+        # SFT / BC / DPO; its bench's K comes with --procedure-steps (the collect turns follow it: the read, K
+        # steps, the answer and a recovery)
+        return recipe_configs("testbed")
     if scale in ("tiny", "tiny-llama"):
         shape = {"architecture": "llama", "hidden_size": 36, "num_attention_heads": 9,
                  "num_key_value_heads": 3} if scale == "tiny-llama" else {"hidden_size": 32}
@@ -318,9 +326,21 @@ def recipe_configs(name: str) -> dict[str, Any]:
         from skillgate_core.evaluation.paper_config import PaperConfig
 
         configs["paper-tables"] = PaperConfig(**recipe.tables.get("paper-tables", {}))
+    from skillgate_core.rl.grpo_config import GRPOConfig
+
+    # a recipe without GRPO arms (testbed) evaluates its SFT policy as eval70:sft does
+    evaluation = configs.get("eval70") or replace(configs["eval70:sft"], method="")
     return {"model": configs["init-model"], "collect": configs["collect"], "sft": configs["sft"],
-            "data": configs["rl-data-prep"], "grpo": configs["grpo"], "eval": configs["eval70"],
+            "data": configs["rl-data-prep"], "grpo": configs.get("grpo", GRPOConfig()), "eval": evaluation,
             "paper": configs["paper-tables"], **{b: configs[b] for b in BASELINES if b in configs}}
+
+
+def recipe_bench(name: str) -> Any:
+    """A recipe's bench-build config (benchgen: the CPU machine only)."""
+    from skillgate_core.pipeline.recipes import load_recipe, resolve_recipe
+
+    recipe = load_recipe(ROOT / "deployments" / "recipes" / f"{name}.toml")
+    return resolve_recipe(replace(recipe, stages=("bench-build",))).configs["bench-build"]
 
 
 # --- sizing the arms from the probe ----------------------------------------------------------------
@@ -406,6 +426,9 @@ class Run:
                                        use_gpu=torch.cuda.is_available())
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
+        if a.scale == "testbed":  # the teacher's turns: the read, K steps, the answer and one recovery
+            self.cfg["collect"] = replace(self.cfg["collect"],
+                                          max_turns=max(self.cfg["collect"].max_turns, a.procedure_steps + 4))
         if a.eval_repeats:
             self.cfg["eval"] = replace(self.cfg["eval"], demo_repeats=a.eval_repeats)
         if a.eval_batch:
@@ -507,6 +530,12 @@ def prep(run: Run, arms: tuple[Arm, ...] = ()) -> dict[str, Path]:
     """init-model -> collect -> sft -> rl-data-prep per table the `arms` train on (none: the SFT policy
     only); every output path by role. Several tables are checked to hold the same tasks, slates and prompts."""
     bench = bench_dir(run)
+    if run.a.scale == "testbed":
+        from skillgate_core.evaluation.specs import bench_procedure_steps
+
+        if bench_procedure_steps(bench) != run.a.procedure_steps:
+            raise SystemExit(f"{run.a.bench}: built with procedure_steps {bench_procedure_steps(bench)}, not the "
+                             f"--procedure-steps {run.a.procedure_steps} this command plays")
     base = run.stage("init_model", "init-model", run.cfg["model"], {})
     traj = run.stage("collect", "collect", run.cfg["collect"],
                      {"bench": bench, "base_model": Path(base.outputs["base_model"])})
@@ -830,6 +859,59 @@ def select(run: Run, base: Path, paths: dict[str, Path]) -> None:
         run.save()
 
 
+GATE_KEYS = ("tasks", "oracle_given_cluster", "cluster_rank1_rate", "oracle_rank1_rate", "oracle_mass", "misleading_mass")
+"""What the learnability gate reports of each probe summary."""
+
+
+def gate(run: Run, base: Path, paths: dict[str, Path]) -> None:
+    """The learnability gate (docs/method.md, Premise checks: P4): BC and DPO from the SFT policy, then the
+    teacher-forced selection probe (the reasoning turn, with the task's evidence) of the base, SFT, BC and DPO
+    policies on the eval protocol's held-out tasks and on --gate-heldin held-in training prompts (the
+    rl-data-prep table, renamed as shown, a seeded sample): P(oracle | cluster) and the cluster rank-1 rate
+    (chance 1/6). out/gate/<policy>/{eval,heldin}_probe_{summary.json,rows.parquet}; the JSON's `gate`."""
+    import random
+
+    from skillgate_core.agent.selection_scores import probe_training_rows
+    from skillgate_core.base.parquet_rows import read_rows, write_rows
+    from skillgate_core.evaluation.probe import (
+        ProbeConfig,
+        load_probe_model,
+        probe_selection,
+        summarize_probe,
+    )
+    from skillgate_core.evaluation.specs import build_protocol, load_spec
+
+    policies: dict[str, Path] = {"base": base, SFT_METHOD: paths["sft_model"]}
+    for b in BASELINES:
+        record = arm(run, paths, Arm(b))
+        policies[b] = Path(record.outputs["policy_export"])
+    resolved = build_protocol(load_spec(run.cfg["eval"].protocol), paths["bench"])
+    table = read_rows(paths[f"rl_data_{run.cfg['data'].profile}"])
+    heldin = random.Random("gate-heldin").sample(sorted(table, key=lambda r: r["task_id"]),
+                                                 min(run.a.gate_heldin, len(table)))
+    config = ProbeConfig(turn="reasoning")
+    for name, model_dir in policies.items():
+        started = time.perf_counter()
+        folder = run.out / "gate" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        held = probe_selection(resolved, model_dir, config, progress=False)
+        write_rows(held.rows, folder / "eval_probe_rows.parquet")
+        _write_json(folder / "eval_probe_summary.json", held.summary)
+        model, tokenizer = load_probe_model(model_dir, config)
+        rows = probe_training_rows(model, tokenizer, heldin, "reasoning")
+        del model
+        summary = summarize_probe(rows, config)
+        write_rows(rows, folder / "heldin_probe_rows.parquet")
+        _write_json(folder / "heldin_probe_summary.json", summary)
+        run.result.setdefault("gate", {})[name] = {
+            "seconds": round(time.perf_counter() - started, 1), "policy": str(model_dir),
+            "eval": {k: held.summary.get(k) for k in GATE_KEYS}, "heldin": {k: summary.get(k) for k in GATE_KEYS}}
+        print(f"[{time.strftime('%H:%M:%S')}] gate {name}: held-in P(oracle | cluster) "
+              f"{summary['oracle_given_cluster']:.3f}, eval {held.summary['oracle_given_cluster']:.3f} (chance 0.167)",
+              flush=True)
+        run.save()
+
+
 def _sample_trajectories(eval_dir: Path, target: Path, n: int) -> None:
     """The first `n` trajectory logs of an evaluation (what the policy wrote, turn by turn), cut to the
     turns' text and the verdict: the evidence for why a policy resolves nothing."""
@@ -1048,9 +1130,13 @@ def paper(run: Run, inputs: PaperInputs) -> Any:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=["write-bench", "arms", "prep", "arm", "eval", "probe", "select", "paper", "all"])
+    p.add_argument("command", choices=["write-bench", "arms", "prep", "arm", "eval", "probe", "select", "gate", "paper",
+                                        "all"])
     p.add_argument("target", nargs="?", default="", help="write-bench: the .tar.xz to write")
-    p.add_argument("--scale", default="h200", choices=["h200", "smollm2", "tiny", "tiny-llama"])
+    p.add_argument("--scale", default="h200", choices=["h200", "smollm2", "testbed", "tiny", "tiny-llama"])
+    p.add_argument("--procedure-steps", type=int, default=6,
+                   help="scale testbed: the bench's procedure_steps K (write-bench builds it; every other command "
+                        "checks the carried bench has it)")
     p.add_argument("--home", default=os.environ.get("LR_HOME", "/tmp/skillgate-lr"),
                    help="state home (stage cache, experiments); the state between commands")
     p.add_argument("--bench", default="", help="the bench: write-bench's .tar.xz or a folder ('' = build it here)")
@@ -1088,6 +1174,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="eval: the first trajectory logs of each evaluation kept in out/eval/<method>/samples")
     p.add_argument("--probe-turn", default="call", choices=["call", "reasoning"],
                    help="select: the scored first turn of the selection probe")
+    p.add_argument("--gate-heldin", type=int, default=128, help="gate: held-in training prompts probed")
     p.add_argument("--no-block", action="store_true", help="do not block polars & co. (they are absent on the GPU anyway)")
     a = p.parse_args(argv)
     if not a.out:
@@ -1122,7 +1209,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.command == "write-bench":
         if not a.target:
             raise SystemExit("write-bench needs the .tar.xz path to write")
-        cfg = bench_config(a.scale)
+        cfg = bench_config(a.scale, a.procedure_steps)
         target = Path(a.target).resolve()
         target.parent.mkdir(parents=True, exist_ok=True)
         work = Path(a.home).resolve() / "write-bench"
@@ -1135,7 +1222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.command != "paper" and not a.bench:  # build it here first (CPU: benchgen needs polars and rank_bm25)
         built = Path(a.home).resolve() / "bench-built" / "bench"
         if not (built / "tasks.jsonl").is_file():
-            write_bench(bench_config(a.scale), built)
+            write_bench(bench_config(a.scale, a.procedure_steps), built)
         a.bench = str(built)
     if a.command != "paper" and not a.no_block:
         block_absent()
@@ -1153,6 +1240,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # the SFT policy's evaluation needs no RL data: an eval probe (or `eval --arms sft`) runs right
             # after SFT, before rl-data-prep spends the budget
             policy_only = a.command == "select" or (a.command == "probe" and not a.probe_grpo_steps)
+            if a.command == "gate":  # the baselines' table is the probe's held-in sample too
+                a.trained = tuple(Arm(b) for b in BASELINES)
             tables = () if policy_only else a.trained + ((PROBE_ARM,) if a.command == "probe" else ())
             paths = prep(run, tables)
             if a.command == "arm":
@@ -1168,6 +1257,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             elif a.command == "select":
                 base = Path(run.result["stages"]["init_model"]["outputs"]["base_model"])
                 select(run, base, paths)
+            elif a.command == "gate":
+                base = Path(run.result["stages"]["init_model"]["outputs"]["base_model"])
+                gate(run, base, paths)
             elif a.command == "all":  # the whole chain in one process (the CPU smoke)
                 for one in a.trained:
                     arm(run, paths, one)
