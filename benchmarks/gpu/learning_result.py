@@ -284,9 +284,13 @@ def scale_configs(scale: str) -> dict[str, Any]:
         return recipe_configs("learning-result")
     if scale == "testbed":
         # the learning testbed (deployments/recipes/testbed.toml): SmolLM2 on a stepped-procedure bench, the gate's
-        # SFT / BC / DPO; its bench's K comes with --procedure-steps (the collect turns follow it: the read, K
-        # steps, the answer and a recovery)
-        return recipe_configs("testbed")
+        # SFT / BC / DPO; its bench's K comes with --procedure-steps turns follow it: the read, K steps, the answer and a recovery); its GRPO (the premise probe's
+        # steps, and the draft of the learning result's arms) is the learning-result recipe's with turns for K and
+        # the held-in probe curve every 4 steps (Run sets the turns)
+        configs = recipe_configs("testbed")
+        configs["grpo"] = replace(recipe_configs("learning-result")["grpo"], episode_wall_clock_s=240.0, probe_every=4,
+                                  probe_tasks=32)
+        return configs
     if scale in ("tiny", "tiny-llama"):
         shape = {"architecture": "llama", "hidden_size": 36, "num_attention_heads": 9,
                  "num_key_value_heads": 3} if scale == "tiny-llama" else {"hidden_size": 32}
@@ -426,9 +430,10 @@ class Run:
                                        use_gpu=torch.cuda.is_available())
         if a.sft_steps:
             self.cfg["sft"] = replace(self.cfg["sft"], max_steps=a.sft_steps)
-        if a.scale == "testbed":  # the teacher's turns: the read, K steps, the answer and one recovery
+        if a.scale == "testbed":  # the turns: the read, K steps, the answer and one recovery
             self.cfg["collect"] = replace(self.cfg["collect"],
                                           max_turns=max(self.cfg["collect"].max_turns, a.procedure_steps + 4))
+            self.cfg["grpo"] = replace(self.cfg["grpo"], max_turns=max(self.cfg["grpo"].max_turns, a.procedure_steps + 4))
         if a.eval_repeats:
             self.cfg["eval"] = replace(self.cfg["eval"], demo_repeats=a.eval_repeats)
         if a.eval_batch:

