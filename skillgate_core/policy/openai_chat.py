@@ -22,7 +22,10 @@ re-sent).
 The endpoint is not trusted: a reply is read in chunks up to `max_reply_bytes` (never the whole
 body at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
 body that is not UTF-8, not JSON, nested too deep or shaped wrong is an EndpointError, never a raw
-exception (docs/security.md).
+exception (docs/security.md). A redirect (any 3xx) is never followed: it is an EndpointError naming
+the status and the Location's origin, so the request and its bearer token reach the configured URL
+only. What the server answers that is not a chat completion (an HTTP error, a body that is not one)
+is described by its content type and size, never quoted: the error is stored with the trial.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.policy.http_answers import described, redirect_origin
 
 __all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
 
@@ -123,20 +127,32 @@ class ChatTurn:
     """Wall time, retries included."""
 
 
-def _parse(url: str, data: Any) -> tuple[str, str, int, int]:
-    """(text, finish_reason, prompt_tokens, completion_tokens) of a decoded reply."""
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Every 3xx stays an answer (an HTTPError): following it would send the request, and urllib copies
+    the Authorization header with it, to whatever host the Location names."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def _parse(url: str, data: Any, what: str) -> tuple[str, str, int, int]:
+    """(text, finish_reason, prompt_tokens, completion_tokens) of a decoded reply; `what` describes the
+    body (http_answers.described) in an error, which never quotes it."""
     try:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         reason = str(choice.get("finish_reason") or "stop")
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise EndpointError(f"{url}: not a chat completion: {json.dumps(data)[:300]}") from None
+        raise EndpointError(f"{url}: not a chat completion ({what})") from None
     if not isinstance(text, str):
-        raise EndpointError(f"{url}: message.content is not text: {json.dumps(data)[:300]}")
+        raise EndpointError(f"{url}: message.content is not text but {type(text).__name__} ({what})")
     usage = data.get("usage") or {}
     counts = [usage.get(k) or 0 for k in ("prompt_tokens", "completion_tokens")] if isinstance(usage, dict) else [None]
     if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-        raise EndpointError(f"{url}: usage is not a pair of token counts: {json.dumps(usage)[:300]}")
+        raise EndpointError(f"{url}: usage is not a pair of token counts ({what})")
     return text, reason, int(counts[0] or 0), int(counts[1] or 0)
 
 
@@ -171,15 +187,15 @@ def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> b
         chunks.append(chunk)
 
 
-def _decode(url: str, body: bytes) -> Any:
+def _decode(url: str, body: bytes, what: str) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise EndpointError(f"{url}: the reply is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise EndpointError(f"{url}: the reply is not UTF-8 ({exc.reason} at byte {exc.start}; {what})") from None
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than Python parses
-        raise EndpointError(f"{url}: the reply is not JSON ({type(exc).__name__}): {text[:200]!r}") from None
+        raise EndpointError(f"{url}: the reply is not JSON ({type(exc).__name__}; {what})") from None
 
 
 def chat_completion(
@@ -207,24 +223,25 @@ def chat_completion(
         headers["Authorization"] = f"Bearer {key}"
     start = time.perf_counter()
     deadline = time.monotonic() + endpoint.deadline_s
-    body_bytes = b""
+    body_bytes, reply_headers = b"", None
     for attempt in range(endpoint.retries + 1):
         request = urllib.request.Request(endpoint.url, data=payload, headers=headers, method="POST")
         try:
             timeout = min(endpoint.timeout_s, _remaining(deadline, endpoint.url, endpoint.deadline_s))
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                body_bytes = _read_bounded(response, endpoint, deadline)
+            with _OPENER.open(request, timeout=timeout) as response:
+                body_bytes, reply_headers = _read_bounded(response, endpoint, deadline), response.headers
             break
         except urllib.error.HTTPError as exc:
-            try:
-                detail = exc.read(300).decode("utf-8", "replace")
-            except (OSError, http.client.HTTPException):
-                detail = ""
+            exc.close()  # its body is never read: an error names what it was, not what it said
+            if 300 <= exc.code < 400:
+                raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: a redirect to "
+                                    f"{redirect_origin(endpoint.url, exc.headers.get('Location'))}, not followed (the request "
+                                    "and its key go to the configured URL only)") from None
             # 504: a proxy stopped waiting, the model behind it may still be generating (never re-sent)
             if (exc.code == 429 or (exc.code >= 500 and exc.code != 504)) and attempt < endpoint.retries:
                 _backoff(attempt, deadline)
                 continue
-            raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: {detail}") from exc
+            raise EndpointError(f"{endpoint.url}: HTTP {exc.code} ({described(exc.headers)})") from None
         except http.client.IncompleteRead as exc:
             raise EndpointError(f"{endpoint.url}: the reply ended early ({len(exc.partial)} bytes, "
                                 f"{exc.expected} more expected)") from None
@@ -247,7 +264,8 @@ def chat_completion(
                                     "generating it)") from None
             raise EndpointError(f"{endpoint.url}: the connection ended before a reply ({type(exc).__name__}: "
                                 f"{exc}); not sent again: the server may still be running it") from None
-    text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes))
+    what = described(reply_headers, len(body_bytes))
+    text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes, what), what)
     return ChatTurn(text=text, finish="length" if reason == "length" else "stop", prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens, seconds=round(time.perf_counter() - start, 3))
 

@@ -39,7 +39,8 @@ not redraw the same tokens.
 
 A server is not trusted to be well-behaved: an answer is read in chunks up to `max_reply_bytes`, a
 request ends at `deadline_s` however slowly bytes arrive, and a malformed answer (not JSON, nested
-too deep, wrong shapes) is an SGLangError. Errors name the server URL. Only connection failures (the request never reached the server) are
+too deep, wrong shapes) is an SGLangError. Errors name the server URL. A redirect (3xx) is an
+SGLangError naming its status and the Location's origin: never followed, never taken for success. Only connection failures (the request never reached the server) are
 retried; a timeout or an error answer is raised at once, since the server may have acted on it.
 """
 
@@ -52,6 +53,7 @@ from typing import Any, Literal
 
 import httpx
 
+from skillgate_core.policy.http_answers import redirect_origin
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 
 __all__ = ["SGLangClient", "SGLangError", "parse_urls"]
@@ -108,7 +110,8 @@ class SGLangClient:
         self.retry_wait_s = retry_wait_s
         self.deadline_s = deadline_s
         self.max_reply_bytes = max_reply_bytes
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+        # follow_redirects=False (httpx's default, said here): a 3xx is an error (_request), never followed
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), follow_redirects=False)
 
     def close(self) -> None:
         self._http.close()
@@ -138,6 +141,10 @@ class SGLangClient:
                                   f"{self.timeout_s:g} s: {exc!r}") from exc
             except httpx.HTTPError as exc:
                 raise SGLangError(f"SGLang server {url}: {method} {path} failed: {exc!r}") from exc
+            if 300 <= response.status_code < 400:  # httpx follows none; a 3xx is no answer to act on either
+                raise SGLangError(f"SGLang server {url} answered HTTP {response.status_code} to {method} {path}: a "
+                                  f"redirect to {redirect_origin(url + path, response.headers.get('Location'))}, "
+                                  "not followed (requests go to the configured servers only)")
             if response.status_code >= 400:
                 raise SGLangError(f"SGLang server {url} answered HTTP {response.status_code} to {method} {path}: "
                                   f"{response.text[:500]}")
