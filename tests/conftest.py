@@ -32,6 +32,10 @@ os.environ["SKILLGATE_HOME"] = _SESSION_HOME
 os.environ.setdefault(
     "TORCH_EXTENSIONS_DIR", str(Path(tempfile.gettempdir()) / f"skillgate-torch-extensions-{os.getuid()}")
 )
+# The tests' endpoints are fakes: a developer's real key must never reach them, and a key set without its
+# list of base URLs would be refused (skillgate_core/policy/endpoint_keys.py); tests set their own.
+for _name in [k for k in os.environ if k == "OPENAI_API_KEY" or (k.startswith("SKILLGATE_") and k.endswith("_API_KEY"))]:
+    del os.environ[_name]
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation, token_counts
         from skillgate_core.evaluation.specs import build_protocol, load_spec
-        from skillgate_core.policy.openai_chat import check_api_key_env
+        from skillgate_core.policy.endpoint_keys import check_api_key_env, check_key_destination
         from warehouse.evaluations import WarehouseEvalObserver
 
         if device not in ("auto", "cpu", "cuda"):
@@ -140,6 +140,10 @@ def register(app: typer.Typer) -> None:
                 check_api_key_env(api_key_env, "--api-key-env")
             except ValueError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
+            try:  # the key in --api-key-env goes only to the base URLs listed beside it (docs/deploy.md)
+                check_key_destination(api_key_env, policy, "endpoint")
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--policy") from None
             if not model:
                 raise typer.BadParameter("an endpoint URL needs the served model's name", param_hint="--model")
         if tokenizer and not any((Path(tokenizer).expanduser() / f).is_file()

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import re
 import socket
 import time
 import urllib.error
@@ -43,24 +41,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.policy.endpoint_keys import KeyDestinationError, check_api_key_env, sendable_key
 from skillgate_core.policy.http_answers import described, redirect_origin
 
-__all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
-
-# Which variable's value is sent as the bearer token is a run parameter (a recipe, a deployment's
-# overrides, a CLI flag), so it may only name a key meant for an endpoint: never HOME, a cloud
-# credential or any other secret of the worker's environment (docs/security.md).
-_API_KEY_ENV = re.compile(r"OPENAI_API_KEY|SKILLGATE_[A-Z0-9]+(?:_[A-Z0-9]+)*_API_KEY")
-API_KEY_ENV_RULE = "OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (<NAME>: A-Z, 0-9, single underscores)"
-
-
-def check_api_key_env(name: object, field: str = "api_key_env") -> str:
-    """`name` if it is on the allow-list of key variables, else ValueError naming `field`."""
-    if not isinstance(name, str) or not _API_KEY_ENV.fullmatch(name):
-        raise ValueError(f"{field}: {name!r} may not be sent to an endpoint; expected {API_KEY_ENV_RULE}, "
-                         "set where the worker runs")
-    return name
-
+__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion"]
 
 class EndpointError(RuntimeError):
     """The endpoint failed or answered something that is not a chat completion."""
@@ -77,7 +61,8 @@ class OpenAIEndpoint:
     """Model name sent with every request."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the bearer token (unset or empty: no Authorization header); only
-    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env)."""
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env), and sent only to an origin its
+    PREFIX_BASE_URLS lists (policy.endpoint_keys)."""
     timeout_s: PositiveFloat = 600.0
     """Request timeout: the longest wait for the server to answer or send more bytes. A server that does
     not stream sends nothing until the whole turn is generated, so set this above the slowest turn
@@ -209,7 +194,8 @@ def chat_completion(
     api_key: str | None = None,
 ) -> ChatTurn:
     """One chat completion (module docstring). `api_key`: the bearer token itself, for a caller that
-    holds one ("" sends none); None reads the environment variable the endpoint names."""
+    holds one and has checked where it goes ("" sends none); None reads the environment variable the
+    endpoint names, and refuses a base URL that variable's PREFIX_BASE_URLS does not list."""
     body: dict[str, Any] = {"model": endpoint.model, "messages": [dict(m) for m in messages],
                             "temperature": temperature, "max_tokens": int(max_tokens)}
     if top_p is not None:
@@ -218,7 +204,10 @@ def chat_completion(
         body["seed"] = int(seed) % (2**31)  # servers take a 32-bit seed
     payload = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get(endpoint.api_key_env, "") if api_key is None else api_key
+    try:  # a key set on the worker goes to the base URLs listed beside it only (policy.endpoint_keys)
+        key = sendable_key(endpoint.api_key_env, endpoint.base_url) if api_key is None else api_key
+    except KeyDestinationError as exc:
+        raise EndpointError(f"{endpoint.url}: not sent: {exc}") from None
     if key:
         headers["Authorization"] = f"Bearer {key}"
     start = time.perf_counter()

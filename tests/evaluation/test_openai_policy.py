@@ -31,6 +31,7 @@ def test_client_retries_busy_servers_and_reports_errors(monkeypatch):
     answers = iter([429, 503, ("ok <tool_call>{}", "length")])
     with ChatServer(lambda body: next(answers)) as server:
         monkeypatch.setenv("SKILLGATE_TEST_API_KEY", "sk-test")
+        monkeypatch.setenv("SKILLGATE_TEST_BASE_URLS", server.base_url)
         endpoint = OpenAIEndpoint(base_url=server.base_url, model="m", api_key_env="SKILLGATE_TEST_API_KEY",
                                   retries=2)
         turn = chat_completion(endpoint, MESSAGES, temperature=0.5, top_p=0.9, max_tokens=7, seed=2**40 + 3)
