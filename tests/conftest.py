@@ -49,6 +49,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def test_folders_are_input_dirs(tmp_path_factory):
+    """The session's fixtures (the small bench, the tiny models, a test's recipe files) live in pytest's
+    temp folders, outside each test's SKILLGATE_HOME: listed as the worker's input folders, as a user lists
+    theirs (base.run_paths). tests/pipeline/test_run_paths.py unsets it to check the rule itself."""
+    os.environ["SKILLGATE_INPUT_DIRS"] = str(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
     """A real (temporary) Prefect server for the whole session; cold start on 2 cores can exceed 60 s."""

@@ -46,6 +46,7 @@ retried; a timeout or an error answer is raised at once, since the server may ha
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,7 +57,7 @@ import httpx
 from skillgate_core.policy.http_answers import redirect_origin
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 
-__all__ = ["SGLangClient", "SGLangError", "parse_urls"]
+__all__ = ["ENV_SGLANG_URLS", "SGLangClient", "SGLangError", "parse_urls", "worker_sglang_urls"]
 
 
 class SGLangError(RuntimeError):
@@ -73,6 +74,24 @@ def parse_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"SGLang server URL {url!r} must start with http:// or https://")
     return out
+
+
+ENV_SGLANG_URLS = "SKILLGATE_SGLANG_URLS"
+"""The SGLang servers a worker's GRPO runs sample from and push weights to: worker configuration (an
+environment variable where the worker runs), never a run parameter, which anyone who can start a run sets."""
+
+
+def worker_sglang_urls() -> tuple[str, ...]:
+    """The servers SKILLGATE_SGLANG_URLS lists (parse_urls); ValueError naming the variable when it is
+    unset or malformed."""
+    raw = os.environ.get(ENV_SGLANG_URLS, "")
+    if not raw.strip():
+        raise ValueError(f"{ENV_SGLANG_URLS} is not set where the worker runs: set it to the SGLang servers' base "
+                         "URLs, comma-separated (e.g. http://127.0.0.1:30000; infra/sglang_server.sh starts one)")
+    try:
+        return parse_urls(raw)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_SGLANG_URLS}: {exc}") from None
 
 
 def _shares(n: int, k: int) -> list[tuple[int, int]]:
