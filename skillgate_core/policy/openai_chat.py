@@ -19,8 +19,9 @@ and a re-send would pile a second generation onto a server that is already too s
 is not retried raises EndpointError naming the URL and why (a timeout says so and says it was not
 re-sent).
 
-The endpoint is not trusted: a reply is read in chunks up to `max_reply_bytes` (never the whole
-body at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
+The endpoint is not trusted: a reply is read in chunks up to what its max_tokens can need
+(`reply_limit`: 256 bytes a token + 64 KiB) and never past `max_reply_bytes` (never the whole body
+at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
 body that is not UTF-8, not JSON, nested too deep or shaped wrong is an EndpointError, never a raw
 exception (docs/security.md). A redirect (any 3xx) is never followed: it is an EndpointError naming
 the status and the Location's origin, so the request and its bearer token reach the configured URL
@@ -44,7 +45,7 @@ from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, Pos
 from skillgate_core.policy.endpoint_keys import KeyDestinationError, check_api_key_env, sendable_key
 from skillgate_core.policy.http_answers import described, redirect_origin
 
-__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion"]
+__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "reply_limit"]
 
 class EndpointError(RuntimeError):
     """The endpoint failed or answered something that is not a chat completion."""
@@ -79,7 +80,8 @@ class OpenAIEndpoint:
     """Total time of one call, every attempt and the reading of the reply included: a server that
     drips bytes cannot hold an episode (or a SIGTERM) longer than this."""
     max_reply_bytes: PositiveInt = 16 * 2**20
-    """Largest reply body read; a longer one is an error, read no further."""
+    """Largest reply body read, whatever max_tokens; a longer one is an error, read no further. A call reads at
+    most what its max_tokens can need (reply_limit) when that is less."""
     concurrency: PositiveInt = 16
     """Requests in flight at once (one per active episode, up to this many)."""
 
@@ -148,12 +150,29 @@ def _remaining(deadline: float, url: str, budget: float) -> float:
     return left
 
 
-def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> bytes:
-    """The body, read in chunks: at most max_reply_bytes, and never past the deadline."""
-    limit, url = endpoint.max_reply_bytes, endpoint.url
+REPLY_BYTES_PER_TOKEN = 256
+"""Reply bytes a completion token may take, JSON escaping included (a long token of \\uXXXX-escaped
+characters): with REPLY_BYTES_OVERHEAD, the most a reply of `max_tokens` tokens can need."""
+REPLY_BYTES_OVERHEAD = 64 * 2**10
+"""Reply bytes besides the completion's text (ids, usage, a reasoning field's framing, whitespace)."""
+
+
+def reply_limit(endpoint: OpenAIEndpoint, max_tokens: int) -> tuple[int, str]:
+    """(the most bytes a reply to `max_tokens` is read to, why that many). A server that ignores max_tokens
+    by far is refused after that many bytes: never read, decoded, parsed and tokenized whole (a 15 MB reply
+    to a 1,024-token turn cost 3 GB of memory, to keep 1,024 tokens of it)."""
+    need = REPLY_BYTES_OVERHEAD + max(1, int(max_tokens)) * REPLY_BYTES_PER_TOKEN
+    if need < endpoint.max_reply_bytes:
+        return need, f", the most max_tokens {int(max_tokens)} allows ({REPLY_BYTES_PER_TOKEN} a token)"
+    return endpoint.max_reply_bytes, ""
+
+
+def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float, max_tokens: int) -> bytes:
+    """The body, read in chunks: at most reply_limit's bytes, and never past the deadline."""
+    (limit, why), url = reply_limit(endpoint, max_tokens), endpoint.url
     declared = response.headers.get("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise EndpointError(f"{url}: reply is larger than {limit} bytes (Content-Length {declared})")
+        raise EndpointError(f"{url}: reply is larger than {limit} bytes{why} (Content-Length {declared})")
     sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # to shorten its timeout to the deadline
     chunks: list[bytes] = []
     size = 0
@@ -168,7 +187,7 @@ def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> b
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise EndpointError(f"{url}: reply is larger than {limit} bytes; read no further")
+            raise EndpointError(f"{url}: reply is larger than {limit} bytes{why}; read no further")
         chunks.append(chunk)
 
 
@@ -218,7 +237,7 @@ def chat_completion(
         try:
             timeout = min(endpoint.timeout_s, _remaining(deadline, endpoint.url, endpoint.deadline_s))
             with _OPENER.open(request, timeout=timeout) as response:
-                body_bytes, reply_headers = _read_bounded(response, endpoint, deadline), response.headers
+                body_bytes, reply_headers = _read_bounded(response, endpoint, deadline, max_tokens), response.headers
             break
         except urllib.error.HTTPError as exc:
             exc.close()  # its body is never read: an error names what it was, not what it said
