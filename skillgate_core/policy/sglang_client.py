@@ -120,8 +120,13 @@ class SGLangClient:
         retry_wait_s: float = 1.0,
         deadline_s: float = 1800.0,
         max_reply_bytes: int = 1 << 30,
+        health_timeout_s: float = 10.0,
     ) -> None:
         self.urls = parse_urls(urls)
+        # /health answers at once or not at all: a server that took the connection and stays silent is not
+        # healthy, and must not hold a run's start (every rank checks before its first rollout) for timeout_s
+        self.health_timeout_s = health_timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer)
         self.timeout_s = timeout_s
@@ -143,12 +148,15 @@ class SGLangClient:
 
     # -- transport -------------------------------------------------------------------------------
 
-    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None) -> httpx.Response:
-        """One HTTP exchange; retried only while the connection itself fails; errors name the URL."""
+    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None,
+                 timeout_s: float | None = None) -> httpx.Response:
+        """One HTTP exchange (waiting `timeout_s`, default the client's timeout_s, for each part of the answer);
+        retried only while the connection itself fails; errors name the URL."""
         attempts = self.connect_retries + 1
+        wait = self.timeout_s if timeout_s is None else timeout_s
         for attempt in range(attempts):
             try:
-                response = self._bounded(url, method, path, body)
+                response = self._bounded(url, method, path, body, wait)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt + 1 == attempts:
                     raise SGLangError(f"SGLang server {url} is unreachable ({method} {path}, {attempts} attempts): "
@@ -157,7 +165,7 @@ class SGLangClient:
                 continue
             except httpx.TimeoutException as exc:
                 raise SGLangError(f"SGLang server {url} gave no answer to {method} {path} within "
-                                  f"{self.timeout_s:g} s: {exc!r}") from exc
+                                  f"{wait:g} s: {exc!r}") from exc
             except httpx.HTTPError as exc:
                 raise SGLangError(f"SGLang server {url}: {method} {path} failed: {exc!r}") from exc
             if 300 <= response.status_code < 400:  # httpx follows none; a 3xx is no answer to act on either
@@ -170,10 +178,12 @@ class SGLangClient:
             return response
         raise AssertionError("unreachable")
 
-    def _bounded(self, url: str, method: Literal["GET", "POST"], path: str, body: object) -> httpx.Response:
+    def _bounded(self, url: str, method: Literal["GET", "POST"], path: str, body: object,
+                 timeout_s: float) -> httpx.Response:
         """One exchange whose answer is read in chunks: at most max_reply_bytes, never past deadline_s."""
         deadline = time.monotonic() + self.deadline_s
-        with self._http.stream(method, url + path, json=body) as response:
+        timeout = httpx.Timeout(timeout_s, connect=self.connect_timeout_s)
+        with self._http.stream(method, url + path, json=body, timeout=timeout) as response:
             chunks, size = [], 0
             for chunk in response.iter_bytes():  # decoded: what the answer costs in memory
                 size += len(chunk)
@@ -213,8 +223,9 @@ class SGLangClient:
     # -- health and info -------------------------------------------------------------------------
 
     def check_health(self) -> None:
-        """GET /health on every server; raises SGLangError naming the first one that is not healthy."""
-        self._each(lambda url: self._request(url, "GET", "/health"))
+        """GET /health on every server, each given health_timeout_s to answer; raises SGLangError naming the
+        first one that is not healthy."""
+        self._each(lambda url: self._request(url, "GET", "/health", timeout_s=self.health_timeout_s))
 
     def wait_until_healthy(self, timeout_s: float = 600.0, poll_s: float = 2.0) -> None:
         """Poll /health until every server answers (a server loading a large model takes minutes)."""
