@@ -118,7 +118,7 @@ def test_an_evaluation_records_a_hostile_endpoints_trials_as_errors(skillgate_ho
     from skillgate_core.evaluation.specs import build_protocol, load_spec
 
     resolved = build_protocol(load_spec(tiny_spec), bench)
-    with HostileServer("deep") as server:
+    with HostileServer("not_json") as server:  # ("deep", 200 KB, is now refused by its size at these max_tokens)
         ref = resolve_policy(server.base_url, root=state_layout().experiments, model="hostile",
                              endpoint_options={"retries": 0})
         result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, tokenizer=str(tiny_model_dir)),
