@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Mapping
+from typing import Protocol
 
-__all__ = ["described", "redirect_origin"]
+__all__ = ["Headers", "described", "redirect_origin"]
 
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64}")
 _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
 
 
-def described(headers: Mapping[str, str] | None, size: int | None = None) -> str:
+class Headers(Protocol):
+    """What is read of an answer's headers: urllib's message, httpx's headers or a plain dict."""
+
+    def get(self, name: str, /) -> object: ...
+
+
+def described(headers: Headers | None, size: int | None = None) -> str:
     """'MEDIA/TYPE, N bytes': the Content-Type's media type when it is one (else said so) and `size`
     (the bytes read) or else the declared Content-Length."""
     raw = str(headers.get("Content-Type") or "").partition(";")[0].strip() if headers is not None else ""
