@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             generate_from_skill,
         )
         from skillgate_core.envs.backends import BACKENDS, is_backend
-        from skillgate_core.policy.openai_chat import check_api_key_env
+        from skillgate_core.policy.endpoint_keys import check_api_key_env, check_key_destination
 
         if not is_backend(backend):
             raise typer.BadParameter(f"expected one of {', '.join(BACKENDS)}, got {backend!r}", param_hint="--backend")
@@ -149,6 +149,10 @@ def register(app: typer.Typer) -> None:
             check_api_key_env(api_key_env, "--api-key-env")
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
+        try:  # the key goes only to the base URLs listed beside it (docs/deploy.md, "Endpoint keys")
+            check_key_destination(api_key_env, base_url, "endpoint")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--base-url") from None
         client = ChatClient(base_url=base_url, model=model, api_key=os.environ.get(api_key_env, ""))
         table = Table(title=f"SkillGym generation -> {out}")
         for col in ("skill", "structure", "verdict", "rounds", "tokens in/out", "cost $", "reason"):

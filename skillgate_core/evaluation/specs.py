@@ -39,7 +39,7 @@ from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, read_slate, snapshot_digest
 
 __all__ = ["SPECS_DIR", "ProtocolSpec", "ProtocolTask", "ResolvedProtocol", "build_protocol", "list_specs",
-           "load_spec"]
+           "load_spec", "spec_path"]
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 """The shipped protocol spec files (eval70_v1.toml, slate147.toml)."""
@@ -148,10 +148,16 @@ def list_specs() -> list[str]:
     return sorted(p.stem for p in SPECS_DIR.glob("*.toml"))
 
 
+def spec_path(name_or_path: str | Path) -> Path:
+    """The file `load_spec(name_or_path)` reads: a shipped spec's, or the .toml file named."""
+    text = str(name_or_path)
+    return Path(text) if (text.endswith(".toml") or Path(text).is_file()) else SPECS_DIR / f"{text}.toml"
+
+
 def load_spec(name_or_path: str | Path) -> ProtocolSpec:
     """A spec by shipped name (eval70_v1, slate147) or by path to a .toml file."""
     text = str(name_or_path)
-    path = Path(text) if (text.endswith(".toml") or Path(text).is_file()) else SPECS_DIR / f"{text}.toml"
+    path = spec_path(text)
     if not path.is_file():
         raise ConfigError(f"no protocol spec '{text}' ({path} missing); shipped: {', '.join(list_specs())}")
     try:
