@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 
@@ -47,6 +47,16 @@ class BenchBuildConfig:
     """With gate=sample: tasks per family and split that are gated."""
     gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
+    audit_margin: NonNegativeFloat = 0.05
+    """Shortcut audit (benchgen.audit, every build): a name-only or position-only predictor fails a split when
+    its accuracy exceeds chance by more than max(audit_margin, audit_z standard errors of chance over the
+    split's units). 0.05 is 5 points over a chance of 1/6 (a 30% relative lift; the old bench's `-steps` skew
+    gave a train-fitted suffix model +9.4 points in-sample) and the binding bound on the 1,056 training tasks,
+    where 3 standard errors of 1/16 are 2.2 points; on the small evaluation splits the noise term binds."""
+    audit_z: NonNegativeFloat = 3.0
+    """Standard errors of a predictor that knows nothing the audit allows on a split: eval70_v1's 70 tasks put
+    one of 1/16 at 2.9 points, so a flat 0.05 would fail a shortcut-free suite on noise alone about one
+    build in ten; at 3 a check fails on noise about once in a thousand (docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
