@@ -167,15 +167,16 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.benchgen.audit import audit_bench, audit_settings
 
         folder = _bench_folder(bench)
-        margin, z = audit_settings(folder)
-        report = audit_bench(folder, margin, z)
+        margin, alpha = audit_settings(folder)
+        report = audit_bench(folder, margin, alpha)
         if as_json:
             print(json.dumps(report, indent=2, sort_keys=True))
         else:
             console.print(f"suite {folder} (digest {report['suite_digest'][:12]})", highlight=False)
             console.print(_audit_table(report))
-            console.print(f"rule: {report['rule']}; margin {margin}, z {z}; units: skills (name), tasks "
-                          "(position); slate.* predictors are held to the cluster-level chance", highlight=False)
+            console.print(f"rule: {report['rule']}; margin {margin}, alpha {alpha}; units: skills (name), tasks "
+                          "(position); slate.* predictors are held to the cluster-level chance; train is "
+                          "cross-fitted by domain", highlight=False)
             spread = max((b["spread"] for families in report["suffix_balance"].values() for b in families.values()),
                          default=0)
             console.print(f"oracle suffixes per family and split: skill counts differ by at most {spread}",

@@ -1,6 +1,6 @@
 """The shortcut audit of a built suite: can names alone, or slate positions alone, find the oracle?
 
-    report = audit_bench(Path("bench"), margin=0.05, z=3.0)    # -> audit.json's content
+    report = audit_bench(Path("bench"), margin=0.05, alpha=0.001)   # -> audit.json's content
     check_audit(report)                                          # AuditError naming what fails, if anything
 
 Each predictor of `audit_predictors` is fitted on the TRAINING split's tasks (choice_model: smoothed
@@ -15,13 +15,13 @@ cluster-level chance instead (audit_predictors, `bar`).
 
 The rule (docs/benchmarks.md, The shortcut audit): a predictor fails on a split iff
 
-    accuracy - chance > max(margin, z * sqrt(chance * (1 - chance) / units))
+    accuracy - chance > margin   and   P(Binomial(units, chance) >= floor(accuracy * units)) < alpha
 
 `units` are the split's independent draws: distinct oracle skills for a name predictor (a skill's tasks
-share its names), tasks for a position predictor (each slate is shuffled on its own). The z term is
-the binomial noise of a predictor that knows nothing, which on the small splits is larger than the
-margin (eval70_v1's 16 skills: 3 standard errors of 1/6 are 0.28); the margin is the shortcut size
-that counts wherever the noise is smaller. A skew that is only the noise of independent draws does not
+share its names), tasks for a position predictor (each slate is shuffled on its own). The margin is the
+shortcut size that counts; the tail probability (`p_value`) keeps a predictor that knows nothing from
+failing on the noise of a small split (eval70_v1's 70 slates: a position predictor clears chance + 0.05
+by luck in 7-11% of suites, a p-value below 0.001 once in a thousand). A skew that is only the noise of independent draws does not
 carry from one domain to another, yet a policy trained on the whole split learns it, so the audit also
 checks the draws themselves (audit_balance: each (family, split)'s oracle-suffix counts differ by at
 most one). On the default suite every name predictor scores chance exactly (its draws are balanced:
@@ -54,7 +54,7 @@ __all__ = ["AUDIT_FORMAT", "AuditError", "audit_bench", "audit_failures", "audit
 
 AUDIT_FORMAT = "skillgate-bench-audit/1"
 FIT_SPLIT = "train"
-RULE = "fail iff accuracy - chance > max(margin, z * sqrt(chance * (1 - chance) / units))"
+RULE = "fail iff accuracy - chance > margin and P(Binomial(units, chance) >= floor(accuracy * units)) < alpha"
 
 
 class AuditError(GenerationError):
@@ -77,21 +77,34 @@ def _round(x: float) -> float:
     return round(x, 6)
 
 
+def _binomial_tail(n: int, p: float, k: int) -> float:
+    """P(Binomial(n, p) >= k), summed in log space (n is up to a split's 1,000+ tasks)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0:
+        return 0.0
+    if p >= 1:
+        return 1.0 if k <= n else 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    return min(1.0, math.fsum(math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                                       + i * log_p + (n - i) * log_q) for i in range(k, n + 1)))
+
+
 def _verdict(predictor: Predictor, tasks: list[AuditTask], choices: list[Choice], hits: list[float],
-             margin: float, z: float) -> dict[str, Any]:
-    """One predictor on one split: accuracy, chance, the allowance and whether it passes."""
+             margin: float, alpha: float) -> dict[str, Any]:
+    """One predictor on one split: accuracy, chance, the binomial tail and whether it passes."""
     accuracy = sum(hits) / len(tasks)
     chance = sum(1 / len(c.candidates) for c in choices) / len(tasks)
     cluster_chance = sum(1 / len(cluster_indices(t)) for t in tasks) / len(tasks)
     bar = cluster_chance if predictor.bar == "cluster" else chance
     units = len({t.oracle for t in tasks}) if predictor.kind == "name" else len(tasks)
-    allowance = max(margin, z * math.sqrt(bar * (1 - bar) / units))
+    p_value = _binomial_tail(units, bar, math.floor(accuracy * units + 1e-9))
     by_family: dict[str, list[float]] = {}
     for task, hit in zip(tasks, hits, strict=True):
         by_family.setdefault(task.family, []).append(hit)
     out = {"tasks": len(tasks), "units": units, "accuracy": _round(accuracy), "chance": _round(chance),
-           "bar": _round(bar), "excess": _round(accuracy - bar), "allowance": _round(allowance),
-           "passed": accuracy - bar <= allowance,
+           "bar": _round(bar), "excess": _round(accuracy - bar), "p_value": float(f"{p_value:.4g}"),
+           "passed": not (accuracy - bar > margin and p_value < alpha),
            "by_family": {f: _round(sum(h) / len(h)) for f, h in sorted(by_family.items())}}
     if predictor.bar == "cluster":
         out["cluster_chance"] = _round(cluster_chance)
@@ -119,7 +132,7 @@ def _cross_fitted(choices: list[Choice], folds: list[list[int]]) -> list[float]:
 
 
 def _audit_predictor(predictor: Predictor, by_split: dict[str, list[AuditTask]], splits: list[str],
-                     margin: float, z: float) -> dict[str, Any]:
+                     margin: float, alpha: float) -> dict[str, Any]:
     choices = {s: [predictor.choice(t) for t in by_split[s]] for s in splits}
     model = fit_choices(choices[FIT_SPLIT])
     hits = {s: [expected_accuracy(model, c) for c in choices[s]] for s in splits}
@@ -129,10 +142,10 @@ def _audit_predictor(predictor: Predictor, by_split: dict[str, list[AuditTask]],
         hits[FIT_SPLIT] = _cross_fitted(choices[FIT_SPLIT], folds)
     return {"kind": predictor.kind, "candidates": predictor.candidates, "about": predictor.about,
             "train_in_sample": _round(in_sample),
-            "splits": {s: _verdict(predictor, by_split[s], choices[s], hits[s], margin, z) for s in splits}}
+            "splits": {s: _verdict(predictor, by_split[s], choices[s], hits[s], margin, alpha) for s in splits}}
 
 
-def audit_tasks(tasks: Iterable[AuditTask], margin: float, z: float, digest: str = "") -> dict[str, Any]:
+def audit_tasks(tasks: Iterable[AuditTask], margin: float, alpha: float, digest: str = "") -> dict[str, Any]:
     """The audit report over these tasks (module docstring); `digest` names the suite audited."""
     tasks = list(tasks)
     by_split: dict[str, list[AuditTask]] = {}
@@ -143,9 +156,9 @@ def audit_tasks(tasks: Iterable[AuditTask], margin: float, z: float, digest: str
     splits = [s for s in SPLITS if by_split.get(s)] + sorted(set(by_split) - set(SPLITS))
     report: dict[str, Any] = {
         "format": AUDIT_FORMAT, "suite_digest": digest, "fitted_on": FIT_SPLIT, "rule": RULE,
-        "margin": margin, "z": z,
+        "margin": margin, "alpha": alpha,
         "splits": {s: {"tasks": len(by_split[s]), "skills": len({t.oracle for t in by_split[s]})} for s in splits},
-        "predictors": {p.name: _audit_predictor(p, by_split, splits, margin, z) for p in PREDICTORS.values()},
+        "predictors": {p.name: _audit_predictor(p, by_split, splits, margin, alpha) for p in PREDICTORS.values()},
         "suffix_balance": suffix_balance(tasks),
     }
     report["failures"] = audit_failures(report)
@@ -154,29 +167,30 @@ def audit_tasks(tasks: Iterable[AuditTask], margin: float, z: float, digest: str
 
 
 def audit_failures(report: dict[str, Any]) -> list[str]:
-    """One line per failing (predictor, split) with its accuracy, chance, margin and allowance, then one per
+    """One line per failing (predictor, split) with its accuracy, chance, margin and p-value, then one per
     unbalanced suffix draw."""
     lines = []
     for name, predictor in report["predictors"].items():
         for split, r in predictor["splits"].items():
             if not r["passed"]:
                 lines.append(f"{name} on {split}: accuracy {r['accuracy']:.4f} vs chance {r['bar']:.4f}, excess "
-                             f"{r['excess']:+.4f} > allowance {r['allowance']:.4f} (margin {report['margin']}; "
-                             f"z {report['z']} standard errors over {r['units']} units)")
+                             f"{r['excess']:+.4f} > margin {report['margin']}, p-value {r['p_value']:.2g} < alpha "
+                             f"{report['alpha']} over {r['units']} units")
     return lines + balance_failures(report["suffix_balance"])
 
 
-def audit_bench(bench: Path, margin: float, z: float, digest: str | None = None) -> dict[str, Any]:
+def audit_bench(bench: Path, margin: float, alpha: float, digest: str | None = None) -> dict[str, Any]:
     """The audit report of the suite at `bench` (its digest computed unless given)."""
-    return audit_tasks(load_audit_tasks(bench), margin, z, digest if digest is not None else suite_digest(bench))
+    return audit_tasks(load_audit_tasks(bench), margin, alpha, digest if digest is not None else suite_digest(bench))
 
 
 def audit_settings(bench: Path) -> tuple[float, float]:
-    """(margin, z) the suite at `bench` was built with (suite.json's config); BenchBuildConfig's defaults for a
-    suite built before the audit existed."""
+    """(margin, alpha) the suite at `bench` was built with (suite.json's config); BenchBuildConfig's defaults
+    for a suite built before the audit existed."""
     config = json.loads((bench / "suite.json").read_text(encoding="utf-8")).get("config", {})
     defaults = BenchBuildConfig()
-    return (float(config.get("audit_margin", defaults.audit_margin)), float(config.get("audit_z", defaults.audit_z)))
+    return (float(config.get("audit_margin", defaults.audit_margin)),
+            float(config.get("audit_alpha", defaults.audit_alpha)))
 
 
 def write_audit(bench: Path, report: dict[str, Any]) -> Path:

@@ -46,7 +46,7 @@ def build_bench(config: BenchBuildConfig, inputs: Mapping[str, Path], out_dir: P
                           progress=progress)
     metrics: dict = {"digest": summary.digest, "tasks": summary.tasks, "skills": summary.skills,
                      "counts": summary.counts}
-    audit = audit_bench(bench, config.audit_margin, config.audit_z, digest=summary.digest)
+    audit = audit_bench(bench, config.audit_margin, config.audit_alpha, digest=summary.digest)
     write_audit(bench, audit)
     check_audit(audit)
     metrics["audit"] = {"passed": audit["passed"], "max_excess": max(

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.base.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    Probability,
+    check_ranges,
+)
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 
@@ -48,15 +54,16 @@ class BenchBuildConfig:
     gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
     audit_margin: NonNegativeFloat = 0.05
-    """Shortcut audit (benchgen.audit, every build): a name-only or position-only predictor fails a split when
-    its accuracy exceeds chance by more than max(audit_margin, audit_z standard errors of chance over the
-    split's units). 0.05 is 5 points over a chance of 1/6 (a 30% relative lift; the old bench's `-steps` skew
-    gave a train-fitted suffix model +9.4 points in-sample) and the binding bound on the 1,056 training tasks,
-    where 3 standard errors of 1/16 are 2.2 points; on the small evaluation splits the noise term binds."""
-    audit_z: NonNegativeFloat = 3.0
-    """Standard errors of a predictor that knows nothing the audit allows on a split: eval70_v1's 70 tasks put
-    one of 1/16 at 2.9 points, so a flat 0.05 would fail a shortcut-free suite on noise alone about one
-    build in ten; at 3 a check fails on noise about once in a thousand (docs/benchmarks.md)."""
+    """Shortcut audit (benchgen.audit, every build): the accuracy over chance at which a name-only or
+    position-only predictor counts as a shortcut, 5 points (a 30% lift over a chance of 1/6). A predictor fails
+    a split when it exceeds chance by more than this AND chance would reach its hits with probability below
+    audit_alpha. On the training split's 1,056 tasks the margin binds (0.05 over 1/16 is 5 standard errors);
+    on eval70_v1's 70 slates a predictor that knows nothing clears it by luck in 7-11% of suites, so there
+    the p-value binds."""
+    audit_alpha: Probability = 0.001
+    """The binomial tail probability under chance below which an excess over audit_margin fails the audit:
+    at 0.001, the 40-odd checks of a shortcut-free suite fail it rarely (none of 14 seeds measured); a
+    planted leak (every oracle one suffix) has p < 1e-6 on the default splits."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
