@@ -3,8 +3,8 @@
     report = audit_bench(Path("bench"), margin=0.05, alpha=0.001)   # -> audit.json's content
     check_audit(report)                                          # AuditError naming what fails, if anything
 
-Each predictor of `audit_predictors` is fitted on the TRAINING split's tasks (choice_model: smoothed
-frequencies, ties counted fractionally) and scored on every split. eval70_v1 and slate147 are scored
+Each predictor of `audit_predictors` is fitted on the TRAINING split's tasks (choice_model: answer rates
+per token, ties counted fractionally) and scored on every split. eval70_v1 and slate147 are scored
 by the model fitted on every training task. The training split itself is cross-fitted: each domain's
 training tasks are scored by the model fitted on the other domains' (each skill by the others' when
 the suite has one domain), because a model scored on the tasks it was fitted on also finds what it
@@ -20,12 +20,13 @@ The rule (docs/benchmarks.md, The shortcut audit): a predictor fails on a split 
 `units` are the split's independent draws: distinct oracle skills for a name predictor (a skill's tasks
 share its names), tasks for a position predictor (each slate is shuffled on its own). The margin is the
 shortcut size that counts; the tail probability (`p_value`) keeps a predictor that knows nothing from
-failing on the noise of a small split (eval70_v1's 70 slates: a position predictor clears chance + 0.05
-by luck in 7-11% of suites, a p-value below 0.001 once in a thousand). A skew that is only the noise of independent draws does not
-carry from one domain to another, yet a policy trained on the whole split learns it, so the audit also
-checks the draws themselves (audit_balance: each (family, split)'s oracle-suffix counts differ by at
-most one). On the default suite every name predictor scores chance exactly (its draws are balanced:
-balanced_draws).
+failing on the noise of a small split: on eval70_v1's 70 slates a position predictor clears chance +
+0.05 by luck in 7-11% of suites, and the tail keeps each check's false alarms under 1 in 1,000.
+
+A skew that is only the noise of independent draws does not carry from one domain to another, yet a
+policy trained on the whole split learns it, so the audit also checks the draws themselves
+(audit_balance: each (family, split)'s oracle-suffix counts differ by at most one). On the default
+suite every name predictor scores chance exactly (its draws are balanced: balanced_draws).
 
 The report holds no timings, so auditing one suite twice writes the same audit.json; like gate.json,
 it is left out of the suite digest.

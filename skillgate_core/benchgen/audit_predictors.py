@@ -10,8 +10,9 @@ names apart: every feature of a name there (its length, its n-grams) is the clus
 a feature of the suffix. Three kinds of predictor:
 
 - `name.*`, candidates the oracle's cluster (chance 1/6): the suffix, (family, suffix), the suffix's
-  length and token count, the name's length rank within the cluster, character 1-3-grams and tokens of
-  the suffix, and all of them in one naive-Bayes score.
+  length and token count, the name's length rank within the cluster (a name's length is its suffix's
+  plus the cluster's constant, so the rank is all its length can tell), character 1-3-grams and tokens
+  of the suffix, and all of them in one naive-Bayes score.
 - `slate.*`, candidates the whole slate of 16 (chance 1/16): the same name features plus the size of the
   name's group on the slate. A slate lists the oracle's five lookalikes by design, so the one group of
   six gives the cluster away, and the bar a name-only predictor must not clear is the cluster-level
@@ -133,16 +134,22 @@ def length_rank(task: AuditTask, indices: Sequence[int]) -> list[tuple[Hashable,
     return [(("length_rank", lengths.index(len(task.names[i]))),) for i in indices]
 
 
-def group_size(task: AuditTask, indices: Sequence[int]) -> list[tuple[Hashable, ...]]:
-    """How many slate names share the candidate's `<codename>-<noun>-` (six for the oracle's cluster)."""
+def _group_sizes(task: AuditTask, indices: Sequence[int]) -> list[int]:
+    """How many slate names share each candidate's `<codename>-<noun>-` (six for the oracle's cluster; 1
+    for a name of fewer than three parts)."""
     groups = lookalike_groups(task.names)
-    return [(("group_size", len(groups.get(_group(task.names[i]) or "", [None]))),) for i in indices]
+    return [len(groups.get(_group(task.names[i]) or "", [task.names[i]])) for i in indices]
+
+
+def group_size(task: AuditTask, indices: Sequence[int]) -> list[tuple[Hashable, ...]]:
+    """The candidate's group size on the slate."""
+    return [(("group_size", size),) for size in _group_sizes(task, indices)]
 
 
 def group_suffix(task: AuditTask, indices: Sequence[int]) -> list[tuple[Hashable, ...]]:
     """(group size on the slate, suffix) as one token."""
-    sizes = group_size(task, indices)
-    return [(("group_suffix", size[0][1], _suffix(task.names[i])),) for size, i in zip(sizes, indices, strict=True)]
+    return [(("group_suffix", size, _suffix(task.names[i])),)
+            for size, i in zip(_group_sizes(task, indices), indices, strict=True)]
 
 
 # ---------------------------------------------------------------- position features
