@@ -54,16 +54,16 @@ class BenchBuildConfig:
     gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
     audit_margin: NonNegativeFloat = 0.05
-    """Shortcut audit (benchgen.audit, every build): the accuracy over chance at which a name-only or
-    position-only predictor counts as a shortcut, 5 points (a 30% lift over a chance of 1/6). A predictor fails
-    a split when it exceeds chance by more than this AND chance would reach its hits with probability below
-    audit_alpha. On the training split's 1,056 tasks the margin binds (0.05 over 1/16 is 5 standard errors);
-    on eval70_v1's 70 slates a predictor that knows nothing clears it by luck in 7-11% of suites, so there
-    the p-value binds."""
+    """Shortcut audit (benchgen.audit, every build): how far over chance a name-only or position-only
+    predictor's accuracy must be to count as a shortcut, 5 points (a 30% lift over a chance of 1/6). A
+    predictor fails a split when it exceeds chance by more than this AND chance would reach its hits with
+    probability below audit_alpha. The margin binds where units are many (the 1,056 training slates: 0.05 is
+    4-7 standard errors of chance); on eval70_v1's 70 slates a predictor that knows nothing clears it by luck
+    in 7-11% of suites, and there the p-value binds."""
     audit_alpha: Probability = 0.001
     """The binomial tail probability under chance below which an excess over audit_margin fails the audit:
-    at 0.001, the 40-odd checks of a shortcut-free suite fail it rarely (none of 14 seeds measured); a
-    planted leak (every oracle one suffix) has p < 1e-6 on the default splits."""
+    each check of a shortcut-free suite fails with probability under 0.001, while a planted leak (every
+    oracle one suffix) has p < 1e-12 on the default held-out splits (16 skills each)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

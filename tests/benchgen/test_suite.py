@@ -30,7 +30,7 @@ SMALL_DIGEST = "7b5ddcf312c66e1b3e6c9b866d4d177d2733ada40c42c0b57b52652bc4483d1d
 """suite_digest of the SMALL suite (seed 7, every family, domain, split and strategy)."""
 TINY_DIGEST = "a7eef819973bfbe2967e20cc3c505d6a9d76ac47d237a717528debe53fb8f8e6"
 """suite_digest of the TINY suite (seed 11)."""
-DEFAULT_DIGEST = "896b8c3495c387ba6dfeb45ed7584f6f4d82c40fc481f7936be8811202732c37"
+DEFAULT_DIGEST = "7df1acd54518b02c265ad082286bcd028e07d7ba560199e6c6aec7a5bff28ef1"
 """suite_digest of the default suite (BenchBuildConfig(seed=0), 1,273 tasks)."""
 
 
