@@ -112,8 +112,8 @@ class CollectConfig:
     (seed, task, repeat); the row's `extra` holds {"skill_aliases": {old: new}}."""
     shuffle_suffixes: bool = True
     """Aliased episodes also permute the suffixes within each lookalike group (skills.aliases), so the
-    oracle's suffix, skewed per split by the bench's draws, tells the policy nothing. False: only the
-    codename is renamed, as before this option."""
+    oracle's suffix tells the policy nothing, on any bench (those built before the balanced draws skewed it
+    per split). False: only the codename is renamed, as before this option."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

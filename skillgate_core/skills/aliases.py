@@ -17,11 +17,13 @@ Categories, order and the task are unchanged, so the same verifier grades the ep
 
 With `shuffle_suffixes` (the stages' default) each lookalike group (the names sharing
 `<codename>-<noun>-`: an oracle and its five misleading skills) also gets its suffixes permuted, drawn
-from the same rng. The bench draws the oracle's suffix per skill, but over a split's few skills the
-draws are skewed: in the default suite's planning family the oracle is `-steps` in 33% of the 264
-training tasks and `-planner` in 8%, in eval70_v1's 17 planning tasks `-planner` in 53% and `-steps`
-in none. Renaming the codename alone keeps that shortcut; after the shuffle the oracle's suffix is
-uniform over its group's six, whatever it was (docs/training.md, Renamed slates).
+from the same rng. Benches built before the balanced draws drew the oracle's suffix per skill, and over
+a split's few skills the draws were skewed: in the old default suite's planning family the oracle was
+`-steps` in 33% of the 264 training tasks and `-planner` in 8%, in eval70_v1's 17 planning tasks
+`-planner` in 53% and `-steps` in none. The bench now deals it evenly (benchgen.balanced_draws), and a
+renamed slate still permutes it: after the shuffle the oracle's suffix is uniform over its group's six,
+whatever the bench gave it, so no suffix a policy saw in training marks the oracle (docs/training.md,
+Renamed slates).
 
     slate2, skills2 = alias_slate(slate, skills_dir, scratch / "alias-0", random.Random(7), taken=library_names)
 """
