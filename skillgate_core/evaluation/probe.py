@@ -132,7 +132,7 @@ def probe_task(model: Any, tokenizer: Any, resolved: ResolvedProtocol, task: Pro
     if task.slate is None or task.slate.oracle is None:
         raise ValueError(f"task {task.task_id}: the probe needs a slate with an oracle (protocol skill mode "
                          f"{resolved.spec.skill_mode!r})")
-    instruction = load_task_package(task.path).instruction
+    instruction = load_task_package(task.path, within=resolved.bench).instruction
     prompt = render_prompt_ids(tokenizer, build_messages(resolved.profile, instruction, task.slate))
     names = [e.name for e in task.slate.entries]
     categories = [e.category for e in task.slate.entries]

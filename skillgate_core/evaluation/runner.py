@@ -354,7 +354,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
                                    backend=protocol.backend, workers=config.sandbox_workers)
     snapshot = None
     if resolved.skill_names:
-        snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names])
+        snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names], below=resolved.bench)
         if snapshot.digest != protocol.snapshot_digest:
             raise RuntimeError(f"skill snapshot {snapshot.digest} differs from the protocol's {protocol.snapshot_digest}: "
                                "the bench's skills changed while the protocol was being resolved")
@@ -374,7 +374,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
                 if task.task_id not in packages:
                     skills = (slate_skills_dir(snapshot.path, task.slate.names, Path(scratch) / task.task_id)
                               if task.slate is not None and snapshot is not None else None)
-                    packages[task.task_id] = (load_task_package(task.path), skills)
+                    packages[task.task_id] = (load_task_package(task.path, within=resolved.bench), skills)
                 package, skills = packages[task.task_id]
                 specs.append(EpisodeSpec(package, task.slate, skills, bench=task.benchmark, repeat=repeat))
             trajectories = run_episodes(specs, policy, tokenizer, episode_config, resolved.profile)
