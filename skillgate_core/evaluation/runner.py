@@ -217,7 +217,9 @@ def _trajectory_log(trajectory: Trajectory) -> str:
     log.update(slate=[list(p) for p in zip(trajectory.slate_names, trajectory.slate_categories, strict=True)],
                messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
                prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids),
-               skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens])
+               skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens],
+               skill_consults=None if trajectory.skill_consults is None
+               else [o.as_record() for o in trajectory.skill_consults])
     served = trajectory.extra.get("endpoint_usage")
     if served:  # no ids here: the server's counts (the prompt, and the context at the last turn)
         log.update(token_counts="endpoint usage", prompt_tokens=served["prompt_tokens"],
