@@ -179,6 +179,8 @@ def test_a_linked_skill_folder_is_not_a_valid_skill(linked):
     skills, link = linked["skill-folder"]
     problems = [p for p in validate_skill(link) if p.severity == "error"]
     assert [(p.path, p.field) for p in problems] == [(link, "files")] and "symbolic link to" in problems[0].message
+    result = CliRunner().invoke(app, ["skills", "check", str(skills)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "2 skills, 1 invalid" in result.output and "symbolic link" in result.output
 
 
 @pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "inside"])
