@@ -407,6 +407,8 @@ class EvalTrial:
     """Episode wall time."""
     seed: int | None = None
     """The trial's sampling seed."""
+    consulted_names: tuple[str, ...] | None = None
+    """Skills any file of which the trial opened or executed (reads included), in order (docs/reads.md)."""
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
     with tempfile.TemporaryDirectory(prefix="skillgate-collect-") as scratch:
         specs = []
         for row in rows:
-            task = load_task_package(bench / row["path"])
+            task = load_task_package(bench / row["path"], within=bench)
             slate = read_slate(bench / row["path"] / MANIFEST_FILE)
             skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
             for r in range(config.repeats):

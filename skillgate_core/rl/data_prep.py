@@ -249,7 +249,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
         task_id = row["task_id"]
         slate = _task_slate(bench, row)
         try:
-            task = load_task_package(bench / row["path"])
+            task = load_task_package(bench / row["path"], within=bench)
         except TaskPackageError as exc:
             raise RLDataError(f"task {task_id}: {exc}") from exc
         aliases = None
