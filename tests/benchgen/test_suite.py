@@ -26,11 +26,13 @@ TINY = BenchBuildConfig(seed=11, families=("procedural", "planning"), domains=("
 # benchmark results (benchmarks/results/*.json "suite_digest") are then measured again. The balanced
 # oracle suffix and template draws (balanced_draws) moved all three from the digests 4ab33e85, 8de7f9d5 and
 # fd9c4f93: every task file but skills.json stayed byte-identical, only skill names, descriptions and slates moved.
-SMALL_DIGEST = "7b5ddcf312c66e1b3e6c9b866d4d177d2733ada40c42c0b57b52652bc4483d1d"
+# The task's [metadata.cue] in task.toml (the reference teacher's evidence) moved them again (7b5ddcf3, a7eef819,
+# 7df1acd5 to the values below); a bench with procedure_steps 0 is otherwise the same.
+SMALL_DIGEST = "4a5206aace690ef82c083265f5e41fdd04e27d608b1309e8132ef314bca0e4fb"
 """suite_digest of the SMALL suite (seed 7, every family, domain, split and strategy)."""
-TINY_DIGEST = "a7eef819973bfbe2967e20cc3c505d6a9d76ac47d237a717528debe53fb8f8e6"
+TINY_DIGEST = "371bc9f69458d62982ab71d60c2b1e72aa361c34ca9be78b53ef7f564224ef9a"
 """suite_digest of the TINY suite (seed 11)."""
-DEFAULT_DIGEST = "7df1acd54518b02c265ad082286bcd028e07d7ba560199e6c6aec7a5bff28ef1"
+DEFAULT_DIGEST = "e9531d635c423333857e486577a7532c30e2260312d397aee41032801b8a4cde"
 """suite_digest of the default suite (BenchBuildConfig(seed=0), 1,273 tasks)."""
 
 
