@@ -407,6 +407,12 @@ class EvalTrial:
     """Episode wall time."""
     seed: int | None = None
     """The trial's sampling seed."""
+    name_tokens: int | None = None
+    """Sampled tokens that are skill-name tokens of attributed reads (docs/method.md 8b); None: not measured."""
+    read_call_tokens: int | None = None
+    """Sampled tokens of those reads' whole calls; None: not measured."""
+    reasoning_tokens: int | None = None
+    """Sampled tokens inside <skill_reasoning>; None: not measured."""
 
 
 @dataclass(frozen=True)
