@@ -209,8 +209,8 @@ def _choosing_tokens(premise) -> str:
     """name / read-call / reasoning tokens of one episode, '-' where not measured."""
     if premise is None:
         return "-"
-    return " / ".join("-" if n is None else str(n)
-                      for n in (premise.name_tokens, premise.call_tokens, premise.reasoning_tokens))
+    return "/".join("-" if n is None else str(n)
+                    for n in (premise.name_tokens, premise.call_tokens, premise.reasoning_tokens))
 
 
 def _share(value: float | None, num: int, den: int, digits: int = 1) -> str:
@@ -245,9 +245,11 @@ def _list(episodes, source: Path) -> None:
     from skillgate_core.evaluation.recorded_episodes import recorded_premise
 
     table = Table(title=f"{len(episodes)} episode(s) in {escape(printable(str(source)))}")
+    # the task id whole where the terminal allows it: it is what --task takes
+    longest = min(40, max((len(printable(e.task_id)) for e in episodes), default=4))
     for col in ("#", "task", "repeat", "status", "score", "reads", "turns", "trained / response tokens", "A_task",
-                "clean oracle", "name / call / reasoning tokens"):
-        table.add_column(col, overflow="fold")
+                "clean", "name/call/ reasoning"):
+        table.add_column(col, overflow="fold", min_width=longest if col == "task" else None)
     for ep in map(_printable_fields, episodes):
         tokens = "-" if ep.trained_tokens is None else f"{ep.trained_tokens} / {ep.response_tokens}"
         adv = "-" if ep.credit is None or ep.credit.task_advantage is None else f"{ep.credit.task_advantage:+.3f}"
