@@ -215,8 +215,15 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8, help="episodes played in one lockstep batch")
     parser.add_argument("--workers", type=int, default=2, help="threads running the batch's sandboxes")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for premise_table.json and .md")
+    parser.add_argument("--build-only", action="store_true", help="write the sampled benches to --bench-root, play none")
     args = parser.parse_args()
     steps = [int(k) for k in args.steps.split(",")]
+    if args.build_only:
+        if args.bench_root is None:
+            parser.error("--build-only needs --bench-root")
+        for k in steps:
+            print(sampled_bench(args.bench_root, k, args.tasks, args.seed))
+        return 0
     sha, dirty = git_commit()
 
     import torch
