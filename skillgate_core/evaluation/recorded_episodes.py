@@ -238,13 +238,31 @@ def _from_log(number: int, source: str, log: Mapping[str, Any], row: Mapping[str
         score=float(log.get("score") or 0.0), raw_score=log.get("raw_score"), gold=gold,
         verifier_detail=log.get("verifier_detail", ""), slate=slate_pairs, system=system, instruction=instruction,
         prompt_tokens=log.get("prompt_tokens"), response_tokens=log.get("response_tokens"), trained_tokens=None,
-        turns=tuple(turns), mismatches={}, premise=Trial.from_row(row).premise() if row is not None else None)
+        turns=tuple(turns), mismatches={}, premise=_row_facts(row))
+
+
+def _row_facts(row: Mapping[str, Any] | None) -> PremiseEpisode | None:
+    """The premise facts of a trial row; None without one, or for a row that does not read as a trial (a
+    damaged row.json must not keep the episode from being shown)."""
+    if row is None:
+        return None
+    try:
+        return Trial.from_row(row).premise()
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _trial_row(log: Path) -> dict[str, Any] | None:
-    """The trial row published beside a per-trial log (rows/ROW_ID/row.json), None when there is none."""
-    row = log.parent / "row.json"
-    return json.loads(row.read_text()) if row.is_file() else None
+    """The trial row published beside a per-trial log (rows/ROW_ID/row.json), None when there is none or it is
+    not a JSON object (a damaged file: the log is still shown)."""
+    path = log.parent / "row.json"
+    if not path.is_file():
+        return None
+    try:
+        row = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def _group_credit(group: list[RecordedEpisode], utility: str) -> list[RecordedEpisode]:
