@@ -5,12 +5,16 @@
 
 Builds the default suite (seed 0) unless --bench names one. A skill name is `<codename>-<noun>-<suffix>`
 and the oracle shares codename and noun with its five lookalikes, so its suffix is the one part of its
-name that could single it out. The bench draws it per skill; over one split's few skills the draws are
-skewed, and a split's skew is a shortcut a policy can learn. Three columns per family and suffix, as a
-share of the split's tasks (renamed: of tasks x --copies): `bench` (the names as built), `codename`
-(each task's slate renamed --copies times by skills.aliases.alias_names with shuffle_suffixes=False, the
-augmentation before the suffix shuffle) and `shuffled` (shuffle_suffixes=True). Each renaming has the
-bench's library as `taken`, as collect and rl-data-prep do.
+name that could single it out. Benches built before the balanced draws (suite digest fd9c4f93 for the
+default) drew it per skill, and over one split's few skills the draws were skewed: `-steps` named 33% of
+the training planning oracles and none of eval70_v1's. The bench now deals it (benchgen.balanced_draws):
+the `bench` column of the training split is 16.7% for every suffix of every family, and a held-out split's
+four skills per family use four of its six suffixes (4-5 eval70_v1 tasks each). `skillgate bench audit`
+checks the same counts and fits predictors to them. Three columns per family and suffix, as a share of
+the split's tasks (renamed: of tasks x --copies): `bench` (the names as built), `codename` (each task's
+slate renamed --copies times by skills.aliases.alias_names with shuffle_suffixes=False, the augmentation
+before the suffix shuffle) and `shuffled` (shuffle_suffixes=True). Each renaming has the bench's library
+as `taken`, as collect and rl-data-prep do.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from flows.stage_flows import STAGE_FLOWS
 from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.paths import state_layout
+from skillgate_core.base.run_paths import check_run_path
 from skillgate_core.evaluation.nightly import nightly_tag
 from skillgate_core.evaluation.stage import Eval70Config
 from tasks.eval_nightly import compare_task, targets_task
@@ -95,6 +96,8 @@ def eval70_nightly(
     """Evaluate, compare, flag (module docstring). Returns {"date", "results": [...]}; raises
     RegressionDetected (run state Failed) after recording everything when anything regressed or failed."""
     check_trigger(trigger)
+    if bench:  # a deployment parameter: a folder a run may read only (base.run_paths)
+        check_run_path(bench, "bench")
     logger = get_run_logger()
     date = date or datetime.now(UTC).strftime("%Y-%m-%d")
     bench_dir = Path(bench) if bench else _newest_bench()

@@ -4,7 +4,8 @@
 # script refuses to start.
 #   bash infra/sglang_server.sh MODEL_DIR [PORT]   # start `python -m sglang.launch_server`, wait for /health
 #   bash infra/sglang_server.sh stop [PORT]
-# Then train with: grpo.rollout_source=sglang grpo.sglang_urls=http://HOST:PORT
+# Then train with grpo.rollout_source=sglang, SKILLGATE_SGLANG_URLS=http://HOST:PORT set where the worker runs
+#   (the servers are worker configuration, not a run parameter: docs/deploy.md, Server-mode rollouts)
 # Environment: SGLANG_HOST (127.0.0.1), SGLANG_TP (tensor-parallel GPUs, 1), SGLANG_WAIT_S (600),
 #   SGLANG_ARGS (more launch_server flags, e.g. "--mem-fraction-static 0.6"), VENV, SKILLGATE_HOME.
 # MODEL_DIR is the policy the run starts from (the SFT model); the trainer pushes its own weights

@@ -32,6 +32,10 @@ os.environ["SKILLGATE_HOME"] = _SESSION_HOME
 os.environ.setdefault(
     "TORCH_EXTENSIONS_DIR", str(Path(tempfile.gettempdir()) / f"skillgate-torch-extensions-{os.getuid()}")
 )
+# The tests' endpoints are fakes: a developer's real key must never reach them, and a key set without its
+# list of base URLs would be refused (skillgate_core/policy/endpoint_keys.py); tests set their own.
+for _name in [k for k in os.environ if k == "OPENAI_API_KEY" or (k.startswith("SKILLGATE_") and k.endswith("_API_KEY"))]:
+    del os.environ[_name]
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -43,6 +47,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "prefect_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_folders_are_input_dirs(tmp_path_factory):
+    """The session's fixtures (the small bench, the tiny models, a test's recipe files) live in pytest's
+    temp folders, outside each test's SKILLGATE_HOME: listed as the worker's input folders, as a user lists
+    theirs (base.run_paths). tests/pipeline/test_run_paths.py unsets it to check the rule itself."""
+    os.environ["SKILLGATE_INPUT_DIRS"] = str(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

@@ -80,7 +80,7 @@ from warehouse.queries import (
     metric_lineage,
     resolve_id,
 )
-from warehouse.read import QueryResult, WarehouseBusy, query, read_connection
+from warehouse.read import QueryResult, QueryStream, WarehouseBusy, query, query_stream, read_connection
 from warehouse.recording import (
     checkpoint_saved,
     evaluation_started,
@@ -126,6 +126,7 @@ __all__ = [
     "ModelExported",
     "NotInRayWorker",
     "QueryResult",
+    "QueryStream",
     "RebuildReport",
     "RefError",
     "RefMatch",
@@ -165,6 +166,7 @@ __all__ = [
     "model_exported",
     "new_run_id",
     "query",
+    "query_stream",
     "read_metric_rows",
     "read_connection",
     "recent_runs",

@@ -407,6 +407,8 @@ class EvalTrial:
     """Episode wall time."""
     seed: int | None = None
     """The trial's sampling seed."""
+    consulted_names: tuple[str, ...] | None = None
+    """Skills any file of which the trial opened or executed (reads included), in order (docs/reads.md)."""
     name_tokens: int | None = None
     """Sampled tokens that are skill-name tokens of attributed reads (docs/method.md 8b); None: not measured."""
     read_call_tokens: int | None = None

@@ -32,7 +32,8 @@ from warehouse.spool import event_log, list_pending
 from warehouse.sql_guard import ReadOnlySqlError, check_read_only, lock_down
 
 __all__ = [
-    "QueryResult", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "read_connection", "row_count",
+    "QueryResult", "QueryStream", "WarehouseBusy", "WarehouseDamaged", "open_read_only", "query", "query_stream",
+    "read_connection", "row_count",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,59 @@ def read_connection(
         con.close()
 
 
+@dataclass(frozen=True)
+class QueryStream:
+    """Rows of one query, fetched as they are read: `batches()` yields lists of at most `batch_rows` rows
+    (DuckDB streams the result), so printing 20 million rows never holds them all."""
+
+    columns: tuple[str, ...]
+    """Column names."""
+    pending: int
+    """Events still in the spool when the query ran (0: the result is complete)."""
+    cursor: duckdb.DuckDBPyConnection
+    """The open result (valid inside `query_stream`'s block only)."""
+    batch_rows: int = 10_000
+    """Rows fetched at a time."""
+
+    def batches(self) -> Iterator[list[tuple[Any, ...]]]:
+        if not self.columns:
+            return
+        while batch := self.cursor.fetchmany(self.batch_rows):
+            yield batch
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None,
+             untrusted: bool) -> duckdb.DuckDBPyConnection:
+    check_read_only(con, sql)
+    # DuckDB draws a progress bar on stdout for a query still running after 2 s, which a streamed result is
+    # while it is read: it would land inside the csv or json being printed
+    con.execute("set enable_progress_bar = false")
+    if untrusted:
+        lock_down(con)
+    try:
+        return con.execute(sql, list(params) if params is not None else None)
+    except duckdb.PermissionException as exc:
+        raise ReadOnlySqlError(f"skillgate sql reads only the warehouse: {str(exc).splitlines()[0]}") from None
+
+
+@contextmanager
+def query_stream(
+    sql: str,
+    params: Sequence[Any] | None = None,
+    state: StateLayout | None = None,
+    *,
+    untrusted: bool = False,
+    batch_rows: int = 10_000,
+) -> Iterator[QueryStream]:
+    """`query`, with the rows read in batches inside the block (QueryStream.batches) instead of all at once."""
+    state = state or state_layout()
+    with read_connection(state) as con:
+        cur = _execute(con, sql, params, untrusted)
+        columns = tuple(d[0] for d in cur.description or ())
+        yield QueryStream(columns=columns, pending=len(list_pending(event_log(state))), cursor=cur,
+                          batch_rows=batch_rows)
+
+
 def query(
     sql: str,
     params: Sequence[Any] | None = None,
@@ -147,13 +201,7 @@ def query(
     """
     state = state or state_layout()
     with read_connection(state, ingest_first=ingest_first) as con:
-        check_read_only(con, sql)
-        if untrusted:
-            lock_down(con)
-        try:
-            cur = con.execute(sql, list(params) if params is not None else None)
-        except duckdb.PermissionException as exc:
-            raise ReadOnlySqlError(f"skillgate sql reads only the warehouse: {str(exc).splitlines()[0]}") from None
+        cur = _execute(con, sql, params, untrusted)
         columns = tuple(d[0] for d in cur.description or ())
         rows = cur.fetchall() if cur.description else []
     return QueryResult(columns=columns, rows=rows, pending=len(list_pending(event_log(state))))

@@ -267,7 +267,7 @@ def build(a: argparse.Namespace, work: Path) -> tuple[Path, Path]:
     if not a.bench:
         build_bench(bench)
     elif Path(a.bench).is_dir():
-        shutil.copytree(a.bench, bench)
+        shutil.copytree(a.bench, bench, symlinks=True)  # a link stays a link: the loaders refuse it
     else:
         with tarfile.open(a.bench) as tar:
             tar.extractall(work, filter="data")
@@ -299,7 +299,7 @@ def episode_batches(a: argparse.Namespace, bench: Path, scratch: Path) -> list[l
 
     batches = []
     for row in load_bench_rows(bench, "train")[: a.tasks]:
-        task = load_task_package(bench / row["path"])
+        task = load_task_package(bench / row["path"], within=bench)
         slate = read_slate(bench / row["path"] / MANIFEST_FILE)
         skills = slate_skills_dir(bench / "skills", slate.names, scratch / row["task_id"])
         batches.append([EpisodeSpec(task, slate, skills, bench=row["family"], repeat=r) for r in range(a.repeats)])

@@ -1,8 +1,9 @@
 """Does the host see a sandbox's SKILL.md opens on this machine? (inotify through a bubblewrap bind mount)
 
 The reads of an episode are what the environment observes (skillgate_core/envs/skill_opens.py). Run on a
-machine before training there: it opens one skill's SKILL.md inside bwrap, lists the folder, runs a skill's
-script, and prints what the watch saw (expected: exactly ['a']). Needs only bwrap and the standard library.
+machine before training there: it opens one skill's SKILL.md inside bwrap, lists the folder, runs another
+skill's script, and prints what the watch saw (expected: read exactly ['a'], consulted ['a', 'b']: running a
+script is consultation, not a read). Needs only bwrap and the standard library.
 
     python3 benchmarks/gpu/check_skill_opens.py [BWRAP]
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("skill_opens", ROOT / "skillgate_core" / "envs" / "skill_opens.py")
 skill_opens = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = skill_opens  # its dataclasses look their module up there
 spec.loader.exec_module(skill_opens)
 
 bwrap = sys.argv[1] if len(sys.argv) > 1 else "bwrap"
@@ -34,4 +36,5 @@ done = subprocess.run([bwrap, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin
 seen = watch.drain()
 watch.close()
 print(json.dumps({"bwrap_rc": done.returncode, "stdout": done.stdout.strip(), "stderr": done.stderr.strip()[-300:],
-                  "opened": seen, "ok": seen == ["a"]}))
+                  "read": list(seen.read), "consulted": list(seen.consulted),
+                  "ok": seen.read == ("a",) and seen.consulted == ("a", "b")}))

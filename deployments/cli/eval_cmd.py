@@ -54,6 +54,20 @@ def _bench(path: Path | None) -> Path:
     return folder
 
 
+def _model_folder(policy: str) -> Path:
+    """The model folder --policy names, refused (before anything is written) unless it holds config.json and
+    complete safetensors weights: a folder refused later would leave an experiment behind, or a traceback."""
+    from skillgate_core.ownership.exports import weights_problems
+
+    folder = Path(policy).expanduser().resolve()
+    if not (folder / "config.json").is_file():
+        raise typer.BadParameter(f"{folder}: not a model folder (no config.json)", param_hint="--policy")
+    problems = weights_problems(folder)
+    if problems:
+        raise typer.BadParameter(f"{folder}: not a model folder: {'; '.join(problems)}", param_hint="--policy")
+    return folder
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "-"
@@ -120,7 +134,7 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
         from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation, token_counts
         from skillgate_core.evaluation.specs import build_protocol, load_spec
-        from skillgate_core.policy.openai_chat import check_api_key_env
+        from skillgate_core.policy.endpoint_keys import check_api_key_env, check_key_destination
         from warehouse.evaluations import WarehouseEvalObserver
 
         if device not in ("auto", "cpu", "cuda"):
@@ -135,11 +149,17 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(f"the export is the endpoint's model '{recorded_model}', not '{model}'",
                                          param_hint="--model")
             model = model or recorded_model
+        if not is_endpoint(policy):
+            _model_folder(policy)
         if is_endpoint(policy):
             try:
                 check_api_key_env(api_key_env, "--api-key-env")
             except ValueError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--api-key-env") from None
+            try:  # the key in --api-key-env goes only to the base URLs listed beside it (docs/deploy.md)
+                check_key_destination(api_key_env, policy, "endpoint")
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--policy") from None
             if not model:
                 raise typer.BadParameter("an endpoint URL needs the served model's name", param_hint="--model")
         if tokenizer and not any((Path(tokenizer).expanduser() / f).is_file()
@@ -242,9 +262,7 @@ def register(app: typer.Typer) -> None:
                 policy = policy_of_export_id(policy)[0]
             except PolicyNotFound as exc:
                 raise typer.BadParameter(str(exc), param_hint="--policy") from None
-        model_dir = Path(policy).expanduser().resolve()
-        if not (model_dir / "config.json").is_file():
-            raise typer.BadParameter(f"{model_dir}: not a model folder (no config.json)", param_hint="--policy")
+        model_dir = _model_folder(policy)
         resolved = build_protocol(load_spec(protocol), _bench(bench))
         config = ProbeConfig(turn=turn, max_tasks=max_tasks, device=device)  # type: ignore[arg-type]  # checked above
         result = probe_selection(resolved, model_dir, config)

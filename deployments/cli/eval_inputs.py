@@ -2,9 +2,9 @@
 
 An export id is what `skillgate experiments` prints (NAME, within its experiment) and what `skillgate
 lineage` prints (EXPERIMENT_ID/NAME, or a unique prefix of it); either names an export folder on
-record. The default bench is the newest bench on record (a bench-build output, or a bench an
-evaluation used) whose folder still holds a bench. Both are looked up here, in the CLI layer:
-skillgate_core takes paths and never reads the warehouse. Nothing here writes anything (a state dir
+record. The default bench is the newest bench-build output on record whose folder still holds a bench
+(a folder once given as --bench is recorded with its evaluation, and is not it). Both are looked up
+here, in the CLI layer: skillgate_core takes paths and never reads the warehouse. Nothing here writes anything (a state dir
 without a warehouse file is not given one).
 
     policy, model = policy_of_export_id("grpo-.../step-00000002")   # (export folder, "")
@@ -81,15 +81,14 @@ def policy_of_export_id(text: str) -> tuple[str, str]:
 
 
 def newest_bench() -> tuple[Path, datetime] | None:
-    """(the newest bench folder on record that still holds tasks.jsonl, when it was recorded), or None."""
-    from warehouse import read_connection
+    """(the newest bench a completed bench-build run built whose folder still holds tasks.jsonl, when that
+    run finished), or None. Only a bench-build output: a folder an evaluation was given (--bench) or a stage
+    run's input (inputs.bench=PATH) is on record too, but choosing it once must not make it the default."""
+    from warehouse.outputs import newest_outputs
 
-    state = state_layout()
     if not _on_record():
         return None
-    with read_connection(state) as con:
-        rows = con.execute("select uri, created_at from dataset_version where kind = 'bench' "
-                           "order by created_at desc, uri").fetchall()
+    rows = [(r["uri"], r["finished_at"]) for r in newest_outputs("bench", state_layout()) if r["stage"] == "bench-build"]
     for uri, created in rows:
         folder = Path(uri)
         for candidate in (folder, folder / "bench"):

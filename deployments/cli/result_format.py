@@ -10,7 +10,8 @@ twenty columns and a 64-character digest); then it is vertical, like psql's \\x:
     stage:         grpo
     config_digest: 9b1e04...
 
-csv and json write the values as they are (json: typed, one list of objects), for pipes and scripts.
+csv and json write the values as they are (json: typed, one list of objects), for pipes and scripts;
+`write_row_stream` writes them batch by batch, so a query of millions of rows is never held whole.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import datetime as dt
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["FORMATS", "Format", "cell_text", "choose_format", "print_rows", "table_width"]
+__all__ = ["FORMATS", "Format", "cell_text", "choose_format", "print_rows", "table_width", "write_row_stream"]
 
 Format = Literal["auto", "table", "vertical", "csv", "json"]
 FORMATS: tuple[str, ...] = ("table", "vertical", "csv", "json")
@@ -83,6 +84,36 @@ def _vertical(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
             lines += [f"{'':{pad + 1}} {more}" for more in text[1:]]  # continuation lines stay in the value column
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+def _json_item(columns: Sequence[str], row: Sequence[Any]) -> str:
+    """One row as print_rows' json lays it out inside the list (indent 2, one level in)."""
+    return "\n".join("  " + line for line in json.dumps(dict(zip(columns, row, strict=True)), default=str,
+                                                       indent=2).splitlines())
+
+
+def write_row_stream(columns: Sequence[str], batches: Iterable[Sequence[Sequence[Any]]], fmt: str,
+                     limit: int = 0) -> tuple[int, int]:
+    """csv or json of every row of `batches` (at most `limit` written, 0 = all), written as each batch comes:
+    the same bytes print_rows writes for the same rows. Returns (rows written, rows in all)."""
+    columns = [printable(c) for c in columns]
+    written = total = 0
+    out = sys.stdout
+    w = csv.writer(out) if fmt == "csv" else None
+    if w is not None:
+        w.writerow(columns)
+    for batch in batches:
+        total += len(batch)
+        room = len(batch) if limit <= 0 else max(0, min(len(batch), limit - written))
+        rows = batch[:room]
+        if w is not None:
+            w.writerows([[cell_text(v) for v in r] for r in rows])
+        elif rows:
+            out.write(("[\n" if written == 0 else ",\n") + ",\n".join(_json_item(columns, r) for r in rows))
+        written += len(rows)
+    if fmt == "json":
+        out.write("[]\n" if written == 0 else "\n]\n")
+    return written, total
 
 
 def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str | None = None, title: str = "",

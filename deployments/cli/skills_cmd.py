@@ -7,6 +7,7 @@ skill is invalid, names repeat, or DIR holds no skill. index: write the library'
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -60,9 +61,9 @@ def register(app: typer.Typer) -> None:
         table = Table(title=f"skills under {directory}")
         for col in ("skill", "name", "status", "problems"):
             table.add_column(col)
-        base = Path(directory).resolve()
         for folder, name, status, text in rows:
-            rel = folder.resolve().relative_to(base).as_posix()
+            # lexically, never resolved: a linked skill folder is named as the link it is
+            rel = Path(os.path.relpath(folder, directory)).as_posix()
             table.add_row(escape(rel), escape(name), f"[{_STYLE[status]}]{status}[/]", escape(text) or "-")
         console.print(table)
         invalid = sum(r[2] == "invalid" for r in rows)

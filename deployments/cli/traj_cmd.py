@@ -164,6 +164,10 @@ def _header(ep, total: int) -> Panel:
         f"{escape(ep.status)} · score {ep.score:g}" + ("" if ep.raw_score in (None, ep.score) else f" (raw {ep.raw_score:g})"),
         f"gold skill: {escape(ep.gold or '-')} · reads: {escape(reads)}",
     ]
+    read_names = {a.skill_name for a in ep.actions}
+    beyond = [f"{n} ({c})" for n, c in ep.consulted or () if n not in read_names]
+    if beyond:  # files of skills it never read by name: not clean (docs/reads.md)
+        lines.append(f"consulted beyond its reads: {escape(', '.join(beyond))}")
     if ep.response_tokens is not None and ep.trained_tokens is not None:
         lines.append(f"tokens: prompt {ep.prompt_tokens} [dim](context)[/] · response {ep.response_tokens}: "
                      f"[{TRAINED}]{ep.trained_tokens} trained (loss mask 1)[/], "

@@ -30,7 +30,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from deployments.cli.result_format import FORMATS, cell_text, print_rows, printable
+from deployments.cli.result_format import FORMATS, cell_text, print_rows, printable, write_row_stream
 
 if TYPE_CHECKING:
     from warehouse.queries import LineageNode
@@ -84,24 +84,35 @@ def register(app: typer.Typer) -> None:
         Nothing else runs: no COPY/EXPORT, ATTACH, INSTALL/LOAD, SET/PRAGMA or CREATE, and no file or
         network access from inside a query (warehouse/sql_guard.py).
         """
-        from warehouse import query
+        from warehouse import query_stream
 
         if fmt is not None and fmt not in FORMATS:
             raise _fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        try:
-            res = query(statement, untrusted=True)
-        except duckdb.Error as exc:  # ReadOnlySqlError included
-            raise _fail(str(exc).splitlines()[0]) from None
         if limit is None:  # machine formats get every row: a silent cut would look like the whole answer
             limit = 0 if fmt in ("csv", "json") else 1000
-        rows = res.rows if limit <= 0 else res.rows[:limit]
-        title = f"{len(res.rows)} row(s)" + (f", first {limit} shown" if len(rows) < len(res.rows) else "")
-        print_rows(res.columns, rows, fmt, title, console)
-        if len(rows) < len(res.rows):  # on stderr too: csv and json carry no title
-            err_console.print(f"[yellow]note:[/] printed {len(rows)} of {len(res.rows)} rows; --limit 0 prints all",
+        try:
+            # the rows are read in batches as they are printed (csv, json) or counted (table, vertical: the first
+            # `limit` kept): 20 million rows are never held at once
+            with query_stream(statement, untrusted=True) as stream:
+                if fmt in ("csv", "json"):
+                    printed, total = write_row_stream(stream.columns, stream.batches(), fmt, limit)
+                else:
+                    kept: list[tuple[Any, ...]] = []
+                    total = 0
+                    for batch in stream.batches():
+                        total += len(batch)
+                        kept += batch[: max(0, limit - len(kept))] if limit > 0 else batch
+                    printed = len(kept)
+                    title = f"{total} row(s)" + (f", first {limit} shown" if printed < total else "")
+                    print_rows(stream.columns, kept, fmt, title, console)
+                pending = stream.pending
+        except duckdb.Error as exc:  # ReadOnlySqlError included
+            raise _fail(str(exc).splitlines()[0]) from None
+        if printed < total:  # on stderr too: csv and json carry no title
+            err_console.print(f"[yellow]note:[/] printed {printed} of {total} rows; --limit 0 prints all",
                               highlight=False)
-        if res.pending:
-            err_console.print(f"[yellow]note:[/] {res.pending} event file(s) not ingested yet (warehouse busy)")
+        if pending:
+            err_console.print(f"[yellow]note:[/] {pending} event file(s) not ingested yet (warehouse busy)")
 
     @app.command()
     def lineage(

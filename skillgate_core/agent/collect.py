@@ -48,7 +48,8 @@ from skillgate_core.envs.backends import reap_orphans
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
-from skillgate_core.policy.openai_chat import OpenAIEndpoint, check_api_key_env
+from skillgate_core.policy.endpoint_keys import check_api_key_env, check_key_destination
+from skillgate_core.policy.openai_chat import OpenAIEndpoint
 from skillgate_core.skills import read_slate, slate_skills_dir
 from skillgate_core.skills.aliases import alias_slate
 
@@ -92,12 +93,15 @@ class CollectConfig:
     teacher: Literal["reference", "openai"] = "reference"
     """reference: the task's reference route with selection noise; openai: a model at teacher_base_url."""
     teacher_base_url: str = ""
-    """OpenAI-compatible API root of the teacher (teacher = "openai"), e.g. http://127.0.0.1:8000/v1."""
+    """OpenAI-compatible API root of the teacher (teacher = "openai"), e.g. http://127.0.0.1:8000/v1. With
+    the key variable set on the worker, its origin must be one the worker lists beside the key
+    (PREFIX_BASE_URLS: docs/deploy.md, "Endpoint keys")."""
     teacher_model: str = ""
     """Model name sent to the teacher endpoint."""
     teacher_api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the teacher endpoint's key (unset: no key sent); only
-    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY, whose value is set where the worker runs."""
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY, whose value, and the base URLs it may go to, are set
+    where the worker runs."""
     teacher_temperature: PositiveFloat = 1.0
     """Teacher sampling temperature (teacher = "openai")."""
     teacher_max_new_tokens: PositiveInt = 1024
@@ -111,14 +115,16 @@ class CollectConfig:
     (seed, task, repeat); the row's `extra` holds {"skill_aliases": {old: new}}."""
     shuffle_suffixes: bool = True
     """Aliased episodes also permute the suffixes within each lookalike group (skills.aliases), so the
-    oracle's suffix, skewed per split by the bench's draws, tells the policy nothing. False: only the
-    codename is renamed, as before this option."""
+    oracle's suffix tells the policy nothing, on any bench (those built before the balanced draws skewed it
+    per split). False: only the codename is renamed, as before this option."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
         check_api_key_env(self.teacher_api_key_env, "teacher_api_key_env")
         if self.teacher == "openai" and not (self.teacher_base_url and self.teacher_model):
             raise ValueError("teacher = \"openai\" needs teacher_base_url and teacher_model")
+        if self.teacher == "openai":  # the run names the URL; the worker names where its key may go
+            check_key_destination(self.teacher_api_key_env, self.teacher_base_url, "teacher_base_url")
         if self.misleading_rate + self.no_read_rate + self.recovery_rate > 1:
             raise ValueError(f"misleading_rate + no_read_rate + recovery_rate: expected at most 1 (they are "
                              f"exclusive draws), got {self.misleading_rate} + {self.no_read_rate} + "
@@ -164,7 +170,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
     with tempfile.TemporaryDirectory(prefix="skillgate-collect-") as scratch:
         specs = []
         for row in rows:
-            task = load_task_package(bench / row["path"])
+            task = load_task_package(bench / row["path"], within=bench)
             slate = read_slate(bench / row["path"] / MANIFEST_FILE)
             skills = slate_skills_dir(bench / "skills", slate.names, Path(scratch) / row["task_id"])
             for r in range(config.repeats):

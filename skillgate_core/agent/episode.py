@@ -169,6 +169,7 @@ class _Live:
     logprobs: list[float] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
     skill_opens: list[SkillOpen] = field(default_factory=list)
+    skill_consults: list[SkillOpen] = field(default_factory=list)
     status: EpisodeStatus | None = None
     abort_detail: str = ""
     turn_error: str = ""
@@ -245,6 +246,8 @@ def _step(live: _Live, completion: Completion, tokenizer: Any, config: EpisodeCo
     for call_index, result in enumerate(results):  # each skill open with the call that ran it (docs/reads.md)
         live.skill_opens += [SkillOpen(name, None, None) for name in result.opened_before]
         live.skill_opens += [SkillOpen(name, turn_index, call_index) for name in result.opened]
+        live.skill_consults += [SkillOpen(name, None, None) for name in result.consulted_before]
+        live.skill_consults += [SkillOpen(name, turn_index, call_index) for name in result.consulted]
     errors = [ToolResult(name="tool_call", ok=False, error=e) for e in parsed.errors]
     dispatched = tuple(c.key() for c in parsed.calls)
     live.turns.append(TurnRecord(completion.text, start, len(live.response_ids), "stop", dispatched,
@@ -300,9 +303,11 @@ def _stop_agent(live: _Live) -> None:
 
 
 def _record_opens_after_calls(live: _Live) -> None:
-    """Skills opened after the last call (a background job): no call's."""
+    """Skills read and consulted after the last call (a background job): no call's."""
     if live.box is not None:
-        live.skill_opens += [SkillOpen(name, None, None) for name in live.box.drain_skill_opens()]
+        opened = live.box.drain_skill_opens()
+        live.skill_opens += [SkillOpen(name, None, None) for name in opened.read]
+        live.skill_consults += [SkillOpen(name, None, None) for name in opened.consulted]
 
 
 def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxGroup) -> Trajectory:
@@ -345,6 +350,7 @@ def _finish(live: _Live, policy: Policy, profile: PromptProfile, group: SandboxG
         duration_s=round(time.monotonic() - live.started, 3),
         extra=_extra(live),
         skill_opens=tuple(live.skill_opens),
+        skill_consults=tuple(live.skill_consults),
     )
 
 

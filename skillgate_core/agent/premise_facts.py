@@ -16,7 +16,7 @@ needs the tokenizer, which a row does not hold).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillgate_core.agent.openai_policy import UsageCounts
@@ -50,15 +50,24 @@ def trajectory_token_counts(trajectory: Trajectory, tokenizer: Any,
 
 def trajectory_premise(trajectory: Trajectory, tokenizer: Any, report: SpanReport | None = None, *,
                        clean: bool | None = None) -> PremiseEpisode:
-    """The episode's facts; `report` must be the method's own span report (not first-mention) when given;
-    `clean` overrides the clean-oracle rule (credit.premise.premise_episode)."""
+    """The episode's facts; `report` must be the method's own span report (not first-mention) when given.
+    Clean as the clean-oracle rate counts it: the distinct skills read are exactly {oracle} and no other skill
+    was consulted (docs/reads.md: its scripts run or its files read); `clean` overrides that rule."""
     report = report if report is not None else trajectory_span_report(trajectory, tokenizer)
     counts = trajectory_token_counts(trajectory, tokenizer, report)
     sampled, name, call, reasoning = counts if counts is not None else (None, None, None, None)
-    return premise_episode([r.category for r in report.skill_reads], [r.skill_name for r in report.skill_reads],
+    names = [r.skill_name for r in report.skill_reads]
+    if clean is None and _consulted_beyond_read(report.consulted_names(), names):
+        clean = False
+    return premise_episode([r.category for r in report.skill_reads], names,
                            resolved=float(trajectory.score) >= 1.0, turns=len(trajectory.turns),
                            sampled_tokens=sampled, name_tokens=name, call_tokens=call, reasoning_tokens=reasoning,
                            aborted=trajectory.status == "aborted", clean=clean)
+
+
+def _consulted_beyond_read(consulted: Sequence[str], read: Sequence[str]) -> bool:
+    """Whether a skill was consulted (a file of it opened or run) whose SKILL.md / README.md was never read."""
+    return bool(set(consulted) - set(read))
 
 
 def row_premise(row: Mapping[str, Any]) -> PremiseEpisode:
@@ -72,11 +81,15 @@ def row_premise(row: Mapping[str, Any]) -> PremiseEpisode:
     reads = spans.get("skill_reads") or [{"skill_name": a["skill_name"], "category": a["category"]} for a in actions]
     mask = list(row.get("loss_mask") or [])
     sampled = {i for i, m in enumerate(mask) if m}
-    names = {int(i) for a in actions for i in a["identity_token_indices"]} & sampled
-    calls = {int(i) for a in actions for i in a["call_token_indices"]} & sampled
+    name_tokens = {int(i) for a in actions for i in a["identity_token_indices"]} & sampled
+    call_tokens = {int(i) for a in actions for i in a["call_token_indices"]} & sampled
     turns = json.loads(row["turns"]) if isinstance(row.get("turns"), str) else list(row.get("turns") or [])
-    return premise_episode([r["category"] for r in reads], [r["skill_name"] for r in reads],
+    read_names = [r["skill_name"] for r in reads]
+    consulted = [c["skill_name"] for c in spans.get("consulted", [])]
+    return premise_episode([r["category"] for r in reads], read_names,
                            resolved=float(row["score"]) >= 1.0, turns=len(turns),
+                           clean=False if _consulted_beyond_read(consulted, read_names) else None,
                            sampled_tokens=len(sampled) if mask else None,
-                           name_tokens=len(names) if spans else None, call_tokens=len(calls) if spans else None,
+                           name_tokens=len(name_tokens) if spans else None,
+                           call_tokens=len(call_tokens) if spans else None,
                            reasoning_tokens=None, aborted=row.get("status") == "aborted")

@@ -65,6 +65,12 @@ class ToolResult:
     opened: tuple[str, ...] = ()
     """Skills whose SKILL.md / README.md were opened while this call ran, in order of first opening: this
     call's reads, whatever its command looked like (docs/reads.md). Never shown to the model."""
+    consulted_before: tuple[str, ...] = ()
+    """Skills any file of which (SKILL.md, a script, data) was opened or executed after the previous call
+    ended and before this one started: no call's consultations (docs/reads.md). Never shown to the model."""
+    consulted: tuple[str, ...] = ()
+    """Skills any file of which was opened or executed while this call ran, in order of first opening (the
+    read ones included): this call's consultations (docs/reads.md). Never shown to the model."""
 
     def observation(self, limit: int = OUTPUT_CHARS) -> dict[str, Any]:
         """The JSON object the model sees: the payload, plus `error` when the call failed."""

@@ -56,6 +56,7 @@ from skillgate_core.agent.tool_results import (
 from skillgate_core.agent.tool_schemas import TOOL_NAMES
 from skillgate_core.agent.unified_diff import PatchError, apply_unified_diff, parse_unified_diff, split_lines
 from skillgate_core.envs.sandbox import Sandbox
+from skillgate_core.envs.skill_opens import WindowOpens
 from skillgate_core.formats.tool_calls import ToolCall
 
 __all__ = [
@@ -134,8 +135,9 @@ class ToolBox:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> ToolResult:
         """Run tool `name` with `arguments` (what run() does for a parsed ToolCall). The result says which
-        skills the sandbox saw opened before the call and while it ran (`opened_before`, `opened`)."""
-        before = tuple(self.sandbox.drain_skill_opens())
+        skills the sandbox saw read and consulted before the call and while it ran (`opened_before`,
+        `opened`, `consulted_before`, `consulted`)."""
+        before = self.sandbox.drain_skill_opens()
         start = time.perf_counter()
         try:
             args = check_arguments(name, arguments if arguments is not None else {})
@@ -144,11 +146,17 @@ class ToolBox:
                 raise ToolError("the episode's time budget is spent; no more commands can run")
             payload = self._handlers[name](args, budget)
         except ToolError as exc:
-            return ToolResult(name, False, {}, self._cut(str(exc)), time.perf_counter() - start, before,
-                              tuple(self.sandbox.drain_skill_opens()))
+            return self._result(name, False, {}, self._cut(str(exc)), start, before)
         cut = {k: self._cut(v) if isinstance(v, str) else v for k, v in payload.items()}
-        return ToolResult(name, True, cut, None, time.perf_counter() - start, before,
-                          tuple(self.sandbox.drain_skill_opens()))
+        return self._result(name, True, cut, None, start, before)
+
+    def _result(self, name: str, ok: bool, payload: dict[str, Any], error: str | None, start: float,
+                before: WindowOpens) -> ToolResult:
+        """The call's result with what the sandbox saw opened while it ran (drained now) and before it."""
+        duration = time.perf_counter() - start
+        during = self.sandbox.drain_skill_opens()
+        return ToolResult(name, ok, payload, error, duration, before.read, during.read, before.consulted,
+                          during.consulted)
 
     def _cut(self, text: str) -> str:
         return truncate_middle(text, self.output_chars)

@@ -76,12 +76,20 @@ class Trajectory:
     """Every (skill, call) the environment saw a SKILL.md / README.md opened in, in order (a skill once
     per call; call None between calls); empty without skills. None: not observed (a record made before
     the environment watched opens): span detection then falls back to the call texts."""
+    skill_consults: tuple[SkillOpen, ...] | None = None
+    """Every (skill, call) the environment saw ANY file of the skill opened or executed in (SKILL.md, a
+    script, data; a skill once per call; call None between calls), in order: the episode's consultation
+    of skills (docs/reads.md); empty without skills. None: not observed (a record made before the
+    environment watched every file): the reads are then all that is known to have been consulted."""
 
     def to_row(self) -> dict[str, Any]:
         """A flat JSON-able row (lists for sequences, JSON text for nested records)."""
-        row = {k: v for k, v in self.__dict__.items() if k not in ("messages", "turns", "extra", "skill_opens")}
+        row = {k: v for k, v in self.__dict__.items()
+               if k not in ("messages", "turns", "extra", "skill_opens", "skill_consults")}
         row.update(
             skill_opens=None if self.skill_opens is None else json.dumps([o.as_record() for o in self.skill_opens]),
+            skill_consults=None if self.skill_consults is None else json.dumps(
+                [o.as_record() for o in self.skill_consults]),
             messages=json.dumps(list(self.messages), ensure_ascii=False),
             turns=json.dumps([t.__dict__ for t in self.turns], ensure_ascii=False),
             extra=json.dumps(self.extra, ensure_ascii=False, sort_keys=True),
@@ -115,13 +123,14 @@ def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: 
     turns = assistant_turns(trajectory)
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
     report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
-                                    opens=trajectory.skill_opens)
+                                    opens=trajectory.skill_opens, consults=trajectory.skill_consults)
     return first_mention_identity(report, turns, tokenizer) if first_mention else report
 
 
 def span_report(trajectory: Trajectory, tokenizer) -> dict:
-    """Every read in order (`skill_reads`: attributed ones point at their action), the selection actions
-    and the mismatch counters of one trajectory, JSON-able; `reads` are the reads' categories."""
+    """Every read in order (`skill_reads`: attributed ones point at their action), every consulted skill
+    (`consulted`: reads included), the selection actions and the mismatch counters of one trajectory,
+    JSON-able; `reads` are the reads' categories."""
     return span_record(trajectory_span_report(trajectory, tokenizer))
 
 
@@ -132,6 +141,7 @@ def span_record(report: SpanReport) -> dict:
         "actions": [a.as_record() for a in report.actions],
         "skill_reads": [{"skill_name": r.skill_name, "category": r.category, "action_index": r.action_index}
                         for r in report.skill_reads],
+        "consulted": [{"skill_name": c.skill_name, "category": c.category} for c in report.consulted],
         "turns_checked": report.turns_checked,
         "parse_dispatch_mismatch": report.parse_dispatch_mismatch,
         "span_mismatch": report.span_mismatch,

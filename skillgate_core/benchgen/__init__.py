@@ -7,9 +7,13 @@
 - `suite`: the whole suite (training tasks on held-in skills, eval70_v1 and the 147-task slate on
   held-out skills), deterministic for a seed; `gate`: the validity gate over it; `stats`: counts.
 - how the suite is made: `suite_config` (BenchBuildConfig), `skill_plan` (which skills: held-in and
-  held-out oracles, five lookalikes each, the `filler` library), `naming`, `skill_files` (one skill
-  folder), `task_gen` (one task, checked in-process), `package` (its Harbor-layout folder),
-  `similarity` (how close a lookalike's description may come to the oracle's); `stage`: `bench-build`.
+  held-out oracles, five lookalikes each, the `filler` library), `naming`, `balanced_draws` (the oracle's
+  suffix and template, dealt evenly), `skill_files` (one skill folder), `task_gen` (one task, checked
+  in-process), `package` (its Harbor-layout folder), `similarity` (how close a lookalike's description
+  may come to the oracle's); `stage`: `bench-build`.
+- `audit`: the shortcut audit every build runs (can names alone, or positions alone, find the oracle?):
+  `audit_predictors` (what each predictor sees), `choice_model` (their frequency model), `audit_balance`
+  (the oracle-suffix counts).
 - `agents` + `criticality`: scripted oracle / lookalike / no-skill agents through real sandboxes.
 - `skillgym/`: the builder/reviewer loop that turns real skills into tasks via any
   OpenAI-compatible endpoint.

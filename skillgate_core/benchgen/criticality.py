@@ -106,7 +106,7 @@ def measure_criticality(bench: Path, per_family: int = 10, seed: int = 0, backen
         for row in rows:
             task_dir = bench / row["path"]
             library = _slate_library(bench, task_dir, Path(scratch) / row["task_id"])
-            task = load_task_package(task_dir)
+            task = load_task_package(task_dir, within=bench)
             followed = {"oracle": row["oracle"], **dict(zip(STRATEGIES, row["misleading"], strict=True))}
             for agent in AGENTS:
                 plans.append((row, task, library, agent, followed.get(agent, "")))

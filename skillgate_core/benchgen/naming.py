@@ -2,7 +2,7 @@
 
 Every oracle skill gets a codename unique within its (family, domain) cell; its five lookalikes
 share the codename and noun and take the other five of the family's six suffixes. Which suffix
-the oracle gets is drawn per skill, so no suffix marks the oracle across the suite.
+the oracle gets is dealt evenly per (family, split) (balanced_draws), so no suffix marks the oracle.
 """
 
 from __future__ import annotations

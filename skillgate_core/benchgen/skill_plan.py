@@ -1,8 +1,10 @@
 """Which skills the suite holds: per (family, domain) cell, held-in and held-out oracle skills, each
 with five lookalikes (one per misleading strategy), plus the general-purpose library.
 
-Everything is a pure function of the config: the same seed plans the same skills in every process
-(the suite's worker processes re-plan instead of receiving the skills).
+The oracle's suffix and description template are dealt per (family, split) so that each of the six
+marks the oracle equally often (balanced_draws); which lookalike gets which of the other five is a
+per-skill seeded shuffle. Everything is a pure function of the config: the same seed plans the same
+skills in every process.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from skillgate_core.benchgen.balanced_draws import balanced_deal
 from skillgate_core.benchgen.engines import tool_script
 from skillgate_core.benchgen.families import FAMILIES, STRATEGIES, SkillDraft
 from skillgate_core.benchgen.filler import FILLER_SKILLS, filler_body
@@ -22,7 +25,11 @@ from skillgate_core.benchgen.similarity import (
 from skillgate_core.benchgen.stepped import procedure_codes, with_stepped_procedure
 from skillgate_core.benchgen.suite_config import BenchBuildConfig
 
-__all__ = ["GenerationError", "SkillEntry", "SkillSet", "library_skills", "plan_skills"]
+__all__ = ["TEMPLATES", "GenerationError", "SkillEntry", "SkillSet", "library_skills", "plan_skills"]
+
+TEMPLATES = 6
+"""Description templates per family (`Family.describe`'s index 0..5): the oracle's is dealt, the lookalikes
+take the other five."""
 
 
 class GenerationError(RuntimeError):
@@ -95,15 +102,21 @@ def _codes(tag: str, strategy: str, steps: int) -> tuple[str, ...]:
     return procedure_codes(random.Random(f"steps:{tag}:{strategy or 'oracle'}"), steps) if steps else ()
 
 
-def _skill_set(seed: int, family_name: str, domain: str, split: str, codename: str, steps: int = 0) -> SkillSet:
+def _skill_set(seed: int, family_name: str, domain: str, split: str, codename: str, oracle_suffix: int,
+               oracle_template: int, steps: int = 0) -> SkillSet:
+    """One oracle with its lookalikes; the oracle's suffix and template index are dealt (balanced_draws),
+    the lookalikes take the other five of each in a per-skill seeded order."""
     family = FAMILIES[family_name]
     tag = f"{seed}:{family_name}:{domain}:{codename}"
     draft = family.sample(random.Random(f"skill:{tag}"), domain)
     looks = tuple(family.mutate(draft, s, random.Random(f"mutate:{tag}:{s}")) for s in STRATEGIES)
-    # Suffixes and description templates are permuted per skill, so neither marks the oracle.
     perm = random.Random(f"names:{tag}")
-    suffixes = perm.sample(family.suffixes, 6)
-    templates = perm.sample(range(6), 6)
+    others = [s for i, s in enumerate(family.suffixes) if i != oracle_suffix]
+    perm.shuffle(others)
+    suffixes = [family.suffixes[oracle_suffix], *others]
+    spare = [t for t in range(TEMPLATES) if t != oracle_template]
+    perm.shuffle(spare)
+    templates = [oracle_template, *spare]
     noun = family.noun[domain]
     oracle = _entry(draft, skill_name(codename, noun, suffixes[0]), templates[0], "oracle", _codes(tag, "", steps))
     lookalikes = tuple(_entry(d, skill_name(codename, noun, suffixes[i + 1]), templates[i + 1], "misleading",
@@ -123,11 +136,18 @@ def plan_skills(config: BenchBuildConfig) -> list[SkillSet]:
               "slate147": config.slate_skills_per_cell}
     sets: list[SkillSet] = []
     for family in config.families:
-        for domain in config.domains:
-            names = iter(cell_codenames(config.seed, family, domain, sum(counts.values())))
-            for split, n in counts.items():
-                sets.extend(_skill_set(config.seed, family, domain, split, next(names), config.procedure_steps)
-                           for _ in range(n))
+        # each cell's codenames, split by split (a codename is unique within its cell, not across cells)
+        names = {d: iter(cell_codenames(config.seed, family, d, sum(counts.values()))) for d in config.domains}
+        cells = {(d, split): [next(names[d]) for _ in range(n)] for split, n in counts.items() for d in config.domains}
+        for split in counts:
+            sizes = [len(cells[(d, split)]) for d in config.domains]
+            suffix_deal = balanced_deal(sizes, len(FAMILIES[family].suffixes),
+                                        f"{config.seed}:oracle-suffix:{family}:{split}")
+            template_deal = balanced_deal(sizes, TEMPLATES, f"{config.seed}:oracle-template:{family}:{split}")
+            for c, domain in enumerate(config.domains):
+                sets.extend(_skill_set(config.seed, family, domain, split, codename, suffix_deal[c][k],
+                                       template_deal[c][k], config.procedure_steps)
+                            for k, codename in enumerate(cells[(domain, split)]))
     order = {s: i for i, s in enumerate(counts)}
     return sorted(sets, key=lambda s: (order[s.split], config.families.index(s.family),
                                        config.domains.index(s.domain), s.oracle.name))

@@ -1,4 +1,4 @@
-"""What a built suite holds: tasks per family / domain / split, skills per split, gate results.
+"""What a built suite holds: tasks per family / domain / split, skills per split, audit and gate results.
 
     stats = suite_stats(Path("bench"))
     stats["tasks_by_family"]["procedural"]["train"]      # -> 264
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgate_core.base.safe_paths import check_task_row
-from skillgate_core.benchgen.suite import GATE_FILE, suite_digest
+from skillgate_core.benchgen.suite import AUDIT_FILE, GATE_FILE, suite_digest
 from skillgate_core.benchgen.suite_config import DOMAIN_NAMES, FAMILY_NAMES, SPLITS
 
 __all__ = ["read_task_rows", "suite_stats"]
@@ -53,8 +53,13 @@ def suite_stats(bench: Path, with_digest: bool = False) -> dict[str, Any]:
                                                                     | set(oracles.get("slate147", [])))),
         "generation_retries": sum(r["attempt"] for r in rows),
         "description_similarity": manifest["description_similarity"],
+        "audit": None,
         "gate": None,
     }
+    audit_file = bench / AUDIT_FILE
+    if audit_file.is_file():
+        audit = json.loads(audit_file.read_text(encoding="utf-8"))
+        stats["audit"] = {"passed": audit["passed"], "failures": audit["failures"]}
     gate_file = bench / GATE_FILE
     if gate_file.is_file():
         gate = json.loads(gate_file.read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ Layout:
     bench/skills/NAME/          every skill: oracles, lookalikes and the general library (mount at /skills)
     bench/tasks/SPLIT/TASK_ID/  Harbor-layout packages (package.py)
     bench/gate.json             validity-gate results when a gate ran (not part of the digest)
+    bench/audit.json            the shortcut audit (audit.py; written by the bench-build stage, not part of the digest)
 
 Slates come from skillgate_core.skills.build_slate: training slates retrieve over held-in skills
 and the general library only (held-out skills are never seen in training); evaluation slates over
@@ -47,10 +48,13 @@ from skillgate_core.benchgen.suite_config import SPLITS, BenchBuildConfig
 from skillgate_core.benchgen.task_gen import generate_task
 from skillgate_core.skills import IRRELEVANT_OUTSIDE_TOP, SkillRetriever, Split, build_retriever, build_slate
 
-__all__ = ["GATE_FILE", "SUITE_FORMAT", "SuiteSummary", "build_suite", "plan_tasks", "suite_digest"]
+__all__ = ["AUDIT_FILE", "GATE_FILE", "SUITE_FORMAT", "SuiteSummary", "build_suite", "plan_tasks", "suite_digest"]
 
 SUITE_FORMAT = "skillgate-bench/1"
 GATE_FILE = "gate.json"
+AUDIT_FILE = "audit.json"
+UNDIGESTED = (GATE_FILE, AUDIT_FILE)
+"""Reports about the suite written into its folder, left out of its digest (verdicts on the suite, not part of it)."""
 SPLIT_TAGS = {"train": "tr", "eval70_v1": "ev", "slate147": "sl"}
 SLATE_BENCH = {"train": "skillgate-train", "eval70_v1": "eval70_v1", "slate147": "slate147"}
 """The BENCH part of a slate's shuffle seed, per split."""
@@ -73,8 +77,8 @@ class SuiteSummary:
 
 
 def suite_digest(bench: Path) -> str:
-    """sha256 of the canonical JSON of the suite's file manifest, gate results left out."""
-    files = {rel: digest for rel, digest in tree_manifest(bench).items() if rel != GATE_FILE}
+    """sha256 of the canonical JSON of the suite's file manifest, gate and audit reports left out."""
+    files = {rel: digest for rel, digest in tree_manifest(bench).items() if rel not in UNDIGESTED}
     return hashlib.sha256(canonical_json(files).encode()).hexdigest()
 
 

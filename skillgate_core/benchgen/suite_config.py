@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
+from skillgate_core.base.config_ranges import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    Probability,
+    check_ranges,
+)
 from skillgate_core.benchgen.engines.steps import MAX_STEPS
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
@@ -54,6 +60,17 @@ class BenchBuildConfig:
     1..8: K dependent commands the agent carries out itself, each copying a code from the SKILL.md and the
     work order from the instruction or the ticket the step before printed; the script alone solves nothing,
     one wrong step scores 0, and an episode grows by one tool call per step."""
+    audit_margin: NonNegativeFloat = 0.05
+    """Shortcut audit (benchgen.audit, every build): how far over chance a name-only or position-only
+    predictor's accuracy must be to count as a shortcut, 5 points (a 30% lift over a chance of 1/6). A
+    predictor fails a split when it exceeds chance by more than this AND chance would reach its hits with
+    probability below audit_alpha. The margin binds where units are many (the 1,056 training slates: 0.05 is
+    4-7 standard errors of chance); on eval70_v1's 70 slates a predictor that knows nothing clears it by luck
+    in 7-11% of suites, and there the p-value binds."""
+    audit_alpha: Probability = 0.001
+    """The binomial tail probability under chance below which an excess over audit_margin fails the audit:
+    each check of a shortcut-free suite fails with probability under 0.001, while a planted leak (every
+    oracle one suffix) has p < 1e-12 on the default held-out splits (16 skills each)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

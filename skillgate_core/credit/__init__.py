@@ -1,7 +1,8 @@
 """Credit assignment: who gets which advantage, on which tokens (docs/method.md 4-7).
 
 - `actions`: `SelectionAction`, one attributed skill read with its call and identity token spans.
-- `advantages`: GRPO task advantages; clean-oracle / first-oracle utilities; selector advantages.
+- `advantages`: GRPO task advantages; clean-oracle / first-oracle utilities (the clean test counts
+  consultation of other skills, docs/reads.md); selector advantages, per read and per action.
 - `behaviour`: the episode-level behaviour terms of the mixed_separated and hybrid_slate ablations.
 - `groups`: fail-closed group validation and the dynamic filter, each rejection with a reason.
 - `spans`: selection-span detection: read calls -> actions with call and identity tokens.
@@ -15,6 +16,7 @@ from skillgate_core.credit.actions import CATEGORIES, Category, SelectionAction
 from skillgate_core.credit.advantages import (
     UTILITIES,
     Utility,
+    action_selector_advantages,
     clean_oracle_utility,
     first_oracle_utility,
     selector_advantages,
@@ -57,6 +59,7 @@ from skillgate_core.credit.weights import (
 )
 
 __all__ = [
+    "action_selector_advantages",
     "AssistantTurn",
     "SpanReport",
     "decode_with_offsets",

@@ -1,13 +1,16 @@
 """Skill reads: what the environment saw opened, and the attributed ones selector credit is assigned to.
 
-- `SkillOpen`: the environment's record (envs/skill_opens.py) that a skill's SKILL.md / README.md
-  was opened while one tool call ran (or between calls: a background job), whatever the command
-  looked like. A trajectory holds them in order.
+- `SkillOpen`: the environment's record (envs/skill_opens.py) that a file of a skill was opened while
+  one tool call ran (or between calls: a background job), whatever the command looked like. A
+  trajectory holds them in order: its SKILL.md / README.md (`skill_opens`: reads), or any of its files
+  (`skill_consults`: consultation).
 - `SelectionAction`: an opened skill whose name the call that opened it wrote as a `/skills/NAME`
   path: span detection gives it call and identity tokens; token weights consume them. Token indices
   are offsets into the episode's response token sequence, the same coordinates as the loss mask.
 - `SkillRead`: one read of the episode in order, attributed (an action) or not (a glob, a relative
   path after `cd /skills`: it counts in the utilities but has no tokens to credit).
+- `ConsultedSkill`: a skill any file of which the episode opened or executed (a read, a script run, a
+  data file): an episode that consulted a skill other than its one oracle read is not clean.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-__all__ = ["CATEGORIES", "Category", "SelectionAction", "SkillOpen", "SkillRead"]
+__all__ = ["CATEGORIES", "Category", "ConsultedSkill", "SelectionAction", "SkillOpen", "SkillRead"]
 
 Category = Literal["oracle", "misleading", "relevant", "irrelevant", "unadvertised"]
 """What the read skill is for this task: the gold skill, a slate member of one kind, or off-slate."""
@@ -27,7 +30,8 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 # Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
 @dataclass(frozen=True)
 class SkillOpen:
-    """The environment saw a process open this skill's SKILL.md / README.md during one window."""
+    """The environment saw a process open a file of this skill during one window: its SKILL.md / README.md
+    in `Trajectory.skill_opens` (a read), any of its files in `Trajectory.skill_consults`."""
 
     skill_name: str
     """The skill folder the opened file lies in (/skills/NAME/)."""
@@ -69,6 +73,16 @@ class SkillRead:
     @property
     def attributed(self) -> bool:
         return self.action_index is not None
+
+
+@dataclass(frozen=True)
+class ConsultedSkill:
+    """A skill the episode consulted: a process opened or executed a file of its folder (docs/reads.md)."""
+
+    skill_name: str
+    """The skill folder (/skills/NAME/)."""
+    category: Category
+    """oracle / misleading / relevant / irrelevant by slate membership, else unadvertised."""
 
 
 @dataclass(frozen=True)

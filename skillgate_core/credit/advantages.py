@@ -11,6 +11,13 @@ with `reads`; None = every read attributed) says which reads are actions with to
 unattributed read counts like any other read: it is in the baseline, and an episode holding one is
 not clean; it just has no tokens, so its own advantage reaches no token (the caller keeps only the
 attributed reads' values: `SpanReport.action_values`).
+
+Consultation (docs/reads.md): `consulted` (per episode, the categories of every skill any file of which
+the episode opened or executed, reads included; None = only the read skills) enters the clean test only.
+An episode that consulted a skill other than the oracle (ran its script, read its data) is not clean,
+whatever it read; running the oracle's own scripts after reading it stays clean. Consulting is not a
+read: it adds no entry to the reads, so the baseline and the first-oracle utility do not change.
+`action_selector_advantages` takes the span reports themselves: what the trainer puts on tokens.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from skillgate_core.credit.actions import CATEGORIES
+from skillgate_core.credit.spans import SpanReport
 
 __all__ = [
     "STD_EPSILON",
+    "action_selector_advantages",
     "UTILITIES",
     "Utility",
     "clean_oracle_utility",
@@ -79,27 +88,42 @@ def validate_reads(reads: Sequence[Sequence[str]]) -> None:
                 raise ValueError(f"episode {i}: unknown read category {c!r}; expected one of {CATEGORIES}")
 
 
-def clean_oracle_utility(reads: Sequence[Sequence[str]],
-                         attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
-    """u = 1 for the single read of an episode whose only read is an attributed oracle read; 0 for every
-    other read.
+def _consulted(reads: Sequence[Sequence[str]], consulted: Sequence[Sequence[str]] | None) -> list[list[str]]:
+    """Per episode, the categories of the skills it consulted; its reads when `consulted` is None."""
+    if consulted is None:
+        return [list(episode) for episode in reads]
+    if len(consulted) != len(reads):
+        raise ValueError(f"consulted must hold one list per episode: {len(consulted)} for {len(reads)} episodes")
+    validate_reads(consulted)
+    return [list(episode) for episode in consulted]
+
+
+def clean_oracle_utility(reads: Sequence[Sequence[str]], attributed: Sequence[Sequence[bool]] | None = None,
+                         consulted: Sequence[Sequence[str]] | None = None) -> list[list[float]]:
+    """u = 1 for the single read of an episode whose only read is an attributed oracle read and which
+    consulted no other skill; 0 for every other read.
 
     A multi-read episode earns nothing even when it contains the oracle ([O,O], [O,M]): reading
     extra skills is what the clean utility refuses to reward. An unattributed read (a glob, a
-    relative path) is a read too: its episode is not clean.
+    relative path) is a read too: its episode is not clean. So is an episode that consulted another
+    skill's files (`consulted`: its scripts run or read, its data) before or after its one read.
     """
     validate_reads(reads)
     flags = _flags(reads, attributed)
-    return [[1.0] if list(episode) == ["oracle"] and all(f) else [0.0] * len(episode)
-            for episode, f in zip(reads, flags, strict=True)]
+    seen = _consulted(reads, consulted)
+    return [[1.0] if list(episode) == ["oracle"] and all(f) and all(c == "oracle" for c in other)
+            else [0.0] * len(episode)
+            for episode, f, other in zip(reads, flags, seen, strict=True)]
 
 
-def first_oracle_utility(reads: Sequence[Sequence[str]],
-                         attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
+def first_oracle_utility(reads: Sequence[Sequence[str]], attributed: Sequence[Sequence[bool]] | None = None,
+                         consulted: Sequence[Sequence[str]] | None = None) -> list[list[float]]:
     """u = 1 for the first oracle read of each episode (attributed or not: an oracle already read through
-    a glob is not chosen again by naming it), 0 for all other reads."""
+    a glob is not chosen again by naming it), 0 for all other reads. Not a clean test: consultation
+    (checked, then ignored) changes nothing."""
     validate_reads(reads)
     _flags(reads, attributed)
+    _consulted(reads, consulted)
     utilities: list[list[float]] = []
     for episode in reads:
         first = next((j for j, c in enumerate(episode) if c == "oracle"), None)
@@ -107,7 +131,10 @@ def first_oracle_utility(reads: Sequence[Sequence[str]],
     return utilities
 
 
-UTILITIES: dict[str, Callable[[Sequence[Sequence[str]], Sequence[Sequence[bool]] | None], list[list[float]]]] = {
+_UtilityFn = Callable[[Sequence[Sequence[str]], Sequence[Sequence[bool]] | None, Sequence[Sequence[str]] | None],
+                      list[list[float]]]
+
+UTILITIES: dict[str, _UtilityFn] = {
     "clean_oracle": clean_oracle_utility,
     "first_oracle": first_oracle_utility,
 }
@@ -130,15 +157,26 @@ def selector_advantages_from_utilities(utilities: Sequence[Sequence[float]]) -> 
 
 
 def selector_advantages(reads: Sequence[Sequence[str]], utility: str,
-                        attributed: Sequence[Sequence[bool]] | None = None) -> list[list[float]]:
+                        attributed: Sequence[Sequence[bool]] | None = None,
+                        consulted: Sequence[Sequence[str]] | None = None) -> list[list[float]]:
     """Per episode, the selector advantage of each of its reads, in order.
 
     `reads[i]` lists the categories of episode i's reads; `utility` is "clean_oracle" or
-    "first_oracle"; `attributed` (None: all) marks the reads that are actions. The advantages of a
-    group sum to zero over reads; only the attributed reads' values reach tokens.
+    "first_oracle"; `attributed` (None: all) marks the reads that are actions; `consulted[i]` the
+    categories of every skill episode i consulted (None: its reads). The advantages of a group sum to
+    zero over reads; only the attributed reads' values reach tokens.
     """
     try:
         utility_fn = UTILITIES[utility]
     except KeyError:
         raise ValueError(f"unknown utility {utility!r}; expected one of {sorted(UTILITIES)}") from None
-    return selector_advantages_from_utilities(utility_fn(reads, attributed))
+    return selector_advantages_from_utilities(utility_fn(reads, attributed, consulted))
+
+
+def action_selector_advantages(reports: Sequence[SpanReport], utility: str) -> list[list[float]]:
+    """Per episode of a group, the selector advantage of each of its actions (the attributed reads, in
+    action order): the utility over every read and every consulted skill of each report, kept on the
+    actions. What the trainer puts on identity tokens."""
+    per_read = selector_advantages([r.reads() for r in reports], utility, [r.attributed() for r in reports],
+                                   [r.consulted_categories() for r in reports])
+    return [r.action_values(values) for r, values in zip(reports, per_read, strict=True)]

@@ -15,7 +15,8 @@ Per episode (`PremiseEpisode`, built from any record by `premise_episode`):
 
 - P1, outcome vs selection: among the episodes that read the oracle's SKILL.md at all, the share
   whose outcome differs from a clean oracle read: resolved XOR clean, clean = the distinct skills
-  read are exactly {oracle} (a caller may fold more into `clean`). Its two parts are the clean reads
+  read are exactly {oracle} (the callers fold in consultation: no other skill's files opened or run,
+  docs/reads.md). Its two parts are the clean reads
   that failed and the resolved episodes without a clean read; the oracle readers that failed (clean
   or not) are given too.
 - P2, dilution: shares of the SAMPLED tokens (loss mask 1) that are skill-name tokens (the identity
@@ -136,9 +137,10 @@ def premise_episode(reads: Sequence[str], read_names: Sequence[str], *, resolved
                     clean: bool | None = None) -> PremiseEpisode:
     """One episode's facts from its reads in order (`reads`: categories, `read_names`: the skills, aligned).
 
-    clean: None takes the evaluation's clean-oracle rule (the distinct names read are exactly the
-    oracle's, docs/method.md 8); a caller with a stricter rule (say, no other skill's files consulted
-    either) passes its own verdict, which must not call an episode clean that never read the oracle."""
+    clean: None takes the reads' part of the clean-oracle rule (the distinct names read are exactly the
+    oracle's, docs/method.md 8); a caller that knows more (no other skill's files consulted either:
+    agent.premise_facts, evaluation.metrics.Trial) passes its own verdict, which must not call an episode
+    clean that never read the oracle."""
     if len(reads) != len(read_names):
         raise ValueError(f"{len(reads)} read categories but {len(read_names)} read names: they must be aligned")
     oracle_names = {n for c, n in zip(reads, read_names, strict=True) if c == "oracle"}

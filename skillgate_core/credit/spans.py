@@ -14,8 +14,12 @@ one read of the episode, in order:
   background job between calls. It counts in the utilities (the episode is not clean) but has no
   tokens to credit.
 
-Running or reading a skill's other files (scripts, data) opens no SKILL.md: it is skill use, neither
-a read nor a mismatch. Listing (`ls`, `find`) opens no file: not a read.
+Running or reading a skill's other files (scripts, data) opens no SKILL.md: it is neither a read nor
+a mismatch, but it is *consultation* (`Trajectory.skill_consults`: every skill any file of which a
+process opened or executed, the read ones included). The report lists the consulted skills, and an
+episode is clean (`SpanReport.clean_oracle`) only when it read the oracle alone, by name, and
+consulted no other skill: running the oracle's own scripts after reading it stays clean, inspecting
+the other skills' scripts does not. Listing (`ls`, `find`) opens no file: neither.
 
 For each turn that ended normally, the shared parser locates the tool calls with their character
 spans; the turn's sampled token ids are decoded with character offsets, and
@@ -42,11 +46,11 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
-from skillgate_core.credit.actions import Category, SelectionAction, SkillOpen, SkillRead
+from skillgate_core.credit.actions import Category, ConsultedSkill, SelectionAction, SkillOpen, SkillRead
 from skillgate_core.formats.tool_calls import ToolCall, canonical_arguments, parse_tool_calls
 
 __all__ = [
@@ -105,6 +109,10 @@ class SpanReport:
     skill_reads: tuple[SkillRead, ...] = ()
     """Every read in order, attributed (pointing at its action) or not; empty with actions: one
     attributed read per action (a report built from the call texts alone)."""
+    consulted: tuple[ConsultedSkill, ...] = ()
+    """Every skill consulted (any file of it opened or executed), once, in order of first consultation;
+    always holding every read skill (a read is a consultation: a record that observed reads but not
+    consultation knows no more than its reads)."""
 
     def __post_init__(self) -> None:
         if not self.skill_reads and self.actions:
@@ -114,6 +122,10 @@ class SpanReport:
         if pointed != list(range(len(self.actions))):
             raise ValueError(f"skill_reads must point at every action once, in order; got {pointed} "
                              f"for {len(self.actions)} actions")
+        seen = {c.skill_name: c for c in self.consulted}
+        for r in self.skill_reads:
+            seen.setdefault(r.skill_name, ConsultedSkill(r.skill_name, r.category))
+        object.__setattr__(self, "consulted", tuple(seen.values()))
 
     @property
     def clean(self) -> bool:
@@ -126,6 +138,20 @@ class SpanReport:
     def attributed(self) -> list[bool]:
         """Aligned with `reads()`: whether each read is an action (has tokens to credit)."""
         return [r.attributed for r in self.skill_reads]
+
+    def consulted_names(self) -> list[str]:
+        """The consulted skills' names, in order of first consultation (the read ones included)."""
+        return [c.skill_name for c in self.consulted]
+
+    def consulted_categories(self) -> list[str]:
+        """Aligned with `consulted_names()`: each consulted skill's category (the utilities' input)."""
+        return [c.category for c in self.consulted]
+
+    @property
+    def clean_oracle(self) -> bool:
+        """docs/method.md 5: one read, an attributed oracle read, and no other skill consulted."""
+        return (self.reads() == ["oracle"] and all(self.attributed())
+                and all(c == "oracle" for c in self.consulted_categories()))
 
     def action_values(self, per_read: Sequence[float]) -> list[float]:
         """The values of the attributed reads (one per action, in action order) from one per read."""
@@ -313,16 +339,22 @@ def detect_selection_spans(
     gold_name: str,
     slate: Mapping[str, str],
     opens: Sequence[SkillOpen] | None = None,
+    consults: Sequence[SkillOpen] | None = None,
 ) -> SpanReport:
     """Scan an episode's assistant turns (module docstring).
 
     `slate` maps each advertised skill name to its category ("oracle", "misleading", "relevant",
     "irrelevant"); `gold_name` is the task's oracle skill. `opens` is what the environment saw
     opened (`Trajectory.skill_opens`), turn and call indices into `turns` and their dispatched calls;
-    None judges reads by the call texts alone (records made before opens were observed).
+    None judges reads by the call texts alone (records made before opens were observed). `consults`
+    is every skill file the environment saw opened or executed (`Trajectory.skill_consults`); None:
+    not observed (the reads are all that is known to have been consulted).
     """
+    consulted = tuple(ConsultedSkill(name, _category(name, gold_name, slate))
+                      for name in dict.fromkeys(o.skill_name for o in consults or ()))
     if opens is None:
-        return _spans_from_call_text(turns, tokenizer, gold_name=gold_name, slate=slate)
+        report = _spans_from_call_text(turns, tokenizer, gold_name=gold_name, slate=slate)
+        return replace(report, consulted=consulted) if consulted else report
     specials = special_token_strings(tokenizer)
     checked = parse_mismatch = span_mismatch = align_mismatch = 0
     usable: dict[int, Sequence[ToolCall]] = {}
@@ -395,7 +427,8 @@ def detect_selection_spans(
             call_token_indices=tuple(turn.token_offset + i for i in call_tokens),
             identity_token_indices=tuple(turn.token_offset + i for i in identity),
         ))
-    return SpanReport(tuple(actions), checked, parse_mismatch, span_mismatch, align_mismatch, tuple(reads))
+    return SpanReport(tuple(actions), checked, parse_mismatch, span_mismatch, align_mismatch, tuple(reads),
+                      consulted)
 
 
 def _spans_from_call_text(
@@ -497,4 +530,4 @@ def first_mention_identity(report: SpanReport, turns: Sequence[AssistantTurn], t
             identity_token_indices=tuple(turn.token_offset + i for i in identity), first_mention=True,
         ))
     return SpanReport(tuple(moved), report.turns_checked, report.parse_dispatch_mismatch, report.span_mismatch,
-                      report.alignment_mismatch, report.skill_reads)
+                      report.alignment_mismatch, report.skill_reads, report.consulted)

@@ -10,12 +10,12 @@ The interface (envs/sandbox.py) knows neither subclass; this module imports both
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
+from skillgate_core.base.plain_trees import NotPlainTree, check_plain_tree
 from skillgate_core.envs.sandbox import Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
@@ -97,11 +97,11 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
     /skills. Raises SandboxError when no backend can run it."""
     cfg = config or SandboxConfig()
     chosen = resolve_backend(task, backend, cfg)
-    skills = Path(skills_dir).resolve() if skills_dir is not None else None
-    if skills is not None and not skills.is_dir():
-        raise SandboxError(f"skills_dir {skills}: not a directory")
-    if skills is not None:
-        _refuse_skill_links(skills)
+    skills = None
+    if skills_dir is not None:
+        # Checked before it is resolved: resolving a linked skills folder would mount the link's target.
+        _refuse_skill_links(Path(skills_dir))
+        skills = Path(skills_dir).resolve()
     start = time.perf_counter()
     if chosen == "docker":
         from skillgate_core.envs.docker_sandbox import DockerSandbox
@@ -116,18 +116,15 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
 
 
 def _refuse_skill_links(skills: Path) -> None:
-    """A skills folder holds regular files and folders only, the same on both backends: bubblewrap
-    copies it as root (a link would bring its target, any host file, along) and Docker binds it
-    (links would resolve inside the container). `skillgate skills check` names such links too."""
-    # The same check as skills/slates.py makes: envs may not import skills (sibling layers).
-    for folder, dirs, files in os.walk(skills):
-        for name in sorted(dirs + files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                raise SandboxError(f"skills_dir {path}: symbolic link to {os.readlink(path)}; a skills folder "
-                                   "holds regular files and folders only")
-            if not (path.is_dir() or path.is_file()):
-                raise SandboxError(f"skills_dir {path}: not a regular file or folder")
+    """A skills folder holds regular files and folders only, the same on both backends, and is not a link
+    itself: bubblewrap copies it as root and Docker copies it for the container's bind, and a link would
+    bring its target, any host file or folder, along. `skillgate skills check` names such links too."""
+    if not skills.is_dir():
+        raise SandboxError(f"skills_dir {skills}: not a directory")
+    try:
+        check_plain_tree(skills)
+    except NotPlainTree as exc:
+        raise SandboxError(f"skills_dir {exc}") from None
 
 
 def reap_orphans(config: SandboxConfig | None = None) -> dict[str, int]:

@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from skillgate_core.base.plain_trees import NotPlainTree, copy_plain_tree
 from skillgate_core.envs import image_root
 from skillgate_core.envs.cgroups import SandboxCgroup, create_cgroup, open_cgroup
 from skillgate_core.envs.dockerfile_subset import materialize
@@ -159,8 +160,11 @@ class BwrapSandbox(Sandbox):
         if self.as_root:
             _chown_tree(root, self.uid, self.gid)
         if skills_dir is not None:
-            # start_sandbox refused links; still, never copy one's target (we are root here).
-            shutil.copytree(skills_dir, self.dir / "skills", symlinks=True, ignore=_links_and_special_files)
+            # start_sandbox refused links; still, never follow one that came since (we are root here).
+            try:
+                copy_plain_tree(skills_dir, self.dir / "skills")
+            except NotPlainTree as exc:
+                raise SandboxError(f"skills_dir {exc}") from None
             for p in [self.dir / "skills", *(self.dir / "skills").rglob("*")]:
                 p.chmod((p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0)) & 0o7555)
             # Watched on the host copy that only this session binds: its opens are this episode's reads.
@@ -437,12 +441,6 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 def _tree_bytes(root: Path) -> int:
     return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-
-
-def _links_and_special_files(folder: str, names: list[str]) -> list[str]:
-    """copytree's ignore hook: leave out links, FIFOs, sockets and devices."""
-    return [n for n in names if os.path.islink(os.path.join(folder, n))
-            or not (os.path.isdir(os.path.join(folder, n)) or os.path.isfile(os.path.join(folder, n)))]
 
 
 def _remove(path: Path) -> None:

@@ -51,6 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.base.plain_trees import NotPlainTree, copy_plain_tree
 from skillgate_core.envs.docker_images import LABEL, WORKSPACE_SEED, docker_client, task_image
 from skillgate_core.envs.sandbox import (
     HELPER_ENV,
@@ -387,9 +388,13 @@ class DockerSandbox(Sandbox):
 
 
 def _copy_skills(skills_dir: Path, into: Path) -> Path:
-    """This container's own read-only copy of the skills (start_sandbox refused links in them)."""
+    """This container's own read-only copy of the skills (start_sandbox refused links in them; one that
+    came since is refused too, never followed)."""
     SKILLS_COPIES.mkdir(parents=True, exist_ok=True, mode=0o711)
-    shutil.copytree(skills_dir, into, symlinks=True)
+    try:
+        copy_plain_tree(skills_dir, into)
+    except NotPlainTree as exc:
+        raise SandboxError(f"skills_dir {exc}") from None
     for p in [into, *into.rglob("*")]:  # readable by the image's USER; the bind itself is read-only
         p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
     return into

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillgate_core.envs.sandbox_config import SandboxConfig
-from skillgate_core.envs.skill_opens import SkillOpenWatch
+from skillgate_core.envs.skill_opens import SkillOpenWatch, WindowOpens
 from skillgate_core.envs.task_package import TaskPackage
 
 __all__ = [
@@ -203,11 +203,12 @@ class Sandbox(abc.ABC):
         return self._run(["/bin/sh", "-c", 'test -e "$1"', "sh", path], timeout=30, cwd="/",
                          env={**self.env, **HELPER_ENV}, stdin=None).exit_code == 0
 
-    def drain_skill_opens(self) -> list[str]:
-        """Skills whose SKILL.md / README.md this sandbox's processes opened since the previous drain, each
-        once, in order of first opening (envs/skill_opens.py): the environment's record of skill reads,
-        whatever the command looked like. Empty when no skills are mounted."""
-        return self.skill_watch.drain() if self.skill_watch is not None else []
+    def drain_skill_opens(self) -> WindowOpens:
+        """What this sandbox's processes opened of the skills since the previous drain (envs/skill_opens.py):
+        `read`, the skills whose SKILL.md / README.md was opened, and `consulted`, the skills any file of
+        which was opened or executed, each once, in order of first opening: the environment's record of
+        reads and consultation, whatever the command looked like. Empty when no skills are mounted."""
+        return self.skill_watch.drain() if self.skill_watch is not None else WindowOpens()
 
     def _close_skill_watch(self) -> None:
         if self.skill_watch is not None:

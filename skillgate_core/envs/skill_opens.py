@@ -1,25 +1,27 @@
-"""Which skills' SKILL.md / README.md the sandbox's processes opened: the environment's own record of reads.
+"""Which skills the sandbox's processes opened: the environment's own record of reads and of consultation.
 
 A skill is *read* when a process opens its `SKILL.md` or `README.md` (the file directly inside the
 skill's folder, name compared case-insensitively), whatever the command looked like: `cat`, a glob
-after `cd /skills`, `grep -r`, a script, a background job. Listing (`ls`, `find`) opens folders, not
-files, and is not a read; other files of a skill (scripts, data) are skill *use*, not a read.
+after `cd /skills`, `grep -r`, a script, a background job. A skill is *consulted* when a process opens
+or executes ANY file of its folder: its SKILL.md (a read is a consultation), a script (run or read),
+a data file, a reference. Listing (`ls`, `find`) opens folders, not files: neither.
 
 The host watches the per-episode copy of the skills that the sandbox mounts at /skills with Linux
-inotify (IN_OPEN on each of those files). inotify is inode-based, so opens through a bubblewrap bind
-or a Docker bind mount are seen; the kernel queues the event before open() returns, so the agent can
+inotify (IN_OPEN on every regular file of every skill folder). inotify is inode-based, so opens through
+a bubblewrap bind or a Docker bind mount are seen; the kernel queues the event before open() returns
+(execve() opens the file it runs, and an interpreter opens its script again), so the agent can
 neither suppress nor forge one, and nothing inside the sandbox is trusted.
 
     watch = SkillOpenWatch(host_copy_of_skills)    # after the copy, before the agent runs anything
     ...run one tool call...
-    watch.drain()   # -> ["oracle-skill", ...]: skills opened since the previous drain, in order
+    opened = watch.drain()   # opened.read: ["oracle-skill"]; opened.consulted: ["oracle-skill", "other"]
     watch.close()
 
 Each drain is a *window* (the episode loop drains around every tool call). Every file is watched
 IN_ONESHOT and re-armed at the next drain, so one file queues at most one event per window however
 often it is opened: an agent looping over the skills cannot overflow the kernel's event queue. If
-the queue overflows anyway (events were lost), every skill of every watch on it is reported opened
-in its next window: an unseen read can only make an episode look like it read more, never less.
+the queue overflows anyway (events were lost), every skill of every watch on it is reported read and
+consulted in its next window: an unseen open can only make an episode look like it read more, never less.
 
 One inotify instance serves the whole process (the per-user limit on instances is 128 by default);
 events are handed to the watch that owns their file.
@@ -33,9 +35,10 @@ import errno
 import os
 import struct
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["READ_FILE_NAMES", "SkillOpenError", "SkillOpenWatch", "watched_files"]
+__all__ = ["READ_FILE_NAMES", "SkillOpenError", "SkillOpenWatch", "WatchedFile", "WindowOpens", "watched_files"]
 
 READ_FILE_NAMES = ("skill.md", "readme.md")
 """Lowercased names of the files whose opening is a read of their skill (directly inside its folder)."""
@@ -53,15 +56,43 @@ class SkillOpenError(OSError):
     """The host cannot watch the skill files (no inotify, or its limits are reached)."""
 
 
-def watched_files(skills_root: Path) -> list[tuple[str, Path]]:
-    """(skill name, file) for each SKILL.md / README.md directly inside a skill folder of `skills_root`."""
+# Declarations below, not logic: each field documented where it is declared (docs/design.md, Style).
+@dataclass(frozen=True)
+class WatchedFile:
+    """One regular file of a skill folder whose opening the host watches."""
+
+    skill: str
+    """The skill folder it lies in (/skills/NAME/...)."""
+    path: Path
+    """The file on the host (the sandbox's own copy of the skills)."""
+    read: bool
+    """Its opening is a read: a SKILL.md / README.md directly inside the skill folder."""
+
+
+@dataclass(frozen=True)
+class WindowOpens:
+    """What one window (between two drains) saw opened, each skill once, in order of first opening."""
+
+    read: tuple[str, ...] = ()
+    """Skills whose SKILL.md / README.md was opened: the window's reads."""
+    consulted: tuple[str, ...] = ()
+    """Skills any file of which was opened or executed (the read ones included): the window's consultations."""
+
+
+def watched_files(skills_root: Path) -> list[WatchedFile]:
+    """Every regular file of every skill folder of `skills_root`, sorted (links are never followed:
+    start_sandbox refused them, and a watch through one would watch a host file)."""
     out = []
     for folder in sorted(skills_root.iterdir()):
         if folder.is_symlink() or not folder.is_dir():
             continue
-        for item in sorted(folder.iterdir()):
-            if item.name.lower() in READ_FILE_NAMES and item.is_file() and not item.is_symlink():
-                out.append((folder.name, item))
+        for current, dirs, files in os.walk(folder):  # does not descend into linked folders
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(current) / name
+                if path.is_file() and not path.is_symlink():
+                    read = Path(current) == folder and name.lower() in READ_FILE_NAMES
+                    out.append(WatchedFile(folder.name, path, read))
     return out
 
 
@@ -83,8 +114,8 @@ class _Inotify:
         self.fd = fd
         self.pid = os.getpid()
         self.lock = threading.Lock()
-        self.owners: dict[int, tuple[SkillOpenWatch, str]] = {}
-        """wd -> (watch, skill name); kept until the kernel says the wd is gone (IN_IGNORED)."""
+        self.owners: dict[int, tuple[SkillOpenWatch, int]] = {}
+        """wd -> (watch, index of its file in watch.files); kept until the kernel says the wd is gone (IN_IGNORED)."""
         self.watches: set[SkillOpenWatch] = set()
 
     def add(self, path: Path) -> int:
@@ -139,7 +170,7 @@ class SkillOpenWatch:
         self.root = skills_root
         self.files = watched_files(skills_root)
         self._inotify = _shared()
-        self._pending: list[str] = []
+        self._pending: list[int] = []
         self._lost = False
         self._closed = False
         self._wds: list[int] = []
@@ -152,25 +183,29 @@ class SkillOpenWatch:
                 raise
 
     def _arm(self) -> None:
-        """(Re-)arm every file: a watch that has not fired keeps its wd, a fired one gets a new wd."""
+        """(Re-)arm every file: a watch that has not fired keeps its wd, a fired one gets a new wd. Every
+        file, not only those seen firing: one that fired while the queue was being read would otherwise
+        stay unarmed through the next window (one cheap syscall a file: an episode's skills hold tens)."""
         self._wds = []
-        for skill, path in self.files:
-            wd = self._inotify.add(path)
-            self._inotify.owners[wd] = (self, skill)
+        for index, watched in enumerate(self.files):
+            wd = self._inotify.add(watched.path)
+            self._inotify.owners[wd] = (self, index)
             self._wds.append(wd)
 
-    def drain(self) -> list[str]:
-        """Skills whose files were opened since the previous drain, each once, in order of first opening."""
+    def drain(self) -> WindowOpens:
+        """Skills read and consulted since the previous drain, each once, in order of first opening."""
         with self._inotify.lock:
             if self._closed:
-                return []
+                return WindowOpens()
             self._arm()  # before reading: an open from now on is queued, never missed
             self._inotify.pump()
             opened, self._pending = self._pending, []
             if self._lost:
                 self._lost = False
-                opened += [skill for skill, _ in self.files]
-        return list(dict.fromkeys(opened))
+                opened += list(range(len(self.files)))
+        files = [self.files[i] for i in opened]
+        return WindowOpens(read=tuple(dict.fromkeys(f.skill for f in files if f.read)),
+                           consulted=tuple(dict.fromkeys(f.skill for f in files)))
 
     def close(self) -> None:
         """Stop watching (safe to call twice)."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from skillgate_core.base.config import ConfigError, config_from_mapping
 from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.plain_trees import NotPlainTree, check_real_folder
 from skillgate_core.envs.dockerfile_subset import DockerfileError, DockerfileSpec, load_dockerfile
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE, Slate, SlateError, load_slate_manifest
 
@@ -244,11 +245,20 @@ def parse_task_toml(text: str, source: str) -> TaskConfig:
         raise TaskPackageError(str(exc)) from exc
 
 
-def load_task_package(path: str | Path) -> TaskPackage:
-    """Load and check the package at `path`; raise TaskPackageError naming the file and field."""
-    root = Path(path).expanduser().resolve()
-    if not root.is_dir():
-        raise TaskPackageError(f"{root}: not a directory (a task package is a folder with task.toml)")
+def load_task_package(path: str | Path, *, within: str | Path | None = None) -> TaskPackage:
+    """Load and check the package at `path`; raise TaskPackageError naming the file and field.
+
+    The package folder itself may not be a symbolic link (a bench's `tasks/ID` linked to a host folder
+    would make that folder the task), and with `within` (the bench the path lies in) no folder between
+    them may be one either. Links inside the package are checked by `_check_links`."""
+    given = Path(path).expanduser()
+    if not given.is_dir():
+        raise TaskPackageError(f"{given.resolve()}: not a directory (a task package is a folder with task.toml)")
+    try:
+        check_real_folder(given, below=Path(within).expanduser() if within is not None else None)
+    except NotPlainTree as exc:
+        raise TaskPackageError(f"{exc} (a task package is a real folder, never reached through a link)") from None
+    root = given.resolve()
     _check_links(root)
     toml_path = root / "task.toml"
     config = parse_task_toml(_read_text(toml_path, "task.toml", "[task] id, [agent], [verifier], [environment]"),

@@ -85,6 +85,10 @@ class Trial:
     """Sampled tokens that a trainer would put a loss on (loss mask = 1)."""
     seconds: float = 0.0
     """Wall seconds of the trial (episode + verification)."""
+    consulted_names: tuple[str, ...] | None = None
+    """Every skill any file of which the trial opened or executed (docs/reads.md: its SKILL.md, a script
+    run or read, its data), once, in order, the read ones included; None: not recorded (the reads
+    stand for it)."""
     name_tokens: int | None = None
     """Sampled tokens that are skill-name (identity) tokens of its attributed reads; None: not measured."""
     read_call_tokens: int | None = None
@@ -111,6 +115,7 @@ class Trial:
             outcome=row["outcome"],
             reads=tuple(row.get("reads") or ()),
             read_names=tuple(row.get("read_names") or ()),
+            consulted_names=None if row.get("consulted_names") is None else tuple(row["consulted_names"]),
             skill_reasoning=bool(row.get("skill_reasoning") or False),
             turns=int(row.get("turns") or 0),
             response_tokens=int(row.get("response_tokens") or 0),
@@ -122,13 +127,14 @@ class Trial:
         )
 
     def premise(self) -> PremiseEpisode:
-        """Its premise facts (credit.premise, docs/method.md 8b): reads and outcome from the row, the token
-        counts where measured (loss_tokens are its sampled tokens)."""
+        """Its premise facts (credit.premise, docs/method.md 8b): reads and outcome from the row, clean as the
+        clean-oracle rate counts it (consultation of another skill included), the token counts where measured
+        (loss_tokens are its sampled tokens)."""
         measured = None not in (self.name_tokens, self.read_call_tokens, self.reasoning_tokens)
         return premise_episode(self.reads, self.read_names, resolved=self.resolved, turns=self.turns,
                                sampled_tokens=self.loss_tokens if measured else None, name_tokens=self.name_tokens,
                                call_tokens=self.read_call_tokens, reasoning_tokens=self.reasoning_tokens,
-                               aborted=self.outcome == "error")
+                               aborted=self.outcome == "error", clean=self.clean_oracle)
 
     @property
     def resolved(self) -> bool:
@@ -149,10 +155,22 @@ class Trial:
         return category in self.reads
 
     @property
+    def consulted(self) -> tuple[str, ...]:
+        """The consulted skills' names, once each, in order (the read ones always included)."""
+        return tuple(dict.fromkeys([*(self.consulted_names or ()), *self.read_names]))
+
+    @property
+    def consulted_beyond_read(self) -> tuple[str, ...]:
+        """Skills the trial consulted (opened or ran a file of) without reading their SKILL.md / README.md."""
+        read = set(self.read_names)
+        return tuple(n for n in self.consulted if n not in read)
+
+    @property
     def clean_oracle(self) -> bool:
-        """The set of distinct skill NAMES read is exactly {oracle}: [O, O] counts, [O, M] does not."""
+        """The set of distinct skill NAMES read is exactly {oracle} ([O, O] counts, [O, M] does not), and no
+        other skill was consulted: inspecting the others' scripts, then reading the oracle, is not clean."""
         names = set(self.read_names)
-        return len(names) == 1 and self.reads[0] == "oracle"
+        return len(names) == 1 and self.reads[0] == "oracle" and not self.consulted_beyond_read
 
     @property
     def unique_reads(self) -> int:
@@ -173,6 +191,7 @@ TRIAL_RATES: dict[str, Callable[[Trial], bool]] = {
     "oracle_exposure": lambda t: t.exposed_to("oracle"),
     "misleading_exposure": lambda t: t.exposed_to("misleading"),
     "clean_oracle_rate": lambda t: t.clean_oracle,
+    "consulted_beyond_read_rate": lambda t: bool(t.consulted_beyond_read),
 }
 """Rates that are a share of ALL trials (errors included): name -> whether one trial counts. The main
 table, the ablation and the paired bootstrap read these same definitions."""
@@ -217,6 +236,7 @@ def behaviour_cost(trials: Sequence[Trial]) -> dict[str, float | None]:
     return {
         "reads_per_trial": sum(len(t.reads) for t in trials) / n,
         "unique_reads_per_trial": sum(t.unique_reads for t in trials) / n,
+        "consulted_skills_per_trial": sum(len(t.consulted) for t in trials) / n,
         "turns_per_trial": sum(t.turns for t in trials) / n,
         "response_tokens_per_trial": tokens / n,
         "loss_tokens_per_trial": sum(t.loss_tokens for t in trials) / n,
@@ -279,6 +299,10 @@ def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dic
     out["p_oracle_given_any_read"] = _rate(sum(t.exposed_to("oracle") for t in trials), sum(read))
     out["clean_oracle_rate"] = trial_rate(trials, "clean_oracle_rate")
     out["unique_reads_per_trial"] = sum(t.unique_reads for t in trials) / n
+    # Consultation (docs/reads.md): skills any file of which a trial opened or ran, reads included; and the
+    # trials that consulted a skill they never read (its scripts inspected or run): never clean.
+    out["consulted_skills_per_trial"] = sum(len(t.consulted) for t in trials) / n
+    out["consulted_beyond_read_rate"] = trial_rate(trials, "consulted_beyond_read_rate")
     first = Counter(t.reads[0] for t in trials if t.reads)
     out["first_read_category"] = {c: _rate(first[c], sum(read)) for c in READ_CATEGORIES}
     # Over ALL trials (a policy that never reads has 0 here): the x axis of the selector trade-off.

@@ -40,6 +40,7 @@ from skillgate_core.ownership import (
     open_experiment,
     start_segment,
 )
+from skillgate_core.ownership.exports import weights_problems
 from skillgate_core.ownership.layout import COMPLETE_MARKER, LINEAGE_FILE
 from skillgate_core.policy.openai_chat import OpenAIEndpoint
 
@@ -167,6 +168,9 @@ def resolve_policy(policy: str, *, root: Path, model: str = "", endpoint_options
     owned = _owned(path, root)
     if owned is not None:
         return owned
+    problems = weights_problems(path)  # before the standalone experiment exists: a refusal leaves nothing behind
+    if problems:
+        raise FileNotFoundError(f"{path}: not a model folder: {'; '.join(problems)}")
     sha = path_sha256(path)
     experiment_id, export_id = f"standalone-eval-{sha[:10]}", f"model-{sha[:10]}"
     created = ("experiment",) if _ensure_experiment(

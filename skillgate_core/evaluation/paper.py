@@ -24,7 +24,9 @@ more seeds with the baseline, the claim check is made on them pooled, each seed'
 under it; with one seed it is made on seed 0's comparison.
 
 As a stage (`paper-tables`): input role eval_rows (a folder), output role report (this folder).
-CLI: `skillgate paper build ROWS_DIR [--training DIR] --out DIR`.
+CLI: `skillgate paper build ROWS_DIR [--training DIR] --out DIR`. The build is written into a temp folder
+beside DIR and renamed into place whole: a killed build leaves DIR as it was, and its temp folder is
+removed by the next build.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.base.atomic import atomic_write_text
+from skillgate_core.base.atomic import TMP_PREFIX, atomic_write_text, building_dir, stale_builds
 from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.digests import file_sha256
 from skillgate_core.base.stage_output import StageOutput
@@ -466,16 +468,15 @@ def _training_section(training: TrainingData, config: PaperConfig) -> _Section |
     return section
 
 
-def _prepare(out: Path) -> None:
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / "paper.json").is_file():
-            raise PaperOutputError(f"{out}: not empty and not an earlier paper build (no paper.json); choose an "
-                                   "empty or new folder")
-        for name in ("tables", "figures"):
-            shutil.rmtree(out / name, ignore_errors=True)
-        for name in ("report.md", "paper.json"):
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+def _check_out(out: Path) -> None:
+    """`out` may be new, empty or an earlier paper build (replaced whole); anything else is refused. The
+    temp folders of builds killed earlier (SIGKILL) beside it are removed: they never block a build."""
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / "paper.json").is_file())):
+        raise PaperOutputError(f"{out}: not empty and not an earlier paper build (no paper.json); choose an "
+                               "empty or new folder")
+    for stale in stale_builds(out.parent):
+        if stale.name.startswith(f"{TMP_PREFIX}{out.name}-"):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -503,7 +504,16 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
     if training_section:
         sections.append(training_section)
 
-    _prepare(out)  # only now: a refused comparison leaves the output folder as it was
+    _check_out(out)  # only now: a refused comparison leaves the output folder as it was
+    # built in a temp folder beside `out`, renamed into place whole: a build killed midway leaves `out` as it
+    # was (an earlier build stays readable) and its temp folder is removed by the next build
+    with building_dir(out, replace=True) as tmp:
+        return _write_paper(rows, rows_dir, training, sections, config, out, tmp)
+
+
+def _write_paper(rows: list[dict[str, Any]], rows_dir: Path, training: TrainingData, sections: list[_Section],
+                 config: PaperConfig, out: Path, tmp: Path) -> PaperBuild:
+    """Every file of the build into `tmp` (published as `out` by build_paper); what was written."""
     eval_files: defaultdict[str, int] = defaultdict(int)
     for r in rows:
         eval_files[r["source"]] += 1
@@ -529,14 +539,14 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
         drawn: dict[str, list[str]] = defaultdict(list)
         for key, draw in section.figures.items():
             rel = f"figures/{section.name}/{key}.png"
-            info = draw(out / rel)
+            info = draw(tmp / rel)
             figure_data[key] = {"file": rel, **info}
             drawn[section.after.get(key, "")].append(f"![{info['title']}]({rel})")
             written_figures.append(rel)
         for table in section.tables:
             for ext, render in (("md", to_markdown), ("tex", to_latex)):
                 rel = f"tables/{section.name}/{table.key}.{ext}"
-                atomic_write_text(out / rel, render(table))
+                atomic_write_text(tmp / rel, render(table))
                 written_tables.append(rel)
             table_data[table.key] = {"title": table.title, "columns": list(table.columns),
                                      "rows": [list(r) for r in table.rows], "data": table.data}
@@ -550,8 +560,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
             doc["training"] = entry
         else:
             doc["protocols"][section.name] = entry
-    atomic_write_text(out / "report.md", "\n".join(report).rstrip("\n") + "\n")
-    atomic_write_text(out / "paper.json", json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(tmp / "report.md", "\n".join(report).rstrip("\n") + "\n")
+    atomic_write_text(tmp / "paper.json", json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
     metrics: dict[str, Any] = {
         "protocols": sorted(doc["protocols"]),
         "methods": sorted({m for p in doc["protocols"].values() for m in p["methods"]}),

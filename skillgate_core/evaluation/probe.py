@@ -89,7 +89,7 @@ def probe_task(model: Any, tokenizer: Any, resolved: ResolvedProtocol, task: Pro
     if task.slate is None or task.slate.oracle is None:
         raise ValueError(f"task {task.task_id}: the probe needs a slate with an oracle (protocol skill mode "
                          f"{resolved.spec.skill_mode!r})")
-    package = load_task_package(task.path)
+    package = load_task_package(task.path, within=resolved.bench)
     prompt = render_prompt_ids(tokenizer, build_messages(resolved.profile, package.instruction, task.slate))
     row = probe_prompt(model, tokenizer, prompt, [e.name for e in task.slate.entries],
                        [e.category for e in task.slate.entries], task.slate.oracle, turn, task_cue(package),

@@ -140,6 +140,9 @@ class RecordedEpisode:
     """Span detection's counters (parse_dispatch / span / alignment); empty when not recorded."""
     credit: EpisodeCredit | None = None
     """Group credit, when the record holds other episodes of the task."""
+    consulted: tuple[tuple[str, str], ...] | None = None
+    """(skill name, category) of every skill any file of which the episode opened or executed, in order
+    (docs/reads.md: consultation, the reads included); None when the record did not observe it."""
     premise: PremiseEpisode | None = None
     """Its premise facts (credit.premise, docs/method.md 8b): from the trajectories row, or from the trial row
     beside an evaluation log; None for a lone log without its row."""
@@ -152,6 +155,11 @@ class RecordedEpisode:
     def reads(self) -> list[str]:
         """Categories of its read actions, in order (what the utilities take)."""
         return [a.category for a in self.actions]
+
+    @property
+    def consulted_categories(self) -> list[str]:
+        """Categories of the consulted skills (the clean test's input); the reads' when not recorded."""
+        return self.reads if self.consulted is None else [c for _, c in self.consulted]
 
 
 def _observations(messages: Sequence[Mapping[str, str]]) -> list[str | None]:
@@ -216,7 +224,9 @@ def _from_parquet_row(number: int, source: str, row: Mapping[str, Any]) -> Recor
         instruction=instruction, prompt_tokens=len(row["prompt_ids"]), response_tokens=len(mask),
         trained_tokens=sum(mask), turns=tuple(turns),
         mismatches={k: int(spans[k]) for k in ("parse_dispatch_mismatch", "span_mismatch", "alignment_mismatch")
-                    if k in spans}, premise=row_premise(row))
+                    if k in spans},
+        consulted=(tuple((str(c["skill_name"]), str(c["category"])) for c in spans["consulted"])
+                   if "consulted" in spans else None), premise=row_premise(row))
 
 
 def _from_log(number: int, source: str, log: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> RecordedEpisode:
@@ -238,7 +248,10 @@ def _from_log(number: int, source: str, log: Mapping[str, Any], row: Mapping[str
         score=float(log.get("score") or 0.0), raw_score=log.get("raw_score"), gold=gold,
         verifier_detail=log.get("verifier_detail", ""), slate=slate_pairs, system=system, instruction=instruction,
         prompt_tokens=log.get("prompt_tokens"), response_tokens=log.get("response_tokens"), trained_tokens=None,
-        turns=tuple(turns), mismatches={}, premise=_row_facts(row))
+        turns=tuple(turns), mismatches={},
+        consulted=None if log.get("skill_consults") is None else tuple(
+            (n, _category(n, slate, gold)) for n in dict.fromkeys(str(o["skill_name"]) for o in log["skill_consults"])),
+        premise=_row_facts(row))
 
 
 def _row_facts(row: Mapping[str, Any] | None) -> PremiseEpisode | None:
@@ -277,7 +290,7 @@ def _group_credit(group: list[RecordedEpisode], utility: str) -> list[RecordedEp
     if reason:
         return [replace(e, credit=EpisodeCredit(utility, n, None, reason)) for e in group]
     a_task = task_advantages(scores)
-    a_sel = selector_advantages([e.reads for e in group], utility)
+    a_sel = selector_advantages([e.reads for e in group], utility, None, [e.consulted_categories for e in group])
     out = []
     for e, adv, sel in zip(group, a_task, a_sel, strict=True):
         values = iter(sel)

@@ -62,13 +62,15 @@ TRIAL_SCHEMA: tuple[tuple[str, str], ...] = (
     ("loss_tokens", "int32"),
     ("seconds", "float64"),
     ("seed", "int64"),
+    ("consulted_names", "list<string>"),
     ("name_tokens", "int32"),
     ("read_call_tokens", "int32"),
     ("reasoning_tokens", "int32"),
 )
-"""Column -> Arrow type of one trial row, in file order (raw_score and first_read_category may be null; so may
-the premise's token counts name_tokens, read_call_tokens and reasoning_tokens: null where no token ids were
-recorded, an endpoint counted by its usage, and absent from rows written before they existed)."""
+"""Column -> Arrow type of one trial row, in file order (raw_score and first_read_category may be null;
+consulted_names is null in rows written before consultation was recorded: the reads stand for it; the premise's
+token counts name_tokens, read_call_tokens and reasoning_tokens are null where no token ids were recorded, an
+endpoint counted by its usage, and absent from rows written before they existed)."""
 
 REQUIRED_COLUMNS = ("protocol_id", "fingerprint", "method", "task_id", "benchmark", "repeat", "outcome",
                     "reads", "read_names")
@@ -114,6 +116,10 @@ def _check_row(row: Mapping[str, Any], where: str) -> None:
     first = row.get("first_read_category", reads[0] if reads else None)
     if first != (reads[0] if reads else None):
         raise EvalRowsError(f"{where}: first_read_category {first!r} disagrees with reads {reads}")
+    consulted = row.get("consulted_names")
+    if consulted is not None and not set(row["read_names"] or []) <= set(consulted):
+        raise EvalRowsError(f"{where}: consulted_names {consulted} lacks a skill of read_names {row['read_names']} "
+                            "(a read is a consultation)")
 
 
 def read_eval_rows(folder: Path) -> list[dict[str, Any]]:

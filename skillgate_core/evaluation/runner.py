@@ -217,7 +217,9 @@ def _trajectory_log(trajectory: Trajectory) -> str:
     log.update(slate=[list(p) for p in zip(trajectory.slate_names, trajectory.slate_categories, strict=True)],
                messages=list(trajectory.messages), turns=[t.__dict__ for t in trajectory.turns],
                prompt_tokens=len(trajectory.prompt_ids), response_tokens=len(trajectory.response_ids),
-               skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens])
+               skill_opens=None if trajectory.skill_opens is None else [o.as_record() for o in trajectory.skill_opens],
+               skill_consults=None if trajectory.skill_consults is None
+               else [o.as_record() for o in trajectory.skill_consults])
     served = trajectory.extra.get("endpoint_usage")
     if served:  # no ids here: the server's counts (the prompt, and the context at the last turn)
         log.update(token_counts="endpoint usage", prompt_tokens=served["prompt_tokens"],
@@ -354,7 +356,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
                                    backend=protocol.backend, workers=config.sandbox_workers)
     snapshot = None
     if resolved.skill_names:
-        snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names])
+        snapshot = snapshot_skills([resolved.bench / "skills" / n for n in resolved.skill_names], below=resolved.bench)
         if snapshot.digest != protocol.snapshot_digest:
             raise RuntimeError(f"skill snapshot {snapshot.digest} differs from the protocol's {protocol.snapshot_digest}: "
                                "the bench's skills changed while the protocol was being resolved")
@@ -374,7 +376,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
                 if task.task_id not in packages:
                     skills = (slate_skills_dir(snapshot.path, task.slate.names, Path(scratch) / task.task_id)
                               if task.slate is not None and snapshot is not None else None)
-                    packages[task.task_id] = (load_task_package(task.path), skills)
+                    packages[task.task_id] = (load_task_package(task.path, within=resolved.bench), skills)
                 package, skills = packages[task.task_id]
                 specs.append(EpisodeSpec(package, task.slate, skills, bench=task.benchmark, repeat=repeat))
             trajectories = run_episodes(specs, policy, tokenizer, episode_config, resolved.profile)

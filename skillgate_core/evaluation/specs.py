@@ -33,13 +33,14 @@ from skillgate_core.base.config_ranges import (
     check_ranges,
 )
 from skillgate_core.base.digests import file_sha256, path_sha256
+from skillgate_core.base.plain_trees import check_plain_tree, check_real_folder
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.evaluation.protocol import EvalProtocol
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
 from skillgate_core.skills import Slate, read_slate, snapshot_digest
 
 __all__ = ["SPECS_DIR", "ProtocolSpec", "ProtocolTask", "ResolvedProtocol", "build_protocol", "list_specs",
-           "load_spec"]
+           "load_spec", "spec_path"]
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 """The shipped protocol spec files (eval70_v1.toml, slate147.toml)."""
@@ -148,10 +149,16 @@ def list_specs() -> list[str]:
     return sorted(p.stem for p in SPECS_DIR.glob("*.toml"))
 
 
+def spec_path(name_or_path: str | Path) -> Path:
+    """The file `load_spec(name_or_path)` reads: a shipped spec's, or the .toml file named."""
+    text = str(name_or_path)
+    return Path(text) if (text.endswith(".toml") or Path(text).is_file()) else SPECS_DIR / f"{text}.toml"
+
+
 def load_spec(name_or_path: str | Path) -> ProtocolSpec:
     """A spec by shipped name (eval70_v1, slate147) or by path to a .toml file."""
     text = str(name_or_path)
-    path = Path(text) if (text.endswith(".toml") or Path(text).is_file()) else SPECS_DIR / f"{text}.toml"
+    path = spec_path(text)
     if not path.is_file():
         raise ConfigError(f"no protocol spec '{text}' ({path} missing); shipped: {', '.join(list_specs())}")
     try:
@@ -211,6 +218,7 @@ def build_protocol(spec: ProtocolSpec, bench: str | Path, *, demo_repeats: int =
     listing, manifests = [], []
     for row in rows:
         folder = bench / row["path"]
+        check_real_folder(folder, below=bench)  # a task reached through a link would be a host folder
         slate = read_slate(folder / MANIFEST_FILE)
         tasks.append(ProtocolTask(row["task_id"], row["family"], folder, _shown_slate(slate, spec.skill_mode)))
         listing.append([row["task_id"], row["family"], path_sha256(folder)])
@@ -221,6 +229,9 @@ def build_protocol(spec: ProtocolSpec, bench: str | Path, *, demo_repeats: int =
         skill_dir = bench / "skills" / name
         if not skill_dir.is_dir():
             raise FileNotFoundError(f"{skill_dir}: skill '{name}' shown by a slate is not in the bench")
+        # NotPlainTree naming a link at any level (skills/, the skill folder, inside): the snapshot refuses it
+        # too, and its digest must never be a host folder's
+        check_plain_tree(skill_dir, below=bench)
         for path in sorted(skill_dir.rglob("*")):
             if path.is_file():
                 files[f"{name}/{path.relative_to(skill_dir).as_posix()}"] = file_sha256(path)

@@ -26,6 +26,7 @@ from typing import Literal
 from skillgate_core.base.atomic import atomic_write_json
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.base.paths import state_layout
+from skillgate_core.base.run_paths import check_run_path
 from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.credit.premise import prefixed
 from skillgate_core.evaluation.owner import PolicyRef, resolve_policy
@@ -37,7 +38,7 @@ from skillgate_core.evaluation.runner import (
     EvalRunConfig,
     run_evaluation,
 )
-from skillgate_core.evaluation.specs import ResolvedProtocol, build_protocol, load_spec
+from skillgate_core.evaluation.specs import SPECS_DIR, ResolvedProtocol, build_protocol, load_spec, spec_path
 
 __all__ = ["Eval70Config", "evaluate_export", "run_eval70"]
 
@@ -48,7 +49,8 @@ class Eval70Config:
     """Which protocol, and how to run it (only `protocol` and `demo_repeats` change what is measured)."""
 
     protocol: str = "eval70_v1"
-    """Protocol spec: a shipped name (eval70_v1, slate147) or a path to a spec .toml."""
+    """Protocol spec: a shipped name (eval70_v1, slate147) or a path to a spec .toml inside the state dir or
+    a folder of SKILLGATE_INPUT_DIRS (base.run_paths: it is a run parameter)."""
     demo_repeats: NonNegativeInt = 0
     """Explicit demo override: this many repeats instead of the protocol's (0 = as specified). Another
     protocol id and fingerprint; recorded in summary.json and the evaluation."""
@@ -76,6 +78,7 @@ class Eval70Config:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        check_run_path(spec_path(self.protocol), "protocol", catalog=(SPECS_DIR,))
 
     def run_config(self) -> EvalRunConfig:
         return EvalRunConfig(batch_episodes=self.batch_episodes, sandbox_workers=self.sandbox_workers, tag=self.tag,

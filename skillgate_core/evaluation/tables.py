@@ -152,7 +152,8 @@ def main_results_table(methods: Sequence[MethodTrials], k: int,
                  f"at least once when every task has {k} trials), per benchmark and overall. Errored trials "
                  "(infrastructure failures) count as unresolved in every denominator and are also counted. "
                  "Oracle / misleading exposure: trials that read the oracle / a misleading skill at least once; "
-                 "clean-oracle: trials whose distinct reads are exactly the oracle."
+                 "clean-oracle: trials whose distinct reads are exactly the oracle and that opened or ran no file "
+                 "of another skill."
                  + ("" if probes is None else " Probe: the share of tasks whose oracle is the policy's most likely "
                     "first read among the 16 slate skills, teacher-forced (chance 6.25%), with a task bootstrap "
                     "interval; '-' where no probe was run (an endpoint policy).")),
@@ -179,8 +180,8 @@ def ablation_table(methods: Sequence[MethodTrials], ablation_methods: Sequence[s
                      "clean_oracle_rate": s["clean_oracle_rate"],
                      "unique_reads_per_trial": s["unique_reads_per_trial"]})
     caption = ("Credit-design ablation. Exposure = share of trials that read at least one skill of that category; "
-               "clean oracle = the distinct skill names read are exactly {oracle}; unique reads = distinct skill "
-               "names read per trial.")
+               "clean oracle = the distinct skill names read are exactly {oracle} and no file of another skill "
+               "was opened or run; unique reads = distinct skill names read per trial.")
     if absent:
         caption += f" Without evaluation rows: {', '.join(absent)}."
     return Table(key="credit_ablation", title="Credit-design ablation", caption=caption,
@@ -219,7 +220,8 @@ def _interval_cells(i: BootstrapInterval) -> tuple[str, ...]:
 def _bootstrap_caption(first: PairedBootstrap | None) -> str:
     caption = ("Paired task-cluster bootstrap: tasks resampled with replacement (both methods on the same draw), "
                "difference in trial success, pass@k, oracle exposure (trials that read the oracle at least once) "
-               "and clean-oracle rate (trials whose distinct reads are exactly the oracle), percentile interval.")
+               "and clean-oracle rate (trials whose distinct reads are exactly the oracle and that consulted no "
+               "other skill), percentile interval.")
     if first:
         caption += (f" {first.resamples} resamples, seed {first.seed}, {100 * first.confidence:g}% interval, "
                     f"protocol fingerprint {first.fingerprint[:10]}.")

@@ -6,7 +6,10 @@ SKILL.md / README.md a process opened, once per call, in order of opening, attri
 not; docs/reads.md), categorised against the task's gold skill and slate: the same reads the
 training utilities count, so a policy served over HTTP is measured the same way. A record made
 before opens were observed falls back to the text of the calls the environment ran (a `read`, or an
-`exec` running a reader, naming /skills/NAME/SKILL.md: one read per path).
+`exec` running a reader, naming /skills/NAME/SKILL.md: one read per path). Consultation is what the
+environment saw opened or executed of ANY file of a skill (`Trajectory.skill_consults`, the read ones
+included): `consulted_names` lists each consulted skill once, in order; a record made before it was
+observed lists the skills read.
 
     row = trial_row(trajectory, context, tokenizer)   # dict with exactly TRIAL_COLUMNS
     write_trials(rows, path)                  # eval_trials.parquet with TRIAL_SCHEMA (pyarrow)
@@ -35,6 +38,7 @@ __all__ = [
     "TRIAL_COLUMNS",
     "TRIAL_SCHEMA",
     "TrialContext",
+    "consulted_of",
     "outcome_of",
     "reads_of",
     "row_id",
@@ -123,6 +127,13 @@ def reads_of(trajectory: Trajectory) -> tuple[list[str], list[str]]:
     return categories, names
 
 
+def consulted_of(trajectory: Trajectory, read_names: Sequence[str] = ()) -> list[str]:
+    """Every skill the episode consulted (any file of it opened or executed), once, in order of first
+    consultation, `read_names` included (without an observed record, they are all that is known)."""
+    names = [o.skill_name for o in trajectory.skill_consults or ()]
+    return list(dict.fromkeys([*names, *read_names]))
+
+
 def skill_reasoning_of(trajectory: Trajectory) -> bool:
     """The first assistant turn opens with <skill_reasoning> (docs/method.md 2)."""
     return bool(trajectory.turns) and trajectory.turns[0].text.lstrip().startswith(SKILL_REASONING_OPEN)
@@ -160,6 +171,7 @@ def trial_row(trajectory: Trajectory, context: TrialContext, tokenizer: Any = No
         "error": (trajectory.verifier_detail or "aborted") if outcome == "error" else "",
         "reads": reads,
         "read_names": names,
+        "consulted_names": consulted_of(trajectory, names),
         "first_read_category": reads[0] if reads else None,
         "skill_reasoning": skill_reasoning_of(trajectory),
         "turns": len(trajectory.turns),

@@ -8,7 +8,7 @@ A recipe file looks like
     stages = ["init-model", "bench-build", ...]
 
     [inputs]              # optional: roles supplied from outside instead of by an earlier stage
-    bench = "/data/my-bench"
+    bench = "/data/my-bench"      # inside the state dir or a folder of SKILLGATE_INPUT_DIRS (base.run_paths)
 
     [init-model]          # one table per stage: that stage's config values
     vocab_size = 2048
@@ -26,6 +26,8 @@ a stage that is not in the plan is refused. A stage that is not built yet keeps 
 table unvalidated (and the plan says so). An input (`[inputs]` or `inputs.ROLE=PATH`) must name a
 role some stage of the recipe takes from outside (a typo would otherwise be silently ignored), and a
 path given on the command line must exist; a path in the file may be absent (the plan reports it).
+Every input path, and a recipe named by its path, must lie where a run may read (base.run_paths:
+the state dir, SKILLGATE_INPUT_DIRS, the catalog), or the run is refused naming it.
 `resume_overrides(recipe, EXPERIMENT_ID)` is what `skillgate run --resume` and a deployment's
 `resume` parameter add: the override that makes each training stage of the recipe resume that
 experiment.
@@ -50,6 +52,7 @@ from skillgate_core.base.config import (
     config_to_dict,
     parse_override,
 )
+from skillgate_core.base.run_paths import OutsidePath, check_run_path
 from skillgate_core.base.suggestions import did_you_mean
 from skillgate_core.pipeline.recipe_plan import (
     InputFinder,
@@ -207,9 +210,13 @@ def list_recipes(directory: str | Path) -> list[Recipe]:
 
 
 def find_recipe(name_or_path: str, directory: str | Path) -> Recipe:
-    """A recipe by catalog name, or by path to a .toml file."""
+    """A recipe by catalog name, or by path to a .toml file inside the catalog `directory` or a folder a
+    run may read (base.run_paths: a deployment's `recipe` parameter names it)."""
     if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
-        return load_recipe(name_or_path)
+        try:
+            return load_recipe(check_run_path(name_or_path, "recipe", catalog=(directory,)))
+        except OutsidePath as exc:
+            raise ConfigError(str(exc)) from None
     recipes = list_recipes(directory)
     for r in recipes:
         if r.name == name_or_path:
@@ -243,6 +250,14 @@ def _check_input_role(role: str, stages: Sequence[str], recipe: str, source: str
         f"{did_you_mean(role, outside, prefix='inputs.')}; roles it takes "
         f"from outside: {', '.join(sorted(outside)) or 'none'}"
     )
+
+
+def _check_input_path(key: str, path: str, source: str) -> None:
+    """An input path must lie where a run may read (base.run_paths); ConfigError naming key and source."""
+    try:
+        check_run_path(path, key)
+    except OutsidePath as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _nest(flat: Iterable[tuple[str, Any]], source: str) -> dict[str, Any]:
@@ -285,6 +300,8 @@ def resolve_recipe(
     (what `skillgate run` and the entry flow do; off, the plan lists them as missing).
     """
     by_entry: dict[str, list[tuple[str, Any]]] = {}
+    for role, path in recipe.inputs.items():  # a recipe outside the catalog is a run parameter too
+        _check_input_path(f"inputs.{role}", path, str(recipe.source))
     inputs = dict(recipe.inputs)
     given_inputs: list[tuple[str, str]] = []
     for text in overrides:
@@ -293,7 +310,9 @@ def resolve_recipe(
         if entry == "inputs" and rest:
             if not isinstance(value, str):
                 raise ConfigError(f"{source}: {key}: expected a path or an id/digest string")
-            if not Path(value).expanduser().exists():
+            if Path(value).expanduser().exists():
+                _check_input_path(key, value, source)
+            else:
                 if finder is None:
                     raise ConfigError(f"{source}: {key}: path {value} does not exist")
                 try:  # a run id, export id, digest (or unique prefix) that the record knows

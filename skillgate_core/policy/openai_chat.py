@@ -19,18 +19,20 @@ and a re-send would pile a second generation onto a server that is already too s
 is not retried raises EndpointError naming the URL and why (a timeout says so and says it was not
 re-sent).
 
-The endpoint is not trusted: a reply is read in chunks up to `max_reply_bytes` (never the whole
-body at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
+The endpoint is not trusted: a reply is read in chunks up to what its max_tokens can need
+(`reply_limit`: 256 bytes a token + 64 KiB) and never past `max_reply_bytes` (never the whole body
+at once), one call ends at `deadline_s` whatever the server drips (retries included), and a
 body that is not UTF-8, not JSON, nested too deep or shaped wrong is an EndpointError, never a raw
-exception (docs/security.md).
+exception (docs/security.md). A redirect (any 3xx) is never followed: it is an EndpointError naming
+the status and the Location's origin, so the request and its bearer token reach the configured URL
+only. What the server answers that is not a chat completion (an HTTP error, a body that is not one)
+is described by its content type and size, never quoted: the error is stored with the trial.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import os
-import re
 import socket
 import time
 import urllib.error
@@ -40,23 +42,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
+from skillgate_core.policy.endpoint_keys import KeyDestinationError, check_api_key_env, sendable_key
+from skillgate_core.policy.http_answers import described, redirect_origin
 
-__all__ = ["API_KEY_ENV_RULE", "ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "check_api_key_env"]
-
-# Which variable's value is sent as the bearer token is a run parameter (a recipe, a deployment's
-# overrides, a CLI flag), so it may only name a key meant for an endpoint: never HOME, a cloud
-# credential or any other secret of the worker's environment (docs/security.md).
-_API_KEY_ENV = re.compile(r"OPENAI_API_KEY|SKILLGATE_[A-Z0-9]+(?:_[A-Z0-9]+)*_API_KEY")
-API_KEY_ENV_RULE = "OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (<NAME>: A-Z, 0-9, single underscores)"
-
-
-def check_api_key_env(name: object, field: str = "api_key_env") -> str:
-    """`name` if it is on the allow-list of key variables, else ValueError naming `field`."""
-    if not isinstance(name, str) or not _API_KEY_ENV.fullmatch(name):
-        raise ValueError(f"{field}: {name!r} may not be sent to an endpoint; expected {API_KEY_ENV_RULE}, "
-                         "set where the worker runs")
-    return name
-
+__all__ = ["ChatTurn", "EndpointError", "OpenAIEndpoint", "chat_completion", "reply_limit"]
 
 class EndpointError(RuntimeError):
     """The endpoint failed or answered something that is not a chat completion."""
@@ -73,7 +62,8 @@ class OpenAIEndpoint:
     """Model name sent with every request."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the bearer token (unset or empty: no Authorization header); only
-    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env)."""
+    OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY (check_api_key_env), and sent only to an origin its
+    PREFIX_BASE_URLS lists (policy.endpoint_keys)."""
     timeout_s: PositiveFloat = 600.0
     """Request timeout: the longest wait for the server to answer or send more bytes. A server that does
     not stream sends nothing until the whole turn is generated, so set this above the slowest turn
@@ -90,7 +80,8 @@ class OpenAIEndpoint:
     """Total time of one call, every attempt and the reading of the reply included: a server that
     drips bytes cannot hold an episode (or a SIGTERM) longer than this."""
     max_reply_bytes: PositiveInt = 16 * 2**20
-    """Largest reply body read; a longer one is an error, read no further."""
+    """Largest reply body read, whatever max_tokens; a longer one is an error, read no further. A call reads at
+    most what its max_tokens can need (reply_limit) when that is less."""
     concurrency: PositiveInt = 16
     """Requests in flight at once (one per active episode, up to this many)."""
 
@@ -123,20 +114,32 @@ class ChatTurn:
     """Wall time, retries included."""
 
 
-def _parse(url: str, data: Any) -> tuple[str, str, int, int]:
-    """(text, finish_reason, prompt_tokens, completion_tokens) of a decoded reply."""
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Every 3xx stays an answer (an HTTPError): following it would send the request, and urllib copies
+    the Authorization header with it, to whatever host the Location names."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def _parse(url: str, data: Any, what: str) -> tuple[str, str, int, int]:
+    """(text, finish_reason, prompt_tokens, completion_tokens) of a decoded reply; `what` describes the
+    body (http_answers.described) in an error, which never quotes it."""
     try:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         reason = str(choice.get("finish_reason") or "stop")
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise EndpointError(f"{url}: not a chat completion: {json.dumps(data)[:300]}") from None
+        raise EndpointError(f"{url}: not a chat completion ({what})") from None
     if not isinstance(text, str):
-        raise EndpointError(f"{url}: message.content is not text: {json.dumps(data)[:300]}")
+        raise EndpointError(f"{url}: message.content is not text but {type(text).__name__} ({what})")
     usage = data.get("usage") or {}
     counts = [usage.get(k) or 0 for k in ("prompt_tokens", "completion_tokens")] if isinstance(usage, dict) else [None]
     if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-        raise EndpointError(f"{url}: usage is not a pair of token counts: {json.dumps(usage)[:300]}")
+        raise EndpointError(f"{url}: usage is not a pair of token counts ({what})")
     return text, reason, int(counts[0] or 0), int(counts[1] or 0)
 
 
@@ -147,12 +150,29 @@ def _remaining(deadline: float, url: str, budget: float) -> float:
     return left
 
 
-def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> bytes:
-    """The body, read in chunks: at most max_reply_bytes, and never past the deadline."""
-    limit, url = endpoint.max_reply_bytes, endpoint.url
+REPLY_BYTES_PER_TOKEN = 256
+"""Reply bytes a completion token may take, JSON escaping included (a long token of \\uXXXX-escaped
+characters): with REPLY_BYTES_OVERHEAD, the most a reply of `max_tokens` tokens can need."""
+REPLY_BYTES_OVERHEAD = 64 * 2**10
+"""Reply bytes besides the completion's text (ids, usage, a reasoning field's framing, whitespace)."""
+
+
+def reply_limit(endpoint: OpenAIEndpoint, max_tokens: int) -> tuple[int, str]:
+    """(the most bytes a reply to `max_tokens` is read to, why that many). A server that ignores max_tokens
+    by far is refused after that many bytes: never read, decoded, parsed and tokenized whole (a 15 MB reply
+    to a 1,024-token turn cost 3 GB of memory, to keep 1,024 tokens of it)."""
+    need = REPLY_BYTES_OVERHEAD + max(1, int(max_tokens)) * REPLY_BYTES_PER_TOKEN
+    if need < endpoint.max_reply_bytes:
+        return need, f", the most max_tokens {int(max_tokens)} allows ({REPLY_BYTES_PER_TOKEN} a token)"
+    return endpoint.max_reply_bytes, ""
+
+
+def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float, max_tokens: int) -> bytes:
+    """The body, read in chunks: at most reply_limit's bytes, and never past the deadline."""
+    (limit, why), url = reply_limit(endpoint, max_tokens), endpoint.url
     declared = response.headers.get("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise EndpointError(f"{url}: reply is larger than {limit} bytes (Content-Length {declared})")
+        raise EndpointError(f"{url}: reply is larger than {limit} bytes{why} (Content-Length {declared})")
     sock = getattr(getattr(response.fp, "raw", None), "_sock", None)  # to shorten its timeout to the deadline
     chunks: list[bytes] = []
     size = 0
@@ -167,19 +187,19 @@ def _read_bounded(response: Any, endpoint: OpenAIEndpoint, deadline: float) -> b
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise EndpointError(f"{url}: reply is larger than {limit} bytes; read no further")
+            raise EndpointError(f"{url}: reply is larger than {limit} bytes{why}; read no further")
         chunks.append(chunk)
 
 
-def _decode(url: str, body: bytes) -> Any:
+def _decode(url: str, body: bytes, what: str) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise EndpointError(f"{url}: the reply is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise EndpointError(f"{url}: the reply is not UTF-8 ({exc.reason} at byte {exc.start}; {what})") from None
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested deeper than Python parses
-        raise EndpointError(f"{url}: the reply is not JSON ({type(exc).__name__}): {text[:200]!r}") from None
+        raise EndpointError(f"{url}: the reply is not JSON ({type(exc).__name__}; {what})") from None
 
 
 def chat_completion(
@@ -193,7 +213,8 @@ def chat_completion(
     api_key: str | None = None,
 ) -> ChatTurn:
     """One chat completion (module docstring). `api_key`: the bearer token itself, for a caller that
-    holds one ("" sends none); None reads the environment variable the endpoint names."""
+    holds one and has checked where it goes ("" sends none); None reads the environment variable the
+    endpoint names, and refuses a base URL that variable's PREFIX_BASE_URLS does not list."""
     body: dict[str, Any] = {"model": endpoint.model, "messages": [dict(m) for m in messages],
                             "temperature": temperature, "max_tokens": int(max_tokens)}
     if top_p is not None:
@@ -202,29 +223,33 @@ def chat_completion(
         body["seed"] = int(seed) % (2**31)  # servers take a 32-bit seed
     payload = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get(endpoint.api_key_env, "") if api_key is None else api_key
+    try:  # a key set on the worker goes to the base URLs listed beside it only (policy.endpoint_keys)
+        key = sendable_key(endpoint.api_key_env, endpoint.base_url) if api_key is None else api_key
+    except KeyDestinationError as exc:
+        raise EndpointError(f"{endpoint.url}: not sent: {exc}") from None
     if key:
         headers["Authorization"] = f"Bearer {key}"
     start = time.perf_counter()
     deadline = time.monotonic() + endpoint.deadline_s
-    body_bytes = b""
+    body_bytes, reply_headers = b"", None
     for attempt in range(endpoint.retries + 1):
         request = urllib.request.Request(endpoint.url, data=payload, headers=headers, method="POST")
         try:
             timeout = min(endpoint.timeout_s, _remaining(deadline, endpoint.url, endpoint.deadline_s))
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                body_bytes = _read_bounded(response, endpoint, deadline)
+            with _OPENER.open(request, timeout=timeout) as response:
+                body_bytes, reply_headers = _read_bounded(response, endpoint, deadline, max_tokens), response.headers
             break
         except urllib.error.HTTPError as exc:
-            try:
-                detail = exc.read(300).decode("utf-8", "replace")
-            except (OSError, http.client.HTTPException):
-                detail = ""
+            exc.close()  # its body is never read: an error names what it was, not what it said
+            if 300 <= exc.code < 400:
+                raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: a redirect to "
+                                    f"{redirect_origin(endpoint.url, exc.headers.get('Location'))}, not followed (the request "
+                                    "and its key go to the configured URL only)") from None
             # 504: a proxy stopped waiting, the model behind it may still be generating (never re-sent)
             if (exc.code == 429 or (exc.code >= 500 and exc.code != 504)) and attempt < endpoint.retries:
                 _backoff(attempt, deadline)
                 continue
-            raise EndpointError(f"{endpoint.url}: HTTP {exc.code}: {detail}") from exc
+            raise EndpointError(f"{endpoint.url}: HTTP {exc.code} ({described(exc.headers)})") from None
         except http.client.IncompleteRead as exc:
             raise EndpointError(f"{endpoint.url}: the reply ended early ({len(exc.partial)} bytes, "
                                 f"{exc.expected} more expected)") from None
@@ -247,7 +272,8 @@ def chat_completion(
                                     "generating it)") from None
             raise EndpointError(f"{endpoint.url}: the connection ended before a reply ({type(exc).__name__}: "
                                 f"{exc}); not sent again: the server may still be running it") from None
-    text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes))
+    what = described(reply_headers, len(body_bytes))
+    text, reason, prompt_tokens, completion_tokens = _parse(endpoint.url, _decode(endpoint.url, body_bytes, what), what)
     return ChatTurn(text=text, finish="length" if reason == "length" else "stop", prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens, seconds=round(time.perf_counter() - start, 3))
 

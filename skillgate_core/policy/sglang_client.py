@@ -39,12 +39,14 @@ not redraw the same tokens.
 
 A server is not trusted to be well-behaved: an answer is read in chunks up to `max_reply_bytes`, a
 request ends at `deadline_s` however slowly bytes arrive, and a malformed answer (not JSON, nested
-too deep, wrong shapes) is an SGLangError. Errors name the server URL. Only connection failures (the request never reached the server) are
+too deep, wrong shapes) is an SGLangError. Errors name the server URL. A redirect (3xx) is an
+SGLangError naming its status and the Location's origin: never followed, never taken for success. Only connection failures (the request never reached the server) are
 retried; a timeout or an error answer is raised at once, since the server may have acted on it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,9 +54,10 @@ from typing import Any, Literal
 
 import httpx
 
+from skillgate_core.policy.http_answers import redirect_origin
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 
-__all__ = ["SGLangClient", "SGLangError", "parse_urls"]
+__all__ = ["ENV_SGLANG_URLS", "SGLangClient", "SGLangError", "parse_urls", "worker_sglang_urls"]
 
 
 class SGLangError(RuntimeError):
@@ -71,6 +74,24 @@ def parse_urls(urls: str | Sequence[str]) -> tuple[str, ...]:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"SGLang server URL {url!r} must start with http:// or https://")
     return out
+
+
+ENV_SGLANG_URLS = "SKILLGATE_SGLANG_URLS"
+"""The SGLang servers a worker's GRPO runs sample from and push weights to: worker configuration (an
+environment variable where the worker runs), never a run parameter, which anyone who can start a run sets."""
+
+
+def worker_sglang_urls() -> tuple[str, ...]:
+    """The servers SKILLGATE_SGLANG_URLS lists (parse_urls); ValueError naming the variable when it is
+    unset or malformed."""
+    raw = os.environ.get(ENV_SGLANG_URLS, "")
+    if not raw.strip():
+        raise ValueError(f"{ENV_SGLANG_URLS} is not set where the worker runs: set it to the SGLang servers' base "
+                         "URLs, comma-separated (e.g. http://127.0.0.1:30000; infra/sglang_server.sh starts one)")
+    try:
+        return parse_urls(raw)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_SGLANG_URLS}: {exc}") from None
 
 
 def _shares(n: int, k: int) -> list[tuple[int, int]]:
@@ -99,8 +120,13 @@ class SGLangClient:
         retry_wait_s: float = 1.0,
         deadline_s: float = 1800.0,
         max_reply_bytes: int = 1 << 30,
+        health_timeout_s: float = 10.0,
     ) -> None:
         self.urls = parse_urls(urls)
+        # /health answers at once or not at all: a server that took the connection and stays silent is not
+        # healthy, and must not hold a run's start (every rank checks before its first rollout) for timeout_s
+        self.health_timeout_s = health_timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer)
         self.timeout_s = timeout_s
@@ -108,7 +134,8 @@ class SGLangClient:
         self.retry_wait_s = retry_wait_s
         self.deadline_s = deadline_s
         self.max_reply_bytes = max_reply_bytes
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+        # follow_redirects=False (httpx's default, said here): a 3xx is an error (_request), never followed
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), follow_redirects=False)
 
     def close(self) -> None:
         self._http.close()
@@ -121,12 +148,15 @@ class SGLangClient:
 
     # -- transport -------------------------------------------------------------------------------
 
-    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None) -> httpx.Response:
-        """One HTTP exchange; retried only while the connection itself fails; errors name the URL."""
+    def _request(self, url: str, method: Literal["GET", "POST"], path: str, body: object = None,
+                 timeout_s: float | None = None) -> httpx.Response:
+        """One HTTP exchange (waiting `timeout_s`, default the client's timeout_s, for each part of the answer);
+        retried only while the connection itself fails; errors name the URL."""
         attempts = self.connect_retries + 1
+        wait = self.timeout_s if timeout_s is None else timeout_s
         for attempt in range(attempts):
             try:
-                response = self._bounded(url, method, path, body)
+                response = self._bounded(url, method, path, body, wait)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt + 1 == attempts:
                     raise SGLangError(f"SGLang server {url} is unreachable ({method} {path}, {attempts} attempts): "
@@ -135,19 +165,25 @@ class SGLangClient:
                 continue
             except httpx.TimeoutException as exc:
                 raise SGLangError(f"SGLang server {url} gave no answer to {method} {path} within "
-                                  f"{self.timeout_s:g} s: {exc!r}") from exc
+                                  f"{wait:g} s: {exc!r}") from exc
             except httpx.HTTPError as exc:
                 raise SGLangError(f"SGLang server {url}: {method} {path} failed: {exc!r}") from exc
+            if 300 <= response.status_code < 400:  # httpx follows none; a 3xx is no answer to act on either
+                raise SGLangError(f"SGLang server {url} answered HTTP {response.status_code} to {method} {path}: a "
+                                  f"redirect to {redirect_origin(url + path, response.headers.get('Location'))}, "
+                                  "not followed (requests go to the configured servers only)")
             if response.status_code >= 400:
                 raise SGLangError(f"SGLang server {url} answered HTTP {response.status_code} to {method} {path}: "
                                   f"{response.text[:500]}")
             return response
         raise AssertionError("unreachable")
 
-    def _bounded(self, url: str, method: Literal["GET", "POST"], path: str, body: object) -> httpx.Response:
+    def _bounded(self, url: str, method: Literal["GET", "POST"], path: str, body: object,
+                 timeout_s: float) -> httpx.Response:
         """One exchange whose answer is read in chunks: at most max_reply_bytes, never past deadline_s."""
         deadline = time.monotonic() + self.deadline_s
-        with self._http.stream(method, url + path, json=body) as response:
+        timeout = httpx.Timeout(timeout_s, connect=self.connect_timeout_s)
+        with self._http.stream(method, url + path, json=body, timeout=timeout) as response:
             chunks, size = [], 0
             for chunk in response.iter_bytes():  # decoded: what the answer costs in memory
                 size += len(chunk)
@@ -187,8 +223,9 @@ class SGLangClient:
     # -- health and info -------------------------------------------------------------------------
 
     def check_health(self) -> None:
-        """GET /health on every server; raises SGLangError naming the first one that is not healthy."""
-        self._each(lambda url: self._request(url, "GET", "/health"))
+        """GET /health on every server, each given health_timeout_s to answer; raises SGLangError naming the
+        first one that is not healthy."""
+        self._each(lambda url: self._request(url, "GET", "/health", timeout_s=self.health_timeout_s))
 
     def wait_until_healthy(self, timeout_s: float = 600.0, poll_s: float = 2.0) -> None:
         """Poll /health until every server answers (a server loading a large model takes minutes)."""

@@ -102,8 +102,8 @@ class RLDataPrepConfig:
     """Seed of which tasks are renamed and of their names (with the task id)."""
     shuffle_suffixes: bool = True
     """Renamed slates also permute the suffixes within each lookalike group (skills.aliases), so the
-    oracle's suffix, skewed per split by the bench's draws, earns no reward. False: only the codename
-    is renamed, as before this option."""
+    oracle's suffix earns no reward, on any bench (those built before the balanced draws skewed it per
+    split). False: only the codename is renamed, as before this option."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -249,7 +249,7 @@ def prepare_rl_data(config: RLDataPrepConfig, inputs: Mapping[str, Path], out_di
         task_id = row["task_id"]
         slate = _task_slate(bench, row)
         try:
-            task = load_task_package(bench / row["path"])
+            task = load_task_package(bench / row["path"], within=bench)
         except TaskPackageError as exc:
             raise RLDataError(f"task {task_id}: {exc}") from exc
         aliases = None

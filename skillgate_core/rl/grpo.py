@@ -106,6 +106,8 @@ class GRPOJob:
     """A folder for per-rank scratch (slate skill folders)."""
     progress: ProgressStyle = "lines"
     """How rank 0 shows progress: a bar (the driver watches a terminal) or a line per step."""
+    sglang_urls: tuple[str, ...] = ()
+    """rollout_source = sglang: the servers, as the driver's worker lists them (SKILLGATE_SGLANG_URLS)."""
 
 
 @dataclass
@@ -140,8 +142,9 @@ def _servers(job: GRPOJob, tokenizer: Any) -> ServerRollouts | None:
     cfg = job.config
     if cfg.rollout_source != "sglang":
         return None
-    weights_dir = cfg.sglang_weights_dir or str(Path(job.segment_dir) / "sglang-weights")
-    servers = ServerRollouts(cfg, tokenizer, model_dir=job.model_dir, weights_dir=weights_dir)
+    # always under the run's own segment: the folder rank 0 writes (and prunes) is not a run parameter
+    weights_dir = Path(job.segment_dir) / "sglang-weights"
+    servers = ServerRollouts(cfg, tokenizer, urls=job.sglang_urls, model_dir=job.model_dir, weights_dir=weights_dir)
     servers.check_health()
     return servers
 

@@ -21,7 +21,7 @@ from skillgate_core.base.config_ranges import (
 )
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.policy.local_sampler import SamplerKind
-from skillgate_core.policy.sglang_client import parse_urls
+from skillgate_core.policy.sglang_client import worker_sglang_urls
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.zero_choice import ZeroStage
@@ -36,7 +36,9 @@ metrics rows, its export lineage and the stage output."""
 RolloutSource = Literal["policy", "teacher", "sglang"]
 """policy = the colocated replica samples (on-policy GRPO); sglang = SGLang servers sample (server
 mode, CUDA machines: infra/sglang_server.sh starts one) and rank 0 pushes the weights to them after
-every optimizer step (rl/sglang_sync.py); teacher = the reference teacher with selection noise plays
+every optimizer step (rl/sglang_sync.py). Which servers is the worker's configuration
+(SKILLGATE_SGLANG_URLS where it runs), and the weights go under the run's segment: neither is a run
+parameter (a run's parameters are anyone's who can start one; docs/security.md); teacher = the reference teacher with selection noise plays
 the episodes and the policy is trained on them off-policy (the old log-probs are the engine's own,
 so the first-step ratio is 1). `teacher` exists for CPU smoke runs, where a tiny model solves
 nothing and every group would be rejected as zero-variance."""
@@ -94,10 +96,6 @@ class GRPOConfig:
     """NCCL + CUDA when true, gloo + CPU otherwise."""
     rollout_source: RolloutSource = "policy"
     """Who plays the episodes: the policy's replica, SGLang servers, or the noisy teacher (see RolloutSource)."""
-    sglang_urls: str = ""
-    """rollout_source = sglang: the servers' base URLs, comma-separated (http://host:30000,http://host2:30000)."""
-    sglang_weights_dir: str = ""
-    """rollout_source = sglang: where pushed weights go; servers read them at that path ('' = the run's segment)."""
     sglang_timeout_s: PositiveFloat = 600.0
     """rollout_source = sglang: seconds one /generate or weight-update call may take."""
     teacher_misleading_rate: Probability = 0.3
@@ -191,13 +189,11 @@ class GRPOConfig:
             raise ValueError(f"grpo.selector_coef must be >= 0 (or -1 for the profile's own), got {self.selector_coef}")
         if self.teacher_misleading_rate + self.teacher_no_read_rate > 1:
             raise ValueError("grpo.teacher_misleading_rate + teacher_no_read_rate must be <= 1")
-        if self.rollout_source == "sglang":
-            if not self.sglang_urls.strip():
-                raise ValueError("grpo.rollout_source = 'sglang' needs grpo.sglang_urls (e.g. 'http://127.0.0.1:30000')")
+        if self.rollout_source == "sglang":  # the servers are the worker's: refused here, when the run is planned
             try:
-                parse_urls(self.sglang_urls)
+                worker_sglang_urls()
             except ValueError as exc:
-                raise ValueError(f"grpo.sglang_urls: {exc}") from exc
+                raise ValueError(f"grpo.rollout_source = 'sglang': {exc}") from None
         profile = get_profile(self.profile)
         for name in VARIANTS:
             if getattr(self, name) and profile.loss != "two_stream":

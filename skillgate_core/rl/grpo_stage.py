@@ -49,6 +49,7 @@ from skillgate_core.ownership import (
 )
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
 from skillgate_core.ownership.layout import METRICS_FILE
+from skillgate_core.policy.sglang_client import worker_sglang_urls
 from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
@@ -133,6 +134,7 @@ def train_grpo(config: GRPOConfig, inputs: Mapping[str, Path], out_dir: Path) ->
         experiments_root=str(root), experiment_id=experiment_id, run_name=run_name, segment_dir=str(segment_dir),
         resume_checkpoint=str(resume_from) if resume_from else "", start_step=start_step,
         scratch_dir=str(out_dir / "scratch"), progress=progress_style() if config.launcher == "process" else "off",
+        sglang_urls=worker_sglang_urls() if config.rollout_source == "sglang" else (),
     )
     try:
         report("segment_started", segment=segment)

@@ -68,7 +68,7 @@ def load_rl_tasks(rl_data: Path, bench: Path, scratch: Path, *, policy_dir: Path
         tasks.append(RLTask(
             task_id=row["task_id"],
             family=row["family"],
-            task=load_task_package(package),
+            task=load_task_package(package, within=bench),
             slate=slate,
             skills_dir=skills_dir,
             prompt_ids=prompt,

@@ -30,8 +30,8 @@ from skillgate_core.credit import (
     RejectReason,
     RolloutStepFilter,
     SpanReport,
+    action_selector_advantages,
     episode_credit_problem,
-    selector_advantages,
 )
 from skillgate_core.credit.premise import PremiseEpisode, premise_tally
 from skillgate_core.envs.task_package import TaskPackage
@@ -182,7 +182,7 @@ def behaviour_tally(episodes: Sequence[Episode]) -> dict[str, float]:
         "any_read": sum(bool(r) for r in reads),
         "oracle_reads": sum("oracle" in r for r in reads),
         "misleading_reads": sum("misleading" in r for r in reads),
-        "clean_oracle": sum(e.spans.reads() == ["oracle"] and all(e.spans.attributed()) for e in slated),
+        "clean_oracle": sum(e.spans.clean_oracle for e in slated),  # consulting another skill is not clean
         # the episodes' shape: a policy drifting towards longer episodes shows here before evaluation does
         "turns": sum(len(e.trajectory.turns) for e in played),
         "final_answers": sum(bool(e.trajectory.turns) and e.trajectory.turns[-1].finish == "stop"
@@ -328,9 +328,8 @@ def _selector_varies(episodes: Sequence[Episode], profile: Profile) -> bool:
     """Some attributed read of the group has a nonzero selector advantage (the profile's utility)."""
     if profile.utility is None:
         return False
-    per_read = selector_advantages([e.spans.reads() for e in episodes], profile.utility,
-                                   [e.spans.attributed() for e in episodes])
-    return any(v != 0.0 for e, values in zip(episodes, per_read, strict=True) for v in e.spans.action_values(values))
+    return any(v != 0.0 for values in action_selector_advantages([e.spans for e in episodes], profile.utility)
+               for v in values)
 
 
 def judge_group(task: RLTask, episodes: list[Episode], profile: Profile, step_filter: RolloutStepFilter) -> Group:

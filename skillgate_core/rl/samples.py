@@ -23,11 +23,11 @@ from numpy.typing import NDArray
 
 from skillgate_core.credit import (
     TokenWeightError,
+    action_selector_advantages,
     hybrid_slate_advantages,
     kept_reward,
     mixed_separated_advantages,
     per_token_advantages,
-    selector_advantages,
     task_advantages,
     token_weights,
 )
@@ -116,9 +116,9 @@ def _reads(episodes: Sequence[Episode]) -> list[list[str]]:
 
 
 def _action_selector(episodes: Sequence[Episode], utility: str) -> list[list[float]]:
-    """A_sel per action: the utility over every read (unattributed ones included), kept on the actions."""
-    per_read = selector_advantages(_reads(episodes), utility, [e.spans.attributed() for e in episodes])
-    return [e.spans.action_values(values) for e, values in zip(episodes, per_read, strict=True)]
+    """A_sel per action: the utility over every read (unattributed ones included) and every consulted
+    skill (the clean test: docs/reads.md), kept on the actions."""
+    return action_selector_advantages([e.spans for e in episodes], utility)
 
 
 def _scores(episodes: Sequence[Episode]) -> list[float]:

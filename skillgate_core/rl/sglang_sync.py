@@ -1,6 +1,6 @@
 """Server-mode GRPO (rollout_source = "sglang"): the run's SGLang client and the weight push.
 
-    servers = ServerRollouts(cfg, tokenizer, model_dir=..., weights_dir=...)   # every rank
+    servers = ServerRollouts(cfg, tokenizer, urls=..., model_dir=..., weights_dir=...)   # every rank
     policy = servers.policy(sampling)                 # this rank's rollouts go to the servers
     servers.push(engine, steps_done=3)                # every rank (collective), after each optimizer step
 
@@ -119,8 +119,9 @@ def push_weights_from_disk(engine: Any, client: SGLangClient | None, *, base_mod
 class ServerRollouts:
     """rollout_source = "sglang" for one rank: the client it samples through and the disk push."""
 
-    def __init__(self, config: GRPOConfig, tokenizer: Any, *, model_dir: str | Path, weights_dir: str | Path) -> None:
-        self.client = SGLangClient(config.sglang_urls, tokenizer, timeout_s=config.sglang_timeout_s)
+    def __init__(self, config: GRPOConfig, tokenizer: Any, *, urls: Sequence[str], model_dir: str | Path,
+                 weights_dir: str | Path) -> None:
+        self.client = SGLangClient(urls, tokenizer, timeout_s=config.sglang_timeout_s)
         self.model_dir, self.weights_dir = Path(model_dir), Path(weights_dir)
 
     def check_health(self) -> None:

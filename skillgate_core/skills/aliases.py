@@ -17,11 +17,13 @@ Categories, order and the task are unchanged, so the same verifier grades the ep
 
 With `shuffle_suffixes` (the stages' default) each lookalike group (the names sharing
 `<codename>-<noun>-`: an oracle and its five misleading skills) also gets its suffixes permuted, drawn
-from the same rng. The bench draws the oracle's suffix per skill, but over a split's few skills the
-draws are skewed: in the default suite's planning family the oracle is `-steps` in 33% of the 264
-training tasks and `-planner` in 8%, in eval70_v1's 17 planning tasks `-planner` in 53% and `-steps`
-in none. Renaming the codename alone keeps that shortcut; after the shuffle the oracle's suffix is
-uniform over its group's six, whatever it was (docs/training.md, Renamed slates).
+from the same rng. Benches built before the balanced draws drew the oracle's suffix per skill, and over
+a split's few skills the draws were skewed: in the old default suite's planning family the oracle was
+`-steps` in 33% of the 264 training tasks and `-planner` in 8%, in eval70_v1's 17 planning tasks
+`-planner` in 53% and `-steps` in none. The bench now deals it evenly (benchgen.balanced_draws), and a
+renamed slate still permutes it: after the shuffle the oracle's suffix is uniform over its group's six,
+whatever the bench gave it, so no suffix a policy saw in training marks the oracle (docs/training.md,
+Renamed slates).
 
     slate2, skills2 = alias_slate(slate, skills_dir, scratch / "alias-0", random.Random(7), taken=library_names)
 """
@@ -37,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.base.plain_trees import NotPlainTree, copy_plain_tree
 from skillgate_core.formats.slate_manifest import Slate, SlateError
 
 __all__ = ["alias_names", "alias_slate", "lookalike_groups", "renamed_slate", "shown_task_row", "write_renamed_skills"]
@@ -111,8 +114,8 @@ def alias_slate(slate: Slate, skills_dir: Path, into: Path, rng: random.Random,
     """(the slate under fresh names, a folder `into` holding its skills renamed and rewritten); the names
     are alias_names(slate.names, rng, taken, shuffle_suffixes=...).
 
-    `skills_dir` holds exactly the slate's skills (skills.slate_skills_dir, which refused links);
-    anything there that is not a regular file or folder is refused here too (SlateError)."""
+    `skills_dir` holds exactly the slate's skills (skills.slate_skills_dir, which refused links); a link
+    or anything else there that is not a regular file or folder is refused here too (SlateError)."""
     mapping = alias_names(slate.names, rng, taken, shuffle_suffixes=shuffle_suffixes)
     return renamed_slate(slate, mapping), write_renamed_skills(mapping, skills_dir, into)
 
@@ -135,25 +138,26 @@ def renamed_slate(slate: Slate, mapping: dict[str, str]) -> Slate:
 
 def write_renamed_skills(mapping: dict[str, str], skills_dir: Path, into: Path) -> Path:
     """A new folder `into` holding each skill `old` of `skills_dir` as `new`, every occurrence of an old
-    name in its files rewritten (one pass, longest first), file modes kept. Refuses (SlateError) anything
-    that is not a regular file or folder."""
+    name in its files rewritten (one pass, longest first), file modes kept. Refuses (SlateError naming
+    it, `into` removed) a symbolic link at any level, `skills_dir` and the skill folders included, and
+    anything else that is not a regular file or folder: never a host file under a new name."""
     pattern = re.compile(_rewriter(mapping).encode())  # the same alternation, in UTF-8
     byte_map = {old.encode(): new.encode() for old, new in mapping.items()}
+
+    def rewrite(data: bytes) -> bytes:
+        return pattern.sub(lambda m: byte_map[m.group(0)], data)
+
     into.mkdir(parents=True, exist_ok=False)
-    for old, new in mapping.items():
-        source, target = Path(skills_dir) / old, into / new
-        for path in sorted(source.rglob("*")):
-            dest = target / path.relative_to(source)
-            if path.is_symlink() or not (path.is_dir() or path.is_file()):
-                shutil.rmtree(into, ignore_errors=True)
-                raise SlateError(f"{path}: not a regular file or folder; a skill holds regular files and folders only")
-            if path.is_dir():
-                dest.mkdir(parents=True, exist_ok=True)
-            else:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(pattern.sub(lambda m: byte_map[m.group(0)], path.read_bytes()))
-                shutil.copymode(path, dest)  # the scripts stay executable
-        target.mkdir(parents=True, exist_ok=True)
+    skills_dir = Path(skills_dir)
+    try:
+        for old, new in mapping.items():
+            copy_plain_tree(skills_dir / old, into / new, below=skills_dir.parent, rewrite=rewrite)
+    except NotPlainTree as exc:
+        shutil.rmtree(into, ignore_errors=True)
+        raise SlateError(str(exc)) from None
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise
     return into
 
 

@@ -56,7 +56,9 @@ def index_schema() -> dict[str, Any]:
 
 
 def find_skill_dirs(root: str | Path) -> list[Path]:
-    """Every folder under `root` (itself included) that holds a SKILL.md, sorted by path.
+    """Every folder under `root` (itself included) that holds a SKILL.md, sorted by path, and every link to
+    a folder holding one (never entered: `validate_skill` calls it invalid, so a library holding one is
+    refused instead of the link being skipped unseen).
 
     Hidden folders (`.git`, `.venv`, ...) are skipped: they hold tooling, not skills.
     """
@@ -64,10 +66,12 @@ def find_skill_dirs(root: str | Path) -> list[Path]:
     if not base.is_dir():
         raise FileNotFoundError(f"{base}: no such skill library directory")
     found: list[Path] = []
-    for current, dirs, files in os.walk(base):
+    for current, dirs, files in os.walk(base):  # does not descend into linked folders
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         if SKILL_FILE in files:
             found.append(Path(current))
+        found += [Path(current) / d for d in dirs
+                  if (Path(current) / d).is_symlink() and (Path(current) / d / SKILL_FILE).exists()]
     return sorted(found)
 
 

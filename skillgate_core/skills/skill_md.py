@@ -179,7 +179,7 @@ def _split_front_matter(text: str) -> tuple[str, str] | str:
 
 
 def _parse(folder: Path) -> tuple[Skill | None, list[SkillProblem]]:
-    # abspath, not resolve: a symlinked skill folder keeps its own name for the name == folder rule.
+    # abspath, not resolve: a symlinked skill folder is named as such (an error), never as its target.
     folder = Path(os.path.abspath(folder.expanduser()))
     md = folder / SKILL_FILE
     problems: list[SkillProblem] = []
@@ -191,7 +191,7 @@ def _parse(folder: Path) -> tuple[Skill | None, list[SkillProblem]]:
         problems.append(SkillProblem(path, field_name, message, "warning"))
 
     _check_files(folder, error)
-    if md.is_symlink():
+    if folder.is_symlink() or md.is_symlink():
         return None, problems  # (named by _check_files; never read through)
     if not md.is_file():
         error(SKILL_FILE, f"expected a {SKILL_FILE} file in the skill folder", folder)
@@ -287,7 +287,12 @@ def _nests_deeper_than(text: str, limit: int) -> bool:
 def _check_files(folder: Path, error: _Report) -> None:
     """A skill holds regular files and folders only. A symbolic link can name any host file, and
     whoever copies or mounts the skill (as root) would hand that file to the agent; a FIFO or device
-    blocks or misleads whoever reads it. (The skill folder itself may be a link.)"""
+    blocks or misleads whoever reads it. The skill folder itself may not be a link either: a bench's
+    `skills/NAME` linked to a host folder would put that folder at /skills/NAME (the copies refuse it)."""
+    if folder.is_symlink():
+        error("files", f"the skill folder is a symbolic link to {os.readlink(folder)}: expected a real folder "
+                       "(a link can reach any host folder; snapshots and sandboxes refuse it)", folder)
+        return
     if not folder.is_dir():
         return
     for current, dirs, files in os.walk(folder):  # does not descend into linked folders

@@ -17,7 +17,6 @@ below both skills and envs, so task packages and slates share one parser; it is 
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import shutil
 import tempfile
@@ -25,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from skillgate_core.base.atomic import atomic_write_json
+from skillgate_core.base.plain_trees import NotPlainTree, copy_plain_tree
 from skillgate_core.formats.slate_manifest import (
     Slate,
     SlateCategory,
@@ -155,30 +155,24 @@ def read_slate(path: str | Path) -> Slate:
 def slate_skills_dir(library: Path, names: Iterable[str], into: Path) -> Path:
     """A folder holding only these skills of a library folder: what /skills shows in an episode.
 
-    A symbolic link inside a skill is refused (SlateError naming it), never copied through: the
-    copy would otherwise carry the link's target, any host file, into the sandbox. Each skill is
-    copied beside its place and renamed in, so a refused one leaves nothing behind."""
+    A symbolic link at any level is refused (SlateError naming it), never copied through: the library
+    folder itself (a bench's `skills/`), a skill folder, anything inside one. The copy would otherwise
+    carry the link's target, any host file, into the sandbox (copytree once followed a linked skill
+    folder at the top: only links inside were refused). FIFOs, sockets and devices are refused too.
+    Each skill is copied beside its place and renamed in, so a refused one leaves nothing behind."""
     into.mkdir(parents=True, exist_ok=True)
+    library = Path(library)
     for name in names:
         target = into / name
         if target.exists():
             continue
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=into))
         try:
-            shutil.copytree(library / name, staging / name, ignore=_refuse_links)
+            # below = the library's parent: the library folder itself is checked as well as what it holds
+            copy_plain_tree(library / name, staging / name, below=library.parent)
             (staging / name).rename(target)
+        except NotPlainTree as exc:
+            raise SlateError(f"{exc} (skillgate skills check names every one)") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return into
-
-
-def _refuse_links(folder: str, names: list[str]) -> list[str]:
-    """copytree's ignore hook, used as a check: SlateError for a link or a special file."""
-    for name in names:
-        path = Path(folder) / name
-        if path.is_symlink():
-            raise SlateError(f"{path}: symbolic link to {os.readlink(path)}; a skill holds regular files and "
-                             "folders only (skillgate skills check names every one)")
-        if not (path.is_dir() or path.is_file()):
-            raise SlateError(f"{path}: not a regular file or folder; a skill holds regular files and folders only")
-    return []

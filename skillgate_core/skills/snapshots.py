@@ -25,6 +25,7 @@ from skillgate_core.base.atomic import atomic_write_json, publish_dir
 from skillgate_core.base.config import canonical_json
 from skillgate_core.base.digests import file_sha256
 from skillgate_core.base.paths import state_layout
+from skillgate_core.base.plain_trees import NotPlainTree, copy_plain_tree, plain_tree_problems
 from skillgate_core.skills.library import _raise_on_duplicates
 from skillgate_core.skills.skill_md import load_skill
 
@@ -84,19 +85,25 @@ def _scan(folder: Path) -> tuple[dict[str, str], list[str]]:
     return files, problems
 
 
-def snapshot_skills(skill_dirs: Iterable[str | Path], root: str | Path | None = None) -> Snapshot:
+def snapshot_skills(skill_dirs: Iterable[str | Path], root: str | Path | None = None, *,
+                    below: str | Path | None = None) -> Snapshot:
     """Copy the skill folders into `<root>/<digest>/` (root: SKILLGATE_HOME/skills by default).
 
     Each folder must hold a valid skill (SkillError otherwise) and names must be unique
-    (DuplicateSkillError). Symbolic links are refused (SnapshotError).
+    (DuplicateSkillError). A symbolic link at any level is refused (SnapshotError naming it): inside a
+    skill, the skill folder itself, and with `below` (the bench the folders lie in) every folder between
+    it and them (the bench's `skills/`).
     """
     base = Path(root) if root is not None else state_layout().skill_snapshots
     base.mkdir(parents=True, exist_ok=True)
     dirs = [Path(d) for d in skill_dirs]
     for d in dirs:  # links first: they are a SnapshotError here (load_skill would call them a SkillError)
-        _, links = _scan(d)
+        links = plain_tree_problems(d, below=below)
+        for link in links:
+            if d not in link.path.parents:  # the skill folder itself, or a folder above it: that path is the error
+                raise SnapshotError(link.path, [link.why])
         if links:
-            raise SnapshotError(d, links)
+            raise SnapshotError(d, [f"{link.path.relative_to(d).as_posix()}: {link.why}" for link in links])
     skills = [load_skill(d) for d in dirs]
     if not skills:
         raise SnapshotError(base, ["no skill folders given"])
@@ -104,7 +111,10 @@ def snapshot_skills(skill_dirs: Iterable[str | Path], root: str | Path | None = 
     tmp = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=base))
     try:
         for skill in skills:
-            shutil.copytree(skill.folder, tmp / skill.name, symlinks=True)  # (a link that raced in stays one)
+            try:  # a link that raced in since the check is refused too, never followed
+                copy_plain_tree(skill.folder, tmp / skill.name)
+            except NotPlainTree as exc:
+                raise SnapshotError(exc.path, [exc.why]) from None
         # Digest what was copied, not the sources: a source edited mid-copy cannot slip through.
         files, problems = _scan(tmp)
         if problems:

@@ -116,3 +116,19 @@ def test_ids_an_endpoint_counted_by_usage_are_not_measured(tok):
     traj, _ = _trajectory(tok, score=1.0)
     assert trajectory_token_counts(traj, USAGE_COUNTS) is None
     assert trajectory_token_counts(replace(traj, response_ids=(USAGE_ID,) * len(traj.response_ids)), tok) is None
+
+
+def test_consulting_another_skills_files_makes_an_oracle_read_unclean(tok):
+    """docs/reads.md, consultation: one oracle read, but a lookalike's script was run first: not clean, so a
+    resolved episode disagrees with a clean read (P1), in the facts and in the row derived without them."""
+    from dataclasses import replace
+
+    traj, _ = _trajectory(tok, score=1.0)
+    only_oracle = replace(traj, skill_opens=(SkillOpen("oracle-x", 1, 0),),
+                          skill_consults=(SkillOpen("misl-a", 0, 0), SkillOpen("oracle-x", 1, 0)))
+    facts = trajectory_premise(only_oracle, tok)
+    assert (facts.oracle_read, facts.distinct_reads, facts.first_read, facts.clean) == (True, 1, "oracle", False)
+    assert trajectory_premise(replace(only_oracle, skill_consults=None), tok).clean  # consultation not observed
+    row = only_oracle.to_row()
+    row["spans"] = json.dumps(span_record(trajectory_span_report(only_oracle, tok)))
+    assert not row_premise(row).clean

@@ -165,7 +165,7 @@ def test_command_line_override_errors_name_the_command_line(tmp_path):
 
 def test_plan_reports_missing_inputs_and_unbuilt_stages(tmp_path):
     path = _write(tmp_path / "r.toml", '[recipe]\nname = "r"\nstages = ["sft", "paper-tables"]\n'
-                  '[inputs]\nbase_model = "/nonexistent"\n')
+                  f'[inputs]\nbase_model = "{tmp_path / "nonexistent"}"\n')
     sft, tables = plan_recipe(resolve_recipe(load_recipe(path)))
     assert sft.built and set(sft.missing) == {"base_model", "trajectories"}
     assert sft.note == "missing inputs: base_model, trajectories"
@@ -184,7 +184,7 @@ def test_a_mistyped_name_gets_the_close_one(tmp_path):
         (lambda: resolve_recipe(demo, ["sft.max_step=3"]), "unknown key 'sft.max_step' for SFTStageConfig "
                                                             "(did you mean 'sft.max_steps'?)"),
         (lambda: resolve_recipe(demo, ["sff.max_steps=3"]), "stage 'sff' is not in this run's plan (did you mean 'sft'?)"),
-        (lambda: resolve_recipe(demo, ["inputs.bnch=/tmp"]), "takes role 'bnch'"),
+        (lambda: resolve_recipe(demo, [f"inputs.bnch={tmp_path}"]), "takes role 'bnch'"),
         (lambda: find_recipe("demoo", RECIPES_DIR), "no recipe named 'demoo' (did you mean 'demo'?)"),
         (lambda: select_entries(demo.stages, Selection(only=("eval7",))), "'eval7' is not a stage of this recipe "
                                                                    "(did you mean 'eval70'?)"),

@@ -141,7 +141,7 @@ def test_cli_reports_a_zero_head_count_without_a_traceback(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "command line: init-model.num_attention_heads: expected int >= 1, got 0" in proc.stderr
-    proc = run_skillgate("run", "demo", "inputs.nothing=/tmp", home=tmp_path)
+    proc = run_skillgate("run", "demo", f"inputs.nothing={tmp_path}", home=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "inputs.nothing: no stage of recipe 'demo' takes role 'nothing'" in proc.stderr
 

@@ -8,6 +8,7 @@ the sandbox must say which link it refused.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -273,3 +274,24 @@ def test_import_notes_a_workspace_search_path(tmp_path: Path):
     (src / "environment" / "Dockerfile").write_text("FROM python:3.13-slim\nWORKDIR /app\nENV PYTHONPATH=/app/src\n")
     [report] = import_harbor(src, tmp_path / "dest")
     assert report.ok and any("PYTHONPATH (/app/src): the verifier drops it" in n for n in report.notes), report
+
+
+def test_a_linked_package_folder_is_refused(tmp_path: Path, host_dir: Path):
+    """A bench whose tasks/ID (or tasks/ itself) is a link to a host folder holding a package: loading
+    it through the bench names the link (the package would be the host folder's, its tests and all)."""
+    from envtest_paths import GOOD
+
+    shutil.copytree(GOOD / "hello-file", host_dir / "pkg")
+    bench = tmp_path / "bench"
+    (bench / "tasks").mkdir(parents=True)
+    os.symlink(host_dir / "pkg", bench / "tasks" / "hello")
+    with pytest.raises(TaskPackageError, match=f"{bench / 'tasks' / 'hello'}: symbolic link to {host_dir / 'pkg'}"):
+        load_task_package(bench / "tasks" / "hello", within=bench)
+    with pytest.raises(TaskPackageError, match="symbolic link"):
+        load_task_package(bench / "tasks" / "hello")  # the package folder itself, whoever names it
+    other = tmp_path / "bench-2"
+    other.mkdir()
+    os.symlink(host_dir, other / "tasks")
+    with pytest.raises(TaskPackageError, match=f"{other / 'tasks'}: symbolic link to {host_dir}"):
+        load_task_package(other / "tasks" / "pkg", within=other)
+    assert load_task_package(host_dir / "pkg").task_id  # the real folder itself loads

@@ -20,6 +20,7 @@ from skillgate_core.envs.sandbox import SandboxError
 from skillgate_core.envs.scripted_episode import run_scripted_episode
 from skillgate_core.envs.verifier import EpisodeStatus
 from skillgate_core.skills import SlateError, SnapshotError, slate_skills_dir, snapshot_skills, validate_skill
+from skillgate_core.skills.aliases import write_renamed_skills
 
 SECRET = "host secret, never in a sandbox\n"
 
@@ -88,3 +89,112 @@ def test_sandbox_mounts_a_clean_skills_folder(backend: str, hello_task, library:
     with start_sandbox(hello_task, backend=backend, skills_dir=library) as box:  # type: ignore[arg-type]
         r = box.exec("cat /skills/good/SKILL.md; ls -A /skills/evil; touch /skills/good/x 2>&1 || echo read-only")
     assert "name: good" in r.stdout and "references" in r.stdout and "read-only" in r.stdout, r
+
+
+# --- a link at the top: the skills folder itself, or a whole skill folder, is a link to a host folder ------------
+#
+# The attack: a bench whose `skills/NAME` (or `skills/` itself) is a link to a host folder. copytree followed the
+# link at the top (its ignore hook sees only what lies inside), so the host folder became the episode's
+# /skills/NAME and the agent read it; start_sandbox resolved a linked skills folder before checking it.
+
+def _skill(folder: Path, name: str, extra: dict[str, str] | None = None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Looks helpful.\n---\n# Steps\n\nRead notes.\n")
+    for rel, text in (extra or {}).items():
+        (folder / rel).write_text(text)
+    return folder
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
+    """Three benches, each holding one link; shape -> (the bench's skills folder, the link to be named).
+
+    skill-folder: skills/evil -> a host folder that looks like a skill (SKILL.md named evil) and holds a secret;
+    skills-dir: skills -> a host library holding good and evil; inside: skills/evil/notes.md -> the host secret."""
+    host = tmp_path / "host"
+    _skill(host / "lib" / "evil", "evil", {"secret.txt": SECRET})
+    _skill(host / "lib" / "good", "good")
+    (host / "secret.txt").write_text(SECRET)
+    out: dict[str, tuple[Path, Path]] = {}
+    a = tmp_path / "bench-a" / "skills"
+    _skill(a / "good", "good")
+    os.symlink(host / "lib" / "evil", a / "evil")
+    out["skill-folder"] = (a, a / "evil")
+    b = tmp_path / "bench-b"
+    b.mkdir()
+    os.symlink(host / "lib", b / "skills")
+    out["skills-dir"] = (b / "skills", b / "skills")
+    c = tmp_path / "bench-c" / "skills"
+    _skill(c / "good", "good")
+    _skill(c / "evil", "evil")
+    os.symlink(host / "secret.txt", c / "evil" / "notes.md")
+    out["inside"] = (c, c / "evil" / "notes.md")
+    return out
+
+
+def _no_secret(folder: Path) -> bool:
+    return not folder.exists() or SECRET not in "".join(
+        p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "inside"])
+def test_slate_folders_refuse_a_link_at_every_level(linked, shape: str, tmp_path: Path):
+    """What every episode path (collect, GRPO, eval, criticality) mounts: a clear error naming the link,
+    and nothing of the host folder copied."""
+    skills, link = linked[shape]
+    into = tmp_path / "slate"
+    with pytest.raises(SlateError) as err:
+        slate_skills_dir(skills, ["good", "evil"], into)
+    assert f"{link}: symbolic link to " in str(err.value), err.value
+    assert not (into / "evil").exists() and _no_secret(into)
+    assert not [p for p in into.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+@pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "inside"])
+def test_snapshots_refuse_a_link_at_every_level(linked, shape: str, tmp_path: Path):
+    """The evaluation's frozen copy of a bench's skills (snapshot_skills(bench/skills/NAME, below=bench))."""
+    skills, link = linked[shape]
+    root = tmp_path / "snaps"
+    with pytest.raises(SnapshotError) as err:
+        snapshot_skills([skills / "good", skills / "evil"], root=root, below=skills.parent)
+    # a link inside is named relative to its skill folder, as verify_snapshot names files
+    named = f"{link.parent}: {link.name}" if shape == "inside" else str(link)
+    assert f"{named}: symbolic link to " in str(err.value), err.value
+    assert _no_secret(root)
+
+
+@pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "inside"])
+def test_renamed_skills_refuse_a_link_at_every_level(linked, shape: str, tmp_path: Path):
+    """skills/aliases.py writes each skill again under a new name (collect's and GRPO's renamed slates)."""
+    skills, link = linked[shape]
+    into = tmp_path / "renamed"
+    with pytest.raises(SlateError) as err:
+        write_renamed_skills({"good": "bofa-good", "evil": "bofa-evil"}, skills, into)
+    assert f"{link}: symbolic link to " in str(err.value), err.value
+    assert not into.exists()
+
+
+def test_a_linked_skill_folder_is_not_a_valid_skill(linked):
+    """`skillgate skills check` and load_skill (SkillGym's copy of its input skill, snapshots) refuse it too."""
+    skills, link = linked["skill-folder"]
+    problems = [p for p in validate_skill(link) if p.severity == "error"]
+    assert [(p.path, p.field) for p in problems] == [(link, "files")] and "symbolic link to" in problems[0].message
+    result = CliRunner().invoke(app, ["skills", "check", str(skills)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "2 skills, 1 invalid" in result.output and "symbolic link" in result.output
+
+
+@pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "inside"])
+def test_sandbox_refuses_a_link_at_every_level(backend: str, hello_task, linked, shape: str):
+    """start_sandbox on both backends: a linked skills folder was resolved before the check and mounted."""
+    skills, link = linked[shape]
+    try:
+        box = start_sandbox(hello_task, backend=backend, skills_dir=skills)  # type: ignore[arg-type]
+    except SandboxError as exc:
+        assert f"{link}: symbolic link to " in str(exc), exc
+    else:
+        box.stop()
+        pytest.fail(f"a skills folder with a link ({shape}) was mounted")
+    outcome = run_scripted_episode(hello_task, ["cat /skills/evil/secret.txt /skills/evil/notes.md"],
+                                   backend=backend, skills_dir=skills)  # type: ignore[arg-type]
+    assert outcome.status is EpisodeStatus.ABORTED and str(link) in outcome.verifier.detail
+    assert not outcome.commands

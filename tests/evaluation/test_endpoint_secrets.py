@@ -1,6 +1,7 @@
 """Which secret an endpoint request carries is never chosen by a run parameter: only variables on a
 fixed allow-list (OPENAI_API_KEY, SKILLGATE_*_API_KEY) can be named, whether by a recipe, a
-deployment's overrides, `collect.teacher_api_key_env` or `--api-key-env`."""
+deployment's overrides, `collect.teacher_api_key_env` or `--api-key-env`. (Where a key may go:
+test_endpoint_key_destinations.py.)"""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def test_an_allowed_variable_is_sent_and_nothing_else(monkeypatch: pytest.Monkey
     monkeypatch.setenv("SKILLGATE_TEACHER_API_KEY", "sk-teacher")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
     with ChatServer(lambda body: ("hi", "stop")) as server:
+        monkeypatch.setenv("SKILLGATE_TEACHER_BASE_URLS", server.base_url)  # where that key may go
         endpoint = OpenAIEndpoint(base_url=server.base_url, model="m", api_key_env="SKILLGATE_TEACHER_API_KEY")
         chat_completion(endpoint, [{"role": "user", "content": "x"}], temperature=1.0, max_tokens=4)
         assert server.requests[-1]["auth"] == "Bearer sk-teacher"

@@ -62,12 +62,14 @@ def test_eval_run_stops_resumes_by_export_id_with_the_newest_bench_and_prints_me
     experiment_id, name = export.parents[2].name, export.name
     listed = run_skillgate("experiments", home=home)
     assert name in listed.stdout
-    # the export id as `skillgate experiments` prints it (its other spellings: the in-process test below); no
-    # --bench: the same evaluation resumes and plays the missing trials
-    done = run_skillgate(*args, "--policy", name, home=home)
+    # a --bench given once is not the default of later commands (only a bench-build output is on record)
+    later = run_skillgate("eval", "protocol", str(tiny_spec), home=home)
+    assert later.returncode != 0 and "no bench here" in later.stderr and str(bench) not in later.stdout, later.stdout
+    # the export id as `skillgate experiments` prints it (its other spellings: the in-process test below): the
+    # same evaluation resumes and plays the missing trials
+    done = run_skillgate(*args, "--policy", name, "--bench", str(bench), home=home)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert f"bench {bench} (the newest on record" in " ".join(out.split()), out
     assert f"-> experiment {experiment_id}, export {name}" in " ".join(out.split()), out
     assert "status completed: 4/4 trials (2 run now)" in out
     for needle in ("trial success", "pass@2", "errors (in the denominator)", "clean oracle rate", "read rate"):
@@ -110,3 +112,21 @@ def test_an_export_id_is_found_by_name_by_experiment_and_name_and_by_a_prefix(sk
         policy_of_export_id("exp-a")
     with pytest.raises(PolicyNotFound, match="no-such-export: no such folder, not an http"):
         policy_of_export_id("no-such-export")
+
+
+def test_a_folder_without_weights_is_refused_before_anything_is_written(tmp_path, bench, tiny_spec):
+    """A model folder with config.json and no safetensors: `eval run` refuses it before creating the standalone
+    experiment (`warehouse verify` finds no drift after), and `eval probe` says what is wrong, no traceback."""
+    home = tmp_path / "home"
+    folder = tmp_path / "no-weights"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen2"}')
+    for command in ("run", "probe"):
+        done = run_skillgate("eval", command, "--policy", str(folder), "--protocol", str(tiny_spec), "--bench",
+                             str(bench), home=home)
+        out = " ".join((done.stdout + done.stderr).split())
+        assert done.returncode == 2 and "--policy" in out and "no weights" in out, out
+        assert "Traceback" not in out
+    assert _nothing_recorded(home)
+    verified = run_skillgate("warehouse", "verify", home=home)
+    assert verified.returncode == 0 and "missing-in-warehouse" not in verified.stdout, verified.stdout + verified.stderr

@@ -114,3 +114,32 @@ def test_the_stepped_protocol_refuses_a_bench_without_steps_and_fingerprints_eac
         assert resolved.protocol.tasks == 2 and resolved.protocol.context_size == 8192
         ids.add(resolved.protocol.protocol_id())
     assert len(ids) == 2 and all(i.startswith("eval70_stepped_v1__mixed__r4__") for i in ids)
+
+
+@pytest.mark.parametrize("shape", ["skill-folder", "skills-dir", "task-folder"])
+def test_a_bench_reaching_host_folders_through_a_link_is_refused(bench_copy, shape, tmp_path):
+    """A bench whose skills/NAME, skills/ or a task folder is a link to a host folder (which holds what the
+    link's name expects, plus a secret): the protocol names the link, and the evaluation's snapshot of
+    the bench's skills (snapshot_skills(..., below=bench)) refuses it too; nothing of the host is copied."""
+    import shutil
+
+    from skillgate_core.base.plain_trees import NotPlainTree
+    from skillgate_core.envs.bench_index import load_bench_rows
+    from skillgate_core.skills import SnapshotError, read_slate, snapshot_skills
+
+    row = load_bench_rows(bench_copy, "eval70_v1")[0]
+    name = read_slate(bench_copy / row["path"] / "skills.json").oracle
+    host = tmp_path / "host"
+    moved = {"skill-folder": bench_copy / "skills" / name, "skills-dir": bench_copy / "skills",
+             "task-folder": bench_copy / row["path"]}[shape]
+    shutil.move(moved, host)
+    (host / "secret.txt").write_text("host secret\n")
+    moved.symlink_to(host, target_is_directory=True)
+    with pytest.raises(NotPlainTree) as err:
+        build_protocol(load_spec("eval70_v1"), bench_copy)
+    assert str(err.value).startswith(f"{moved}: symbolic link to {host}"), err.value
+    if shape != "task-folder":
+        snaps = tmp_path / "snaps"
+        with pytest.raises(SnapshotError, match=f"{moved}: symbolic link to "):
+            snapshot_skills([bench_copy / "skills" / name], root=snaps, below=bench_copy)
+        assert not [p for p in snaps.rglob("secret.txt")]

@@ -23,16 +23,19 @@ MESSAGES = [{"role": "system", "content": "# Tools"}, {"role": "user", "content"
 
 
 def _ask(server: HostileServer, **endpoint: object) -> None:
+    # max_tokens 1024: its reply bound (320 KiB) lets the malformed bodies through to the checks they meet
     chat_completion(OpenAIEndpoint(base_url=server.base_url, model="m", retries=0, **endpoint), MESSAGES,
-                    temperature=1.0, max_tokens=8)
+                    temperature=1.0, max_tokens=1024)
 
 
 def test_an_unbounded_body_is_cut_at_the_byte_limit():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with HostileServer("huge") as server:
         started = time.monotonic()
-        with pytest.raises(EndpointError, match=r"reply is larger than 4194304 bytes"):
-            _ask(server, max_reply_bytes=4 * 2**20)
+        with pytest.raises(EndpointError, match=r"reply is larger than 4194304 bytes; read no further"):
+            # a max_tokens this large would allow more: max_reply_bytes bounds every reply
+            chat_completion(OpenAIEndpoint(base_url=server.base_url, model="m", retries=0, max_reply_bytes=4 * 2**20),
+                            MESSAGES, temperature=1.0, max_tokens=100_000)
     assert time.monotonic() - started < 10
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB: far below 100 MB
 
@@ -115,7 +118,7 @@ def test_an_evaluation_records_a_hostile_endpoints_trials_as_errors(skillgate_ho
     from skillgate_core.evaluation.specs import build_protocol, load_spec
 
     resolved = build_protocol(load_spec(tiny_spec), bench)
-    with HostileServer("deep") as server:
+    with HostileServer("not_json") as server:  # ("deep", 200 KB, is now refused by its size at these max_tokens)
         ref = resolve_policy(server.base_url, root=state_layout().experiments, model="hostile",
                              endpoint_options={"retries": 0})
         result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, tokenizer=str(tiny_model_dir)),

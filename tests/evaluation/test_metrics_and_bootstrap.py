@@ -75,7 +75,8 @@ def test_behaviour_cost_and_first_read_rates():
                 loss_tokens=90, seconds=2.0),
           Trial("a", "x", 1, "fail", (), (), turns=2, response_tokens=50, loss_tokens=40, seconds=1.0)]
     cost = behaviour_cost(ts)
-    assert cost == {"reads_per_trial": 1.0, "unique_reads_per_trial": 1.0, "turns_per_trial": 3.0,
+    assert cost == {"reads_per_trial": 1.0, "unique_reads_per_trial": 1.0, "consulted_skills_per_trial": 1.0,
+                    "turns_per_trial": 3.0,
                     "response_tokens_per_trial": 75.0, "loss_tokens_per_trial": 65.0, "seconds_per_trial": 1.5,
                     "response_tokens_per_resolved": 150.0}
     m = summarize_trials(ts, ks=(1, 2))

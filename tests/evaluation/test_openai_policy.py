@@ -31,6 +31,7 @@ def test_client_retries_busy_servers_and_reports_errors(monkeypatch):
     answers = iter([429, 503, ("ok <tool_call>{}", "length")])
     with ChatServer(lambda body: next(answers)) as server:
         monkeypatch.setenv("SKILLGATE_TEST_API_KEY", "sk-test")
+        monkeypatch.setenv("SKILLGATE_TEST_BASE_URLS", server.base_url)
         endpoint = OpenAIEndpoint(base_url=server.base_url, model="m", api_key_env="SKILLGATE_TEST_API_KEY",
                                   retries=2)
         turn = chat_completion(endpoint, MESSAGES, temperature=0.5, top_p=0.9, max_tokens=7, seed=2**40 + 3)
@@ -41,7 +42,7 @@ def test_client_retries_busy_servers_and_reports_errors(monkeypatch):
         assert "tools" not in body  # tools travel as text in the system prompt
     with ChatServer(lambda body: 400) as server:
         endpoint = OpenAIEndpoint(base_url=server.base_url, model="m", retries=3)
-        with pytest.raises(EndpointError, match="HTTP 400: .*scripted 400"):
+        with pytest.raises(EndpointError, match=r"HTTP 400 \(application/json, \d+ bytes\)$"):  # described, not quoted
             chat_completion(endpoint, MESSAGES, temperature=1.0, top_p=1.0, max_tokens=5)
         assert len(server.requests) == 1  # a client error is not retried
     with pytest.raises(EndpointError, match="after 1 attempts"):

@@ -30,6 +30,8 @@ def _rows() -> list[dict]:
             "reads": reads, "read_names": [f"skill-{r}" for r in reads], "first_read_category": reads[0] if reads else None,
             "skill_reasoning": i % 2 == 0, "turns": 3 + i, "response_tokens": 100 * i, "loss_tokens": 90 * i,
             "seconds": 1.25 * i, "seed": 2**62 + i,
+            # consultation: the reads, plus a script of another skill run in one trial; null in an older row
+            "consulted_names": None if i == 4 else [f"skill-{r}" for r in reads] + (["skill-other"] if i == 1 else []),
             # the premise's token counts: null where not measured (an endpoint counted by its usage)
             "name_tokens": None if i == 3 else 2 * i, "read_call_tokens": None if i == 3 else 20 * i,
             "reasoning_tokens": None if i == 3 else 30 * i,

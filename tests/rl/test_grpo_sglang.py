@@ -21,6 +21,8 @@ from support.sglang_recorded_server import RecordedSGLang
 
 from skillgate_core.agent.episode import EpisodeSpec, EpisodeView
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
+from skillgate_core.base.paths import state_layout
+from skillgate_core.ownership import experiment_dir, experiments_root
 from skillgate_core.policy.local_sampler import sequence_logprobs
 from skillgate_core.rl.data_prep import RLDataPrepConfig, prepare_rl_data
 from skillgate_core.rl.grpo_config import GRPOConfig
@@ -74,7 +76,7 @@ class TeacherServer:
                               "output_token_logprobs": [[lp, t, None] for lp, t in zip(logprobs, out, strict=True)]}}
 
 
-def test_grpo_server_mode_pushes_weights_after_every_step(bench, policy, tmp_path, skillgate_home):
+def test_grpo_server_mode_pushes_weights_after_every_step(bench, policy, tmp_path, skillgate_home, monkeypatch):
     from safetensors.torch import load_file
 
     rl_data = tmp_path / "rl"
@@ -83,9 +85,10 @@ def test_grpo_server_mode_pushes_weights_after_every_step(bench, policy, tmp_pat
     stand_in = TeacherServer(policy, rl_data, bench, tmp_path / "scratch")
     routes = {("POST", "/update_weights_from_disk"): stand_in.update}
     with RecordedSGLang(generate=stand_in.generate, routes=routes) as server:
+        monkeypatch.setenv("SKILLGATE_SGLANG_URLS", server.url)  # the worker's configuration, not the run's
         # max_new_tokens: the teacher's turns are never cut, so its groups vary (oracle reads pass)
         config = GRPOConfig(steps=2, prompts_per_step=1, group_size=4, num_workers=1, launcher="process",
-                            rollout_source="sglang", sglang_urls=server.url, sglang_weights_dir=str(tmp_path / "w"),
+                            rollout_source="sglang",
                             max_turns=4, max_new_tokens=1024, learning_rate=1e-3, max_rejected_groups=8, force_after_groups=2,
                             force_after_samples=8, backend="bwrap", sandbox_workers=2)
         out = tmp_path / "out"
@@ -103,8 +106,12 @@ def test_grpo_server_mode_pushes_weights_after_every_step(bench, policy, tmp_pat
     assert [p for p, _ in control] == ["/health"] + ["/update_weights_from_disk", "/flush_cache"] * len(tags)
     # rollouts of step k were served by the weights pushed before it
     assert {pushes for pushes, _ in stand_in.served} == set(range(1, len(trained) + 1)) | {1}
-    # the servers end on exactly the weights the run exported; only the last push is kept on disk
+    # the servers end on exactly the weights the run exported; only the last push is kept on disk, in the
+    # run's own segment
     exported = load_file(str(Path(result.outputs["policy_export"]) / "model.safetensors"))
     final = stand_in.model.state_dict()
     assert all(torch.equal(final[k], v) for k, v in exported.items())
-    assert [p.name for p in (tmp_path / "w").iterdir()] == [tags[-1]]
+    weights = experiment_dir(experiments_root(state_layout()), result.metrics["experiment_id"]).segment(
+        result.metrics["run_name"]) / "sglang-weights"
+    assert {Path(p).parent for p in stand_in.loaded} == {weights}
+    assert [p.name for p in weights.iterdir()] == [tags[-1]]

@@ -21,7 +21,7 @@ import torch
 from support.sglang_recorded_server import RecordedSGLang, control_routes
 
 from skillgate_core.policy.local_sampler import SamplingConfig
-from skillgate_core.policy.sglang_client import SGLangClient, SGLangError
+from skillgate_core.policy.sglang_client import SGLangClient, SGLangError, worker_sglang_urls
 from skillgate_core.rl.grpo_config import GRPOConfig
 from skillgate_core.rl.sglang_sync import (
     WEIGHTS_MARKER,
@@ -96,11 +96,13 @@ def test_failed_push_raises_naming_the_server(tiny_model_dir, model_and_tok, tmp
     assert server.url in str(err.value)
 
 
-def test_server_rollouts_from_the_grpo_config(tiny_model_dir, model_and_tok, tmp_path):
+def test_server_rollouts_from_the_grpo_config(tiny_model_dir, model_and_tok, tmp_path, monkeypatch):
     model, tok = model_and_tok
     with RecordedSGLang(routes=control_routes(CONTROL)) as server:
-        cfg = GRPOConfig(rollout_source="sglang", sglang_urls=server.url + "/", sglang_timeout_s=30)
-        servers = ServerRollouts(cfg, tok, model_dir=tiny_model_dir, weights_dir=tmp_path / "w")
+        monkeypatch.setenv("SKILLGATE_SGLANG_URLS", server.url + "/")
+        cfg = GRPOConfig(rollout_source="sglang", sglang_timeout_s=30)
+        servers = ServerRollouts(cfg, tok, urls=worker_sglang_urls(), model_dir=tiny_model_dir,
+                                 weights_dir=tmp_path / "w")
         servers.check_health()
         assert servers.push(model, steps_done=3) == str(tmp_path / "w" / "step-00000003")
         policy = servers.policy(SamplingConfig(max_new_tokens=8))
@@ -108,12 +110,16 @@ def test_server_rollouts_from_the_grpo_config(tiny_model_dir, model_and_tok, tmp
     assert (policy.name, policy.client.urls, policy.client.timeout_s) == ("policy", (server.url,), 30)
 
 
-def test_sglang_rollout_source_needs_valid_urls():
-    with pytest.raises(ValueError, match="grpo.sglang_urls"):
+def test_sglang_rollout_source_needs_the_workers_valid_urls(monkeypatch):
+    monkeypatch.delenv("SKILLGATE_SGLANG_URLS", raising=False)
+    with pytest.raises(ValueError, match="SKILLGATE_SGLANG_URLS is not set"):
         GRPOConfig(rollout_source="sglang")
-    with pytest.raises(ValueError, match="grpo.sglang_urls: SGLang server URL 'localhost:30000' must start with http"):
-        GRPOConfig(rollout_source="sglang", sglang_urls="localhost:30000")
-    assert GRPOConfig(rollout_source="sglang", sglang_urls="http://a:1,http://b:2").sglang_urls
+    monkeypatch.setenv("SKILLGATE_SGLANG_URLS", "localhost:30000")
+    with pytest.raises(ValueError, match="SKILLGATE_SGLANG_URLS: SGLang server URL 'localhost:30000' must start with http"):
+        GRPOConfig(rollout_source="sglang")
+    monkeypatch.setenv("SKILLGATE_SGLANG_URLS", "http://a:1,http://b:2")
+    assert GRPOConfig(rollout_source="sglang").rollout_source == "sglang"
+    assert worker_sglang_urls() == ("http://a:1", "http://b:2")
 
 
 def _stand_in_server(inbox, outbox) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from skillgate_core.base.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.base.digests import path_sha256
+from skillgate_core.base.plain_trees import copy_plain_tree
 from skillgate_core.base.safe_paths import UnsafeNameError, write_files_inside
 from skillgate_core.benchgen.skillgym.checks import static_problems
 from skillgate_core.benchgen.skillgym.client import ChatClient
@@ -117,7 +118,9 @@ def _copy_skill(skill_dir: Path, out: Path) -> Path:
     target = out / "skills" / skill_dir.name
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(skill_dir, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # load_skill refused links (the folder itself included); one that came since is refused, never followed
+    copy_plain_tree(skill_dir, target)
     if path_sha256(target) != path_sha256(skill_dir):
         raise RuntimeError(f"{target}: the copied skill differs from {skill_dir}")
     return target
