@@ -240,12 +240,14 @@ def _eval_trials(con: Con, e: EvalTrials) -> None:
         _insert_rows(
             con, "eval_trial", "eval_id, row_id, trial_index, task_id, benchmark, \"repeat\", outcome, reward, n_turns,"
             " n_reads, status, raw_score, error, reads, read_names, first_read_category, skill_reasoning,"
-            " response_tokens, loss_tokens, seconds, seed, consulted_names",
+            " response_tokens, loss_tokens, seconds, seed, consulted_names, name_tokens, read_call_tokens,"
+            " reasoning_tokens",
             [[e.eval_id, t.row_id, t.trial_index, t.task_id, t.benchmark, t.repeat, t.outcome, t.reward,
               t.n_turns, t.n_reads, t.status, t.raw_score, t.error,
               None if t.reads is None else list(t.reads), None if t.read_names is None else list(t.read_names),
               t.first_read_category, t.skill_reasoning, t.response_tokens, t.loss_tokens, t.seconds, t.seed,
-              None if t.consulted_names is None else list(t.consulted_names)]
+              None if t.consulted_names is None else list(t.consulted_names),
+              t.name_tokens, t.read_call_tokens, t.reasoning_tokens]
              for t in e.trials],
         )
 

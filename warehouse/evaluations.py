@@ -119,6 +119,9 @@ def trial_event(row: Mapping[str, Any]) -> EvalTrial:
         skill_reasoning=bool(row["skill_reasoning"]), response_tokens=row["response_tokens"],
         loss_tokens=row["loss_tokens"], seconds=row["seconds"], seed=row["seed"],
         consulted_names=None if row.get("consulted_names") is None else tuple(row["consulted_names"]),
+        # absent from rows published before the premise columns (an evaluation resumed across the change)
+        name_tokens=row.get("name_tokens"), read_call_tokens=row.get("read_call_tokens"),
+        reasoning_tokens=row.get("reasoning_tokens"),
     )
 
 

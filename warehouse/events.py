@@ -409,6 +409,12 @@ class EvalTrial:
     """The trial's sampling seed."""
     consulted_names: tuple[str, ...] | None = None
     """Skills any file of which the trial opened or executed (reads included), in order (docs/reads.md)."""
+    name_tokens: int | None = None
+    """Sampled tokens that are skill-name tokens of attributed reads (docs/method.md 8b); None: not measured."""
+    read_call_tokens: int | None = None
+    """Sampled tokens of those reads' whole calls; None: not measured."""
+    reasoning_tokens: int | None = None
+    """Sampled tokens inside <skill_reasoning>; None: not measured."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ tokens (loss mask 1), dim = context (prompt, tool responses: mask 0). Selection 
 naming /skills/NAME/SKILL.md) are marked in the text: the call in yellow (its tokens get no outcome
 credit), the skill name in the category's colour (its identity tokens carry the selector credit),
 and listed under the turn with their token counts and, where the record holds the task's group, the
-selector advantage they would get (skillgate_core/evaluation/recorded_episodes.py).
+selector advantage they would get (skillgate_core/evaluation/recorded_episodes.py). The list ends with the
+record's premise numbers (docs/method.md 8b: P1 outcome vs selection, P2 dilution, multi-read, recovery);
+in `--list --json` each episode carries its own facts (`premise`).
 """
 
 from __future__ import annotations
@@ -207,16 +209,60 @@ def _show(ep, total: int, full: bool) -> None:
     console.print(f"verifier: {escape(ep.verifier_detail or '-')}", highlight=False)
 
 
+def _choosing_tokens(premise) -> str:
+    """name / read-call / reasoning tokens of one episode, '-' where not measured."""
+    if premise is None:
+        return "-"
+    return "/".join("-" if n is None else str(n)
+                    for n in (premise.name_tokens, premise.call_tokens, premise.reasoning_tokens))
+
+
+def _share(value: float | None, num: int, den: int, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}% ({num}/{den})"
+
+
+def _premise_block(numbers: Mapping[str, Any]) -> Panel:
+    """The record's premise numbers (docs/method.md 8b), each share with its count."""
+    p = numbers
+    readers = p["oracle_read_episodes"]
+    lines = [
+        f"episodes: {p['episodes']} (aborted, left out: {p['episodes_aborted']}; without facts: {p['without_facts']})",
+        f"P1 outcome vs selection: {_share(p['p1_disagreement_share'], p['p1_disagreement'], readers)} of the "
+        f"oracle readers' outcomes differ from a clean oracle read · clean, failed "
+        f"{_share(p['p1_clean_failed_share'], p['p1_clean_failed'], readers)} · resolved, not clean "
+        f"{_share(p['p1_unclean_resolved_share'], p['p1_unclean_resolved'], readers)} · oracle read, failed "
+        f"{_share(p['p1_oracle_read_failed_share'], p['p1_oracle_read_failed'], readers)}",
+        f"P2 dilution ({p['token_episodes']} episodes with token ids, {p['sampled_tokens']} sampled tokens): name "
+        f"{_share(p['name_token_share'], p['name_tokens'], p['sampled_tokens'], 2)} · read call "
+        f"{_share(p['call_token_share'], p['call_tokens'], p['sampled_tokens'], 2)} · <skill_reasoning> "
+        f"{_share(p['reasoning_token_share'], p['reasoning_tokens'], p['sampled_tokens'], 2)} · per episode: "
+        + ("-" if p["sampled_tokens_mean"] is None else f"{p['sampled_tokens_mean']:.0f}") + " sampled tokens, "
+        + ("-" if p["turns_mean"] is None else f"{p['turns_mean']:.1f}") + " turns",
+        f"reads: multi-read {_share(p['multi_read_rate'], p['multi_read_episodes'], p['episodes'])} · recovery "
+        f"{_share(p['recovery_rate'], p['recovered'], p['recovery_candidates'])} of first reads not the oracle, "
+        f"resolved {_share(p['recovery_success_rate'], p['recovered_resolved'], p['recovered'])}",
+    ]
+    return Panel(Group(*[Text(x) for x in lines]), title="premise (docs/method.md 8b)", title_align="left")
+
+
 def _list(episodes, source: Path) -> None:
+    from skillgate_core.evaluation.recorded_episodes import recorded_premise
+
     table = Table(title=f"{len(episodes)} episode(s) in {escape(printable(str(source)))}")
-    for col in ("#", "task", "repeat", "status", "score", "reads", "turns", "trained / response tokens", "A_task"):
-        table.add_column(col, overflow="fold")
+    # the task id whole where the terminal allows it: it is what --task takes
+    longest = min(40, max((len(printable(e.task_id)) for e in episodes), default=4))
+    for col in ("#", "task", "repeat", "status", "score", "reads", "turns", "trained / response tokens", "A_task",
+                "clean", "name/call/ reasoning"):
+        table.add_column(col, overflow="fold", min_width=longest if col == "task" else None)
     for ep in map(_printable_fields, episodes):
         tokens = "-" if ep.trained_tokens is None else f"{ep.trained_tokens} / {ep.response_tokens}"
         adv = "-" if ep.credit is None or ep.credit.task_advantage is None else f"{ep.credit.task_advantage:+.3f}"
+        clean = "-" if ep.premise is None else ("yes" if ep.premise.clean else "no")
         table.add_row(str(ep.number), escape(ep.task_id), str(ep.repeat), escape(ep.status), f"{ep.score:g}",
-                      escape(", ".join(ep.reads) or "-"), str(len(ep.turns)), tokens, adv)
+                      escape(", ".join(ep.reads) or "-"), str(len(ep.turns)), tokens, adv, clean,
+                      _choosing_tokens(ep.premise))
     console.print(table)
+    console.print(_premise_block(recorded_premise(episodes)))
     console.print("[dim]show one: skillgate traj show SOURCE --episode N (or --task ID [--repeat R])[/]")
 
 

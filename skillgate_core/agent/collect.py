@@ -5,7 +5,8 @@ slate. The teacher is the task's reference route played through the harness (`te
 with selection noise) or any model behind an OpenAI-compatible endpoint (`teacher = "openai"` with
 `teacher_base_url` and `teacher_model`; its text is tokenized once with the base model's tokenizer) (only its 16 skills are mounted at /skills). Every trajectory keeps the exact token stream
 (prompt ids, response ids, loss mask), its grade, and its selection actions from span detection
-(docs/method.md 4), and lands in one parquet file:
+(docs/method.md 4) and its premise facts (credit.premise, docs/method.md 8b), and lands in one parquet file;
+summary.json's `premise` holds the premise numbers of every episode played:
 
     collect_trajectories(CollectConfig(max_tasks=8), {"bench": bench_dir, "base_model": model_dir}, out)
     -> out/trajectories/trajectories.parquet, out/trajectories/summary.json
@@ -31,7 +32,8 @@ from skillgate_core.agent.episode import (  # names, not logic: one imported nam
 )
 from skillgate_core.agent.openai_policy import OpenAIPolicy
 from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-from skillgate_core.agent.trajectory import span_report
+from skillgate_core.agent.premise_facts import PREMISE_COLUMN, trajectory_premise
+from skillgate_core.agent.trajectory import span_record, trajectory_span_report
 from skillgate_core.base.config_ranges import (
     NonNegativeInt,
     PositiveFloat,
@@ -41,6 +43,7 @@ from skillgate_core.base.config_ranges import (
 )
 from skillgate_core.base.parquet_rows import write_rows
 from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.credit.premise import PremiseEpisode, prefixed, summarize_premise
 from skillgate_core.envs.backends import reap_orphans
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
@@ -161,6 +164,7 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
     target = out_dir / "trajectories"
     target.mkdir(parents=True)
     records: list[dict] = []
+    premise: list[PremiseEpisode] = []  # every episode played, kept or not: the premise is about the episodes
     aliases: dict[tuple[str, int], dict[str, str]] = {}
     library_names: list[str] | None = None
     with tempfile.TemporaryDirectory(prefix="skillgate-collect-") as scratch:
@@ -184,9 +188,13 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
             for start in range(0, len(specs), config.batch_episodes):
                 batch = specs[start : start + config.batch_episodes]
                 for traj in run_episodes(batch, policy, tokenizer, episode_cfg):
-                    spans = span_report(traj, tokenizer)
+                    report = trajectory_span_report(traj, tokenizer)
+                    spans = span_record(report)
+                    facts = trajectory_premise(traj, tokenizer, report)
+                    premise.append(facts)
                     row = traj.to_row()
-                    row.update(reads=spans["reads"], spans=json.dumps(spans), split=config.split)
+                    row.update(reads=spans["reads"], spans=json.dumps(spans), split=config.split,
+                               **{PREMISE_COLUMN: json.dumps(facts.as_record(), sort_keys=True)})
                     renamed = aliases.get((row["task_id"], row["repeat"]))
                     if renamed is not None:
                         row["extra"] = json.dumps({**json.loads(row["extra"]), "skill_aliases": renamed}, sort_keys=True)
@@ -205,8 +213,11 @@ def collect_trajectories(config: CollectConfig, inputs: Mapping[str, Path], out_
         "span_mismatches": sum(json.loads(r["spans"])["span_mismatch"] for r in records),
         "aliased_episodes": len(aliases),
         "teacher": config.teacher if config.teacher == "reference" else f"openai:{config.teacher_model}",
+        "premise": summarize_premise(premise),
     }
     if isinstance(policy, OpenAIPolicy):
         summary["teacher_usage"] = dict(policy.usage)
     (target / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return StageOutput(outputs={"trajectories": target}, metrics=summary)
+    # stage metrics: the premise numbers flat (premise/KEY), so each is a scalar row in the UI and the warehouse
+    metrics = {k: v for k, v in summary.items() if k != "premise"}
+    return StageOutput(outputs={"trajectories": target}, metrics={**metrics, **prefixed(summary["premise"])})

@@ -3,6 +3,7 @@
     row = trajectory.to_row()                                 # a flat JSON-able row (trajectories.parquet)
     report = trajectory_span_report(trajectory, tokenizer)    # SpanReport: reads, actions, mismatches
     span_report(trajectory, tokenizer)                        # the same, JSON-able (traj show, collect)
+    premise_facts.trajectory_premise(trajectory, tokenizer)   # its premise facts (credit.premise)
 
 The episode loop (episode.py) makes them; the collect stage, the trainer's rollouts and the
 evaluation read them, each without importing the others.
@@ -23,7 +24,8 @@ from skillgate_core.credit.spans import (
     first_mention_identity,
 )
 
-__all__ = ["Trajectory", "TurnRecord", "span_report", "trajectory_span_report"]
+__all__ = ["Trajectory", "TurnRecord", "assistant_turns", "span_record", "span_report",
+           "trajectory_span_report"]
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,9 @@ class Trajectory:
         return row
 
 
-def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: bool = False) -> SpanReport:
-    """Selection-span detection (docs/method.md 4) over one trajectory's assistant turns. first_mention: the
-    labelled variant identity_first_mention (credit.spans.first_mention_identity), never the default."""
-    turns = [
+def assistant_turns(trajectory: Trajectory) -> list[AssistantTurn]:
+    """The trajectory's assistant turns as span detection reads them: text, sampled ids, dispatched calls."""
+    return [
         AssistantTurn(
             response_text=t.text,
             token_ids=trajectory.response_ids[t.token_start : t.token_end],
@@ -114,6 +115,12 @@ def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: 
         )
         for t in trajectory.turns
     ]
+
+
+def trajectory_span_report(trajectory: Trajectory, tokenizer, *, first_mention: bool = False) -> SpanReport:
+    """Selection-span detection (docs/method.md 4) over one trajectory's assistant turns. first_mention: the
+    labelled variant identity_first_mention (credit.spans.first_mention_identity), never the default."""
+    turns = assistant_turns(trajectory)
     slate = dict(zip(trajectory.slate_names, trajectory.slate_categories, strict=True))
     report = detect_selection_spans(turns, tokenizer, gold_name=trajectory.gold or "", slate=slate,
                                     opens=trajectory.skill_opens, consults=trajectory.skill_consults)
@@ -124,7 +131,11 @@ def span_report(trajectory: Trajectory, tokenizer) -> dict:
     """Every read in order (`skill_reads`: attributed ones point at their action), every consulted skill
     (`consulted`: reads included), the selection actions and the mismatch counters of one trajectory,
     JSON-able; `reads` are the reads' categories."""
-    report = trajectory_span_report(trajectory, tokenizer)
+    return span_record(trajectory_span_report(trajectory, tokenizer))
+
+
+def span_record(report: SpanReport) -> dict:
+    """`span_report`'s JSON-able form of a report already computed (the collect row's `spans`)."""
     return {
         "reads": report.reads(),
         "actions": [a.as_record() for a in report.actions],

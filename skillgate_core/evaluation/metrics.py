@@ -2,7 +2,8 @@
 
 `summarize_trials` gives every docs/method.md 8 number of one set of trials (one method on one protocol):
 trial success overall and per benchmark (family), unbiased pass@k, outcome counts (errors on their
-own), selection metrics, and the behaviour cost (reads, turns, tokens, seconds per trial).
+own), selection metrics, the behaviour cost (reads, turns, tokens, seconds per trial) and the premise
+numbers (`premise`: credit.premise over the trials, errors left out; docs/method.md 8b).
 `Trial.from_row` reads one eval_trials.parquet row.
 
 >>> pass_at_k(n=4, c=1, k=4)   # {resolved, fail, error, fail}: pass@4 = 1
@@ -18,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any, Literal
+
+from skillgate_core.credit.premise import PremiseEpisode, premise_episode, summarize_premise
 
 __all__ = [
     "OUTCOMES",
@@ -86,6 +89,12 @@ class Trial:
     """Every skill any file of which the trial opened or executed (docs/reads.md: its SKILL.md, a script
     run or read, its data), once, in order, the read ones included; None: not recorded (the reads
     stand for it)."""
+    name_tokens: int | None = None
+    """Sampled tokens that are skill-name (identity) tokens of its attributed reads; None: not measured."""
+    read_call_tokens: int | None = None
+    """Sampled tokens of those reads' whole calls (the name tokens included); None: not measured."""
+    reasoning_tokens: int | None = None
+    """Sampled tokens inside `<skill_reasoning>`; None: not measured."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -112,7 +121,20 @@ class Trial:
             response_tokens=int(row.get("response_tokens") or 0),
             loss_tokens=int(row.get("loss_tokens") or 0),
             seconds=float(row.get("seconds") or 0.0),
+            name_tokens=_count(row.get("name_tokens")),
+            read_call_tokens=_count(row.get("read_call_tokens")),
+            reasoning_tokens=_count(row.get("reasoning_tokens")),
         )
+
+    def premise(self) -> PremiseEpisode:
+        """Its premise facts (credit.premise, docs/method.md 8b): reads and outcome from the row, clean as the
+        clean-oracle rate counts it (consultation of another skill included), the token counts where measured
+        (loss_tokens are its sampled tokens)."""
+        measured = None not in (self.name_tokens, self.read_call_tokens, self.reasoning_tokens)
+        return premise_episode(self.reads, self.read_names, resolved=self.resolved, turns=self.turns,
+                               sampled_tokens=self.loss_tokens if measured else None, name_tokens=self.name_tokens,
+                               call_tokens=self.read_call_tokens, reasoning_tokens=self.reasoning_tokens,
+                               aborted=self.outcome == "error", clean=self.clean_oracle)
 
     @property
     def resolved(self) -> bool:
@@ -154,6 +176,10 @@ class Trial:
     def unique_reads(self) -> int:
         """Distinct skill names read (never categories: two misleading skills are two reads)."""
         return len(set(self.read_names))
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _rate(num: int, den: int) -> float | None:
@@ -283,4 +309,5 @@ def summarize_trials(trials: Sequence[Trial], ks: Sequence[int] = (1, 4)) -> dic
     out["oracle_first_read_rate"] = first["oracle"] / n
     out["misleading_first_read_rate"] = first["misleading"] / n
     out["cost"] = behaviour_cost(trials)
+    out["premise"] = summarize_premise(t.premise() for t in trials)
     return out

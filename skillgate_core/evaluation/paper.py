@@ -68,6 +68,7 @@ from skillgate_core.evaluation.tables import (
     main_results_table,
     method_bootstrap_table,
     pooled_bootstrap_table,
+    premise_table,
     read_strata,
     read_strata_table,
     selector_tradeoff_table,
@@ -436,6 +437,7 @@ def _protocol_section(name: str, methods: list[MethodTrials], config: PaperConfi
     section.figures["read_strata"] = lambda p: figures.read_strata_figure(strata, p, config.dpi)
     section.after["read_strata"] = "read_strata"
     section.tables.append(behaviour_cost_table(methods))
+    section.tables.append(premise_table(methods))
     section.data["protocol_ids"] = ids
     section.data["fingerprint"] = fingerprint
     section.data["methods"] = {

@@ -20,6 +20,7 @@ filter would reject (a span mismatch, or every score equal) gets no numbers, onl
 
     episodes = load_episodes(Path(".../collect/KEY/trajectories"))
     ep = episodes[3]; ep.turns[0].actions[0].selector_advantage
+    recorded_premise(episodes)     # the record's premise numbers (docs/method.md 8b)
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.agent.premise_facts import row_premise
 from skillgate_core.credit import selector_advantages, task_advantages
+from skillgate_core.credit.premise import PremiseEpisode, summarize_premise
 from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
+from skillgate_core.evaluation.metrics import Trial
 from skillgate_core.evaluation.runner import TRAJECTORY_FILE
 
 __all__ = ["EpisodeCredit", "RecordedAction", "RecordedEpisode", "RecordedTurn", "TRAJECTORIES_FILE",
-           "load_episodes"]
+           "load_episodes", "recorded_premise"]
 
 TRAJECTORIES_FILE = "trajectories.parquet"
 """The collect stage's file inside its `trajectories` output."""
@@ -139,6 +143,9 @@ class RecordedEpisode:
     consulted: tuple[tuple[str, str], ...] | None = None
     """(skill name, category) of every skill any file of which the episode opened or executed, in order
     (docs/reads.md: consultation, the reads included); None when the record did not observe it."""
+    premise: PremiseEpisode | None = None
+    """Its premise facts (credit.premise, docs/method.md 8b): from the trajectories row, or from the trial row
+    beside an evaluation log; None for a lone log without its row."""
 
     @property
     def actions(self) -> tuple[RecordedAction, ...]:
@@ -219,10 +226,11 @@ def _from_parquet_row(number: int, source: str, row: Mapping[str, Any]) -> Recor
         mismatches={k: int(spans[k]) for k in ("parse_dispatch_mismatch", "span_mismatch", "alignment_mismatch")
                     if k in spans},
         consulted=(tuple((str(c["skill_name"]), str(c["category"])) for c in spans["consulted"])
-                   if "consulted" in spans else None))
+                   if "consulted" in spans else None), premise=row_premise(row))
 
 
-def _from_log(number: int, source: str, log: Mapping[str, Any]) -> RecordedEpisode:
+def _from_log(number: int, source: str, log: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> RecordedEpisode:
+    """An evaluation's per-trial log; `row`: its trial row (row.json beside it), which holds the premise facts."""
     messages = log.get("messages", [])
     slate_pairs = tuple((str(n), str(c)) for n, c in log.get("slate", []))
     slate, gold = dict(slate_pairs), log.get("gold")
@@ -242,7 +250,32 @@ def _from_log(number: int, source: str, log: Mapping[str, Any]) -> RecordedEpiso
         prompt_tokens=log.get("prompt_tokens"), response_tokens=log.get("response_tokens"), trained_tokens=None,
         turns=tuple(turns), mismatches={},
         consulted=None if log.get("skill_consults") is None else tuple(
-            (n, _category(n, slate, gold)) for n in dict.fromkeys(str(o["skill_name"]) for o in log["skill_consults"])))
+            (n, _category(n, slate, gold)) for n in dict.fromkeys(str(o["skill_name"]) for o in log["skill_consults"])),
+        premise=_row_facts(row))
+
+
+def _row_facts(row: Mapping[str, Any] | None) -> PremiseEpisode | None:
+    """The premise facts of a trial row; None without one, or for a row that does not read as a trial (a
+    damaged row.json must not keep the episode from being shown)."""
+    if row is None:
+        return None
+    try:
+        return Trial.from_row(row).premise()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _trial_row(log: Path) -> dict[str, Any] | None:
+    """The trial row published beside a per-trial log (rows/ROW_ID/row.json), None when there is none or it is
+    not a JSON object (a damaged file: the log is still shown)."""
+    path = log.parent / "row.json"
+    if not path.is_file():
+        return None
+    try:
+        row = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def _group_credit(group: list[RecordedEpisode], utility: str) -> list[RecordedEpisode]:
@@ -283,18 +316,19 @@ def _read_source(path: Path) -> list[RecordedEpisode]:
 
         return [_from_parquet_row(i, str(path), row) for i, row in enumerate(read_rows(path))]
     if path.is_file() and path.suffix == ".json":
-        return [_from_log(0, str(path), json.loads(path.read_text()))]
+        return [_from_log(0, str(path), json.loads(path.read_text()), _trial_row(path))]
     # an evaluation's folder (rows/ROW_ID/trajectory.json) or its rows/ folder; never a deeper search,
     # which would mix the trials of several evaluations into one record (and into one credit group)
     logs = sorted([*path.glob(f"rows/*/{TRAJECTORY_FILE}"), *path.glob(f"*/{TRAJECTORY_FILE}")]) if path.is_dir() else []
     if logs:
+        rows = {log: _trial_row(log) for log in logs}  # the trial's row: its place in the evaluation, its facts
+
         def trial_index(log: Path) -> tuple[int, str]:
-            row = log.parent / "row.json"  # the trial's row: its place in the evaluation
-            index = json.loads(row.read_text()).get("trial_index", 0) if row.is_file() else 0
-            return int(index), str(log)
+            row = rows[log]
+            return int((row or {}).get("trial_index", 0)), str(log)
 
         ordered = sorted(logs, key=trial_index)
-        return [_from_log(i, str(p), json.loads(p.read_text())) for i, p in enumerate(ordered)]
+        return [_from_log(i, str(p), json.loads(p.read_text()), rows[p]) for i, p in enumerate(ordered)]
     raise FileNotFoundError(
         f"{path}: no episodes here; expected a trajectories dataset (a folder holding {TRAJECTORIES_FILE}, or the "
         f"file), an evaluation folder (rows/*/{TRAJECTORY_FILE}) or one {TRAJECTORY_FILE}")
@@ -306,3 +340,10 @@ def load_episodes(path: Path, utility: str = "clean_oracle") -> list[RecordedEpi
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
     return _with_credit(_read_source(Path(path)), utility)
+
+
+def recorded_premise(episodes: Sequence[RecordedEpisode]) -> dict[str, Any]:
+    """The premise numbers (credit.premise.summarize_premise) of the episodes that carry their facts, with
+    `without_facts`: how many do not (a log whose trial row is missing)."""
+    facts = [e.premise for e in episodes if e.premise is not None]
+    return {**summarize_premise(facts), "without_facts": len(episodes) - len(facts)}

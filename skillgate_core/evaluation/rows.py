@@ -63,9 +63,14 @@ TRIAL_SCHEMA: tuple[tuple[str, str], ...] = (
     ("seconds", "float64"),
     ("seed", "int64"),
     ("consulted_names", "list<string>"),
+    ("name_tokens", "int32"),
+    ("read_call_tokens", "int32"),
+    ("reasoning_tokens", "int32"),
 )
 """Column -> Arrow type of one trial row, in file order (raw_score and first_read_category may be null;
-consulted_names is null in rows written before consultation was recorded: the reads stand for it)."""
+consulted_names is null in rows written before consultation was recorded: the reads stand for it; the premise's
+token counts name_tokens, read_call_tokens and reasoning_tokens are null where no token ids were recorded, an
+endpoint counted by its usage, and absent from rows written before they existed)."""
 
 REQUIRED_COLUMNS = ("protocol_id", "fingerprint", "method", "task_id", "benchmark", "repeat", "outcome",
                     "reads", "read_names")

@@ -382,7 +382,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             trajectories = run_episodes(specs, policy, tokenizer, episode_config, resolved.profile)
             published = []
             for (trial_index, task, repeat), trajectory in zip(batch, trajectories, strict=True):
-                row = {**trial_row(trajectory, context), "row_id": row_id(task.task_id, repeat),
+                row = {**trial_row(trajectory, context, tokenizer), "row_id": row_id(task.task_id, repeat),
                        "trial_index": trial_index}
                 write_eval_row(exp_root, ref.experiment_id, info.record.eval_id, row["row_id"], row,
                                files=_trajectory_writer(_trajectory_log(trajectory)))

@@ -28,6 +28,7 @@ from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check
 from skillgate_core.base.paths import state_layout
 from skillgate_core.base.run_paths import check_run_path
 from skillgate_core.base.stage_output import StageOutput
+from skillgate_core.credit.premise import prefixed
 from skillgate_core.evaluation.owner import PolicyRef, resolve_policy
 from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
 from skillgate_core.evaluation.runner import (
@@ -128,4 +129,6 @@ def run_eval70(config: Eval70Config, inputs: Mapping[str, Path], out_dir: Path) 
                                  "trials", "tasks", "errors", "trial_success", "read_rate", "clean_oracle_rate")}
     metrics.update({k: v for k, v in s.items() if k.startswith("pass@")}, eval_dir=str(result.eval_dir),
                    trials_run=result.trials_run, demo=s["demo"], note=s["note"], **probe)
+    # the premise checks (docs/method.md 8b), one scalar each; a summary written before them has none
+    metrics.update(prefixed(s.get("premise") or {}))
     return StageOutput(outputs={"eval_rows": target}, metrics=metrics)

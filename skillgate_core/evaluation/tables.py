@@ -36,6 +36,7 @@ __all__ = [
     "main_results_table",
     "method_bootstrap_table",
     "pooled_bootstrap_table",
+    "premise_table",
     "read_strata",
     "read_strata_table",
     "selector_tradeoff_table",
@@ -349,6 +350,40 @@ def behaviour_cost_table(methods: Sequence[MethodTrials]) -> Table:
                  "resolved trial."),
         columns=("method", "trials", "reads", "unique reads", "turns", "response tokens", "loss tokens", "seconds",
                  "tokens / resolved"),
+        rows=tuple(rows), data=data)
+
+
+def premise_table(methods: Sequence[MethodTrials]) -> Table:
+    """The premise checks (docs/method.md 8b) per method: P1 outcome vs selection, P2 dilution, multi-read and
+    recovery, from the trials' own reads, outcomes and token counts (credit.premise)."""
+    check_comparable(methods, "premise")
+    rows, data = [], []
+    for m in methods:
+        p = summarize_trials(m.trials, ks=(1,))["premise"]
+        tokens = "-" if not p["token_episodes"] else f"{p['token_episodes']}"
+        rows.append((m.method, str(p["episodes"]), str(p["oracle_read_episodes"]),
+                     _frac(p["p1_disagreement_share"], p["p1_disagreement"], p["oracle_read_episodes"]),
+                     _frac(p["p1_clean_failed_share"], p["p1_clean_failed"], p["oracle_read_episodes"]),
+                     _frac(p["p1_unclean_resolved_share"], p["p1_unclean_resolved"], p["oracle_read_episodes"]),
+                     tokens, _pct(p["name_token_share"], 2), _pct(p["call_token_share"], 2),
+                     _pct(p["reasoning_token_share"], 2), _num(p["sampled_tokens_mean"], 0), _num(p["turns_mean"], 1),
+                     _frac(p["multi_read_rate"], p["multi_read_episodes"], p["episodes"]),
+                     _frac(p["recovery_rate"], p["recovered"], p["recovery_candidates"]),
+                     _frac(p["recovery_success_rate"], p["recovered_resolved"], p["recovered"])))
+        data.append({"method": m.method, **p})
+    return Table(
+        key="premise", title="Premise checks",
+        caption=("Whether these episodes have what the method's claim needs, measured on them (errored trials left "
+                 "out). P1: among trials that read the oracle's SKILL.md, those whose outcome differs from a clean "
+                 "oracle read (resolved XOR the distinct reads are exactly the oracle): clean reads that failed plus "
+                 "resolved trials without a clean read. P2: skill-name, read-call (name included) and "
+                 "<skill_reasoning> tokens as shares of all sampled tokens, over the trials whose token ids were "
+                 "recorded (n tok.); sampled tokens and turns per trial. Multi-read: >= 2 distinct skills read. "
+                 "Recovery: trials whose first read is not the oracle that read it later, and how many of those "
+                 "resolved."),
+        columns=("method", "trials", "oracle readers", "P1 outcome != clean %", "clean, failed %",
+                 "resolved, not clean %", "n tok.", "name tokens %", "read-call tokens %", "reasoning tokens %",
+                 "sampled tokens", "turns", "multi-read %", "recovery %", "recovered, resolved %"),
         rows=tuple(rows), data=data)
 
 

@@ -11,7 +11,7 @@ environment saw opened or executed of ANY file of a skill (`Trajectory.skill_con
 included): `consulted_names` lists each consulted skill once, in order; a record made before it was
 observed lists the skills read.
 
-    row = trial_row(trajectory, context)      # dict with exactly TRIAL_COLUMNS
+    row = trial_row(trajectory, context, tokenizer)   # dict with exactly TRIAL_COLUMNS
     write_trials(rows, path)                  # eval_trials.parquet with TRIAL_SCHEMA (pyarrow)
     trial = to_trial(row)                     # metrics.Trial for summarize_trials
 """
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillgate_core.agent.premise_facts import trajectory_token_counts
 from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.credit.spans import READER_COMMANDS, SKILL_PATH, normalise_tool_name
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
@@ -33,6 +34,7 @@ from skillgate_core.evaluation.rows import write_eval_rows
 from skillgate_core.formats.tool_calls import parse_tool_calls
 
 __all__ = [
+    "PREMISE_TOKEN_COLUMNS",
     "TRIAL_COLUMNS",
     "TRIAL_SCHEMA",
     "TrialContext",
@@ -54,11 +56,15 @@ SKILL_REASONING_OPEN = "<skill_reasoning>"
 TRIAL_SCHEMA: dict[str, str] = dict(_ROW_SCHEMA)
 """column -> Arrow type (evaluation.rows.TRIAL_SCHEMA: string, int32, int64, float64, bool, list<string>),
 in eval_trials.parquet's column order; polars reads them as String, Int32, Int64, Float64, Boolean,
-List(String). raw_score and first_read_category may be null; status is completed | truncated |
-aborted, outcome resolved | fail | error, error is '' unless the outcome is error."""
+List(String). raw_score, first_read_category and the premise's token counts (name_tokens, read_call_tokens,
+reasoning_tokens) may be null; status is completed | truncated | aborted, outcome resolved | fail | error,
+error is '' unless the outcome is error."""
 
 TRIAL_COLUMNS: tuple[str, ...] = tuple(TRIAL_SCHEMA)
 """Column order of eval_trials.parquet."""
+PREMISE_TOKEN_COLUMNS: tuple[str, ...] = ("name_tokens", "read_call_tokens", "reasoning_tokens")
+"""The premise's per-trial token counts (docs/method.md 8b): null when not measured, and may be missing from a
+row published before they existed."""
 
 
 @dataclass(frozen=True)
@@ -140,9 +146,13 @@ def outcome_of(status: str, score: float) -> str:
     return "resolved" if score >= 1.0 else "fail"
 
 
-def trial_row(trajectory: Trajectory, context: TrialContext) -> dict[str, Any]:
-    """The row of one graded episode, columns in TRIAL_COLUMNS order."""
+def trial_row(trajectory: Trajectory, context: TrialContext, tokenizer: Any = None) -> dict[str, Any]:
+    """The row of one graded episode, columns in TRIAL_COLUMNS order. With the tokenizer that sampled it, the
+    premise's token counts (agent.premise_facts: skill-name, read-call and <skill_reasoning> tokens among the
+    sampled ones); without one, or for ids an endpoint's usage stood in for, they are null."""
     reads, names = reads_of(trajectory)
+    counts = trajectory_token_counts(trajectory, tokenizer) if tokenizer is not None else None
+    _, name_tokens, call_tokens, reasoning_tokens = counts if counts is not None else (None, None, None, None)
     outcome = outcome_of(trajectory.status, trajectory.score)
     row = {
         "protocol_id": context.protocol_id,
@@ -169,6 +179,9 @@ def trial_row(trajectory: Trajectory, context: TrialContext) -> dict[str, Any]:
         "loss_tokens": int(sum(trajectory.loss_mask)),
         "seconds": float(trajectory.duration_s),
         "seed": trial_seed(context.protocol_seed, trajectory.task_id, trajectory.repeat),
+        "name_tokens": name_tokens,
+        "read_call_tokens": call_tokens,
+        "reasoning_tokens": reasoning_tokens,
     }
     return {k: row[k] for k in TRIAL_COLUMNS}
 
@@ -177,10 +190,11 @@ def write_trials(rows: Iterable[Mapping[str, Any]], path: Path) -> Path:
     """Write the rows to `path` with exactly TRIAL_SCHEMA, in the caller's order (pyarrow: no polars)."""
     rows = list(rows)
     for r in rows:
-        missing = [c for c in TRIAL_COLUMNS if c not in r]
+        missing = [c for c in TRIAL_COLUMNS if c not in r and c not in PREMISE_TOKEN_COLUMNS]
         if missing:
             raise ValueError(f"trial row {r.get('task_id')}#{r.get('repeat')} lacks columns {missing}")
-    return write_eval_rows([{c: r[c] for c in TRIAL_COLUMNS} for r in rows], path)
+    # a row published before the premise columns existed (an evaluation resumed across the change) gets nulls
+    return write_eval_rows([{c: r.get(c) for c in TRIAL_COLUMNS} for r in rows], path)
 
 
 def to_trial(row: Mapping[str, Any]) -> Trial:

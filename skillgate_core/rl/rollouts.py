@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, Policy, run_episodes
+from skillgate_core.agent.premise_facts import trajectory_premise
 from skillgate_core.agent.trajectory import Trajectory, trajectory_span_report
 from skillgate_core.credit import (
     EpisodeEvidence,
@@ -32,6 +33,7 @@ from skillgate_core.credit import (
     action_selector_advantages,
     episode_credit_problem,
 )
+from skillgate_core.credit.premise import PremiseEpisode, premise_tally
 from skillgate_core.envs.task_package import TaskPackage
 from skillgate_core.envs.verifier import EpisodeStatus
 from skillgate_core.rl.grpo_config import GRPOConfig
@@ -39,8 +41,8 @@ from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.prompt_stream import PromptStream
 from skillgate_core.skills import Slate
 
-__all__ = ["REJECTION_DETAILS_CAP", "Episode", "Group", "RLTask", "RolloutStats", "behaviour_tally", "judge_group",
-           "rollout_step", "step_filter_for"]
+__all__ = ["REJECTION_DETAILS_CAP", "Episode", "Group", "RLTask", "RolloutStats", "behaviour_tally", "group_premise",
+           "judge_group", "rollout_step", "step_filter_for"]
 
 REJECTION_DETAILS_CAP = 16
 """Rejected groups kept with their detail per worker and step (the counts by reason keep every one)."""
@@ -156,6 +158,9 @@ class RolloutStats:
     pair counts as its two groups, as the filter counts it."""
     zero_variance_all_pass: int = 0
     """Zero-variance groups in which every episode succeeded (score >= 1)."""
+    premise: dict[str, float] = field(default_factory=dict)
+    """credit.premise.premise_tally summed over the slate episodes of EVERY group drawn, accepted or rejected
+    (docs/method.md 8b): whether the step's episodes have the premise the method needs."""
     prefill: dict[str, int] = field(default_factory=dict)
     """What the policy's turn cache did during the step (policy.turn_cache.COUNTERS: context tokens
     prefilled, reused from an episode's earlier turns, shared from another episode with the same prompt,
@@ -186,7 +191,15 @@ def behaviour_tally(episodes: Sequence[Episode]) -> dict[str, float]:
     }
 
 
-def _add(total: dict[str, float], part: dict[str, float]) -> None:
+def group_premise(episodes: Sequence[Episode], tokenizer: Any, first_mention: bool = False) -> list[PremiseEpisode]:
+    """The premise facts of a group's slate episodes (a no-skill episode chooses no skill). Under the labelled
+    variant identity_first_mention the episodes' spans credit the first mention, so the method's own spans
+    are detected again: the premise measures the episodes, whatever the credit design."""
+    return [trajectory_premise(e.trajectory, tokenizer, None if first_mention else e.spans)
+            for e in episodes if e.with_slate]
+
+
+def _add(total: dict[str, float], part: Mapping[str, float]) -> None:
     for key, value in part.items():
         total[key] = total.get(key, 0.0) + value
 
@@ -284,6 +297,7 @@ def rollout_step(
                 spans = trajectory_span_report(traj, tokenizer, first_mention=config.identity_first_mention)
                 episodes.append(Episode(traj, spans, with_slate))
             position += len(specs)
+            _add(stats.premise, premise_tally(group_premise(episodes, tokenizer, config.identity_first_mention)))
             group = judge_group(task, episodes, profile, step_filter)
             _record(stats, task, episodes, group, profile)
             if group.verdict.accepted:

@@ -18,6 +18,10 @@ Prefect artifact:
   selector token mass, the share of loss tokens that are selection (identity) tokens and read-call
   tokens, oracle reads with a negative advantage (selector advantage in the two-stream profiles, the
   episode's in the plain ones, whose read calls carry it);
+- premise (docs/method.md 8b; credit.premise), over the slate episodes of every drawn group, as
+  `premise/KEY`: P1 (oracle readers whose outcome differs from a clean oracle read, and its parts), P2
+  (skill-name, read-call and <skill_reasoning> shares of the sampled tokens; sampled tokens and turns
+  per episode), the multi-read and recovery rates, each with its count;
 - loss: policy (task, selector before lambda, the lambda-weighted selector term), KL, clip fraction,
   and each stream's gradient mass (1/N sum w |A|: at rho = 1 the selector term's VALUE is 0 by
   construction, its gradient is not);
@@ -41,6 +45,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from skillgate_core.agent.episode import ENV_PHASES
+from skillgate_core.credit.premise import prefixed, premise_numbers
 from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, behaviour_tally
 
@@ -123,6 +128,7 @@ def rank_summary(*, groups: Sequence[Group], rollout: RolloutStats, facts: Chunk
         "episodes": len(episodes),
         "accepted": behaviour_tally(episodes),
         "played": dict(rollout.played),
+        "premise": dict(rollout.premise),
         "groups": facts.groups,
         "selector_active_groups": facts.selector_active_groups,
         "task_mass": facts.task_mass,
@@ -242,6 +248,8 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
         "time_sync_s": max((t.get("sync", 0.0) for t in timers), default=0.0),
         "time_step_s": max((sum(t.values()) for t in timers), default=0.0),
         **_prefill(summaries),
+        # the premise over every drawn group's slate episodes, all ranks (docs/method.md 8b): premise/KEY
+        **prefixed(premise_numbers(_sum_tallies([s.get("premise") or {} for s in summaries]))),
     }
 
 

@@ -1,7 +1,8 @@
 """The reference teacher on stepped procedures (bench-build procedure_steps): it states the evidence
 before naming the skill, carries out every step with the work order and the printed tickets, and, at
-its recovery rate, reads a lookalike, says what in it contradicts the instruction and reads the oracle.
-Real bubblewrap sandboxes, the task's own verifier, exact token streams."""
+its recovery rate, reads a lookalike, says what in it contradicts the instruction and reads the oracle; and the
+premise numbers of those episodes (docs/method.md 8b), through collect too. Real bubblewrap sandboxes, the task's
+own verifier, exact token streams."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from skillgate_core.agent.policies import (
     selection_reasoning,
     task_cue,
 )
-from skillgate_core.agent.trajectory import span_report
+from skillgate_core.agent.premise_facts import row_premise, trajectory_premise
+from skillgate_core.agent.trajectory import span_report, trajectory_span_report
+from skillgate_core.credit.premise import summarize_premise
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.skills import read_slate, slate_skills_dir
@@ -105,3 +108,44 @@ def test_evidence_is_the_same_text_before_every_candidate_name():
     assert first_read_turn("x", cue=None) == first_read_turn("x")
     with pytest.raises(ValueError, match="sum to at most 1"):
         TeacherConfig(misleading_rate=0.5, recovery_rate=0.6)
+
+
+def test_the_premise_of_the_teacher_that_reads_the_oracle_and_resolves(specs, tok):
+    """docs/method.md 8b on the stepped episodes: every oracle read is clean and resolves, so P1 is 0; nothing to
+    recover; the choosing tokens are a small share of an episode of K + 2 turns."""
+    trajs = run_episodes(specs, TeacherPolicy(tok), tok, EpisodeConfig(max_turns=STEPS + 3, backend="bwrap"))
+    facts = [trajectory_premise(t, tok) for t in trajs]
+    n = summarize_premise(facts)
+    assert (n["episodes"], n["oracle_read_episodes"], n["p1_disagreement"], n["p1_disagreement_share"]) == (4, 4, 0, 0)
+    assert (n["multi_read_rate"], n["recovery_candidates"], n["recovery_rate"]) == (0, 0, None)
+    assert n["turns_mean"] == STEPS + 2 and n["token_episodes"] == 4
+    assert n["sampled_tokens"] == sum(sum(t.loss_mask) for t in trajs)
+    for t, f in zip(trajs, facts, strict=True):
+        # the name and call tokens are the span detection's; the reasoning tokens decode to the whole reasoning
+        (action,) = trajectory_span_report(t, tok).actions
+        assert (f.name_tokens, f.call_tokens) == (len(action.identity_token_indices), len(action.call_token_indices))
+        first = t.turns[0]
+        ids = t.response_ids[first.token_start:first.token_start + f.reasoning_tokens]
+        reasoning = first.text[:first.text.index("</skill_reasoning>") + len("</skill_reasoning>")]
+        assert tok.decode(list(ids)) == reasoning  # only turn 0 reasons, and its reasoning opens the turn
+    assert 0 < n["name_token_share"] < n["call_token_share"] < n["reasoning_token_share"] < 1
+
+
+def test_collect_reports_the_premise_of_the_recovering_teacher(stepped_bench, tiny_model_dir, tmp_path):
+    """recovery_rate 1: every episode reads a lookalike, then the oracle, and resolves without a clean read: P1 =
+    1, multi-read 1, recovery 1 and every recovery resolved; in summary.json, the stage metrics and each row."""
+    import polars as pl
+
+    from skillgate_core.agent.collect import CollectConfig, collect_trajectories
+
+    out = collect_trajectories(CollectConfig(max_tasks=0, misleading_rate=0.0, recovery_rate=1.0, max_turns=STEPS + 4),
+                               {"bench": stepped_bench, "base_model": tiny_model_dir}, tmp_path / "collect")
+    folder = out.outputs["trajectories"]
+    premise = json.loads((folder / "summary.json").read_text())["premise"]
+    assert (premise["episodes"], premise["oracle_read_episodes"], premise["p1_unclean_resolved"]) == (4, 4, 4)
+    assert (premise["p1_disagreement_share"], premise["p1_clean_failed"], premise["multi_read_rate"]) == (1.0, 0, 1.0)
+    assert (premise["recovery_candidates"], premise["recovery_rate"], premise["recovery_success_rate"]) == (4, 1.0, 1.0)
+    assert premise["turns_mean"] == STEPS + 3 and premise["reasoning_tokens"] > premise["call_tokens"] > 0
+    assert {k: out.metrics[f"premise/{k}"] for k in premise} == premise and "premise" not in out.metrics
+    rows = pl.read_parquet(folder / "trajectories.parquet").to_dicts()
+    assert summarize_premise(row_premise(r) for r in rows) == premise

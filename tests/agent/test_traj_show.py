@@ -107,3 +107,25 @@ def test_a_dataset_digest_or_the_collect_run_names_the_source(collected: Path, s
     assert res.exit_code == 2 and "holds episodes 0-7" in res.output
     res = runner.invoke(app, ["traj", "show", str(collected), "--task", "no-such-task"])
     assert res.exit_code == 2 and task in res.output
+
+
+def test_the_list_ends_with_the_premise_of_the_dataset(collected: Path):
+    """docs/method.md 8b from the rows' own facts: the noisy teacher's oracle reads are clean and resolve (P1 0), its
+    lookalike reads fail and never recover; each episode's name / call / reasoning tokens are listed."""
+    from skillgate_core.agent.premise_facts import row_premise
+
+    rows = _rows(collected)
+    facts = [row_premise(r) for r in rows]
+    readers = sum("oracle" in r["reads"] for r in rows)
+    others = sum(bool(r["reads"]) and r["reads"][0] != "oracle" for r in rows)
+    assert 0 < readers < len(rows) and others == len(rows) - readers
+    flat = " ".join(_show(str(collected), "--list").replace("│", " ").split())
+    assert f"P1 outcome vs selection: 0.0% (0/{readers})" in flat
+    assert f"multi-read 0.0% (0/{len(rows)})" in flat and f"recovery 0.0% (0/{others}) of first reads" in flat
+    sampled = sum(f.sampled_tokens for f in facts)
+    names = sum(f.name_tokens for f in facts)
+    assert f"name {100 * names / sampled:.2f}% ({names}/{sampled})" in flat
+    for f in facts:
+        assert f"{f.name_tokens}/{f.call_tokens}/{f.reasoning_tokens}" in flat
+    listed = json.loads(_show(str(collected), "--list", "--json"))
+    assert [e["premise"] for e in listed] == [f.as_record() for f in facts]

@@ -35,7 +35,7 @@ from skillgate_core.evaluation.tables import credit_starvation_bins, main_result
 
 SECTION = "eval70_v1__mixed__r4"
 TABLES = ("main_results", "paired_bootstrap", "paired_bootstrap_methods", "credit_ablation", "selector_tradeoff",
-          "read_strata", "behaviour_cost")
+          "read_strata", "behaviour_cost", "premise")
 FIGURES = ("main_results", "paired_bootstrap", "paired_bootstrap_methods", "selector_tradeoff", "read_strata")
 STATISTICS = ["trial_success", "pass@4", "oracle_exposure", "clean_oracle_rate"]
 TRAINING_TABLES = ("training_summary", "credit_starvation")
@@ -217,6 +217,35 @@ def test_vector_9_through_the_paper_build(tmp_path):
     assert (row["trial_success"], row["pass@4"], row["errors"]) == (0.25, 1.0, 1)
     assert main["rows"][0] == ["mixed_task_reward", "25.0 (1/4)", "100.0 (1/1)", "25.0 (1/4)", "100.0 (1/1)", "1",
                                "0.0 (0/4)", "0.0 (0/4)", "0.0 (0/4)"]
+
+
+def test_the_premise_table_by_hand(tmp_path):
+    """docs/method.md 8b from raw rows: one arm whose rows count their tokens, one written before the columns."""
+    base = {"protocol_id": PROTOCOL_ID, "fingerprint": FINGERPRINT, "task_id": "t", "benchmark": "b",
+            "status": "completed", "turns": 4, "loss_tokens": 100}
+    # (reads, outcome): a clean resolved read, a clean failed read, a recovery that resolved, a lookalike, an error
+    trials = [(["oracle"], "resolved"), (["oracle"], "fail"), (["misleading", "oracle"], "resolved"),
+              (["misleading"], "fail"), (["oracle"], "error")]
+    for method, counted in (("selector_clean_oracle_action_credit", True), ("mixed_task_reward", False)):
+        rows = []
+        for r, (reads, outcome) in enumerate(trials):
+            row = {**base, "method": method, "repeat": r, "outcome": outcome, "reads": reads,
+                   "read_names": [f"t-{c}" for c in reads], "first_read_category": reads[0],
+                   "status": "aborted" if outcome == "error" else "completed"}
+            if counted:
+                row.update(name_tokens=2 * len(reads), read_call_tokens=10 * len(reads), reasoning_tokens=25)
+            rows.append(row)
+        write_eval_rows(rows, tmp_path / "rows" / method / EVAL_TRIALS_FILE)
+    build_paper(tmp_path / "rows", tmp_path / "out")
+    table = json.loads((tmp_path / "out" / "paper.json").read_text())["protocols"][SECTION]["tables"]["premise"]
+    assert [d["method"] for d in table["data"]] == ["mixed_task_reward", "selector_clean_oracle_action_credit"]
+    # 4 trials (the error left out), 3 oracle readers of which 2 disagree (clean but failed; resolved unclean)
+    old, new = table["rows"]
+    assert new == ["selector_clean_oracle_action_credit", "4", "3", "66.7 (2/3)", "33.3 (1/3)", "33.3 (1/3)", "4",
+                   "2.50", "12.50", "25.00", "100", "4.0", "25.0 (1/4)", "50.0 (1/2)", "100.0 (1/1)"]
+    assert old[:7] == ["mixed_task_reward", "4", "3", "66.7 (2/3)", "33.3 (1/3)", "33.3 (1/3)", "-"]
+    assert old[7:10] == ["-", "-", "-"] and table["data"][0]["token_episodes"] == 0
+    assert "### Premise checks" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_read_strata_and_credit_bins_by_hand():

@@ -42,7 +42,7 @@ def test_cli_build_and_refusal(rows_with_training, tmp_path):
                          home=tmp_path / "home")
     assert proc.returncode == 0, proc.stderr
     assert "240 trials of 3 method(s) on 1 protocol(s), 4 training file(s)" in proc.stdout
-    assert "eval70_v1__mixed__r4/trial_success:" in proc.stdout and "9 tables (18 files), 7 figures" in proc.stdout
+    assert "eval70_v1__mixed__r4/trial_success:" in proc.stdout and "10 tables (20 files), 7 figures" in proc.stdout
     assert json.loads((out / "paper.json").read_text())["config"]["bootstrap_seed"] == 1
 
     bad = tmp_path / "bad"

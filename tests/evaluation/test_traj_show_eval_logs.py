@@ -42,6 +42,19 @@ def test_evaluation_logs_show_their_turns_and_the_reads_found_in_the_calls(skill
         assert ep["trained_tokens"] is None and len(ep["turns"]) == row["turns"]
         # both repeats of a task resolved: a group the filter rejects, said as such
         assert ep["credit"]["task_advantage"] is None and "scored the same" in ep["credit"]["note"]
+    # the premise (docs/method.md 8b): the tokenizer gave real ids, so each row counts its choosing tokens; every
+    # trial read the oracle cleanly and resolved: P1 is 0; the list view says so from the rows beside the logs
+    for row in rows:
+        assert 0 < row["name_tokens"] < row["read_call_tokens"] and row["reasoning_tokens"] > 0
+    premise = result.summary["premise"]
+    n = len(rows)
+    assert (premise["episodes"], premise["oracle_read_episodes"], premise["token_episodes"]) == (n, n, n)
+    assert premise["p1_disagreement_share"] == 0 and premise["sampled_tokens"] == sum(r["loss_tokens"] for r in rows)
+    assert premise["reasoning_tokens"] == sum(r["reasoning_tokens"] for r in rows)
+    assert [e["premise"]["name_tokens"] for e in episodes] == [r["name_tokens"] for r in rows]
+    shown = runner.invoke(app, ["traj", "show", str(result.eval_dir), "--list"], env={"COLUMNS": "200"})
+    flat = " ".join(shown.output.replace("│", " ").split())
+    assert f"P1 outcome vs selection: 0.0% (0/{n})" in flat and f"multi-read 0.0% (0/{n})" in flat
     one = result.rows_dir / f"{rows[0]['task_id']}--r0" / "trajectory.json"
     res = runner.invoke(app, ["traj", "show", str(one), "--episode", "0"], env={"COLUMNS": "160"})
     assert res.exit_code == 0, res.output

@@ -32,6 +32,9 @@ def _rows() -> list[dict]:
             "seconds": 1.25 * i, "seed": 2**62 + i,
             # consultation: the reads, plus a script of another skill run in one trial; null in an older row
             "consulted_names": None if i == 4 else [f"skill-{r}" for r in reads] + (["skill-other"] if i == 1 else []),
+            # the premise's token counts: null where not measured (an endpoint counted by its usage)
+            "name_tokens": None if i == 3 else 2 * i, "read_call_tokens": None if i == 3 else 20 * i,
+            "reasoning_tokens": None if i == 3 else 30 * i,
         })
     return rows
 
@@ -56,3 +59,22 @@ def test_the_same_rows_give_the_same_bytes_without_polars(tmp_path):
     result = run_without_absent(code, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert sha(here) == sha(again) == sha(tmp_path / "gpu" / "eval_trials.parquet")
+
+
+def test_rows_from_before_the_premise_columns_are_written_and_read_with_nulls(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from skillgate_core.evaluation.trials import PREMISE_TOKEN_COLUMNS, summarize_rows
+
+    old = [{k: v for k, v in r.items() if k not in PREMISE_TOKEN_COLUMNS} for r in _rows()]
+    # a row.json published before the columns existed (an evaluation resumed across the change)
+    written = read_eval_rows(write_trials(old, tmp_path / "resumed" / "eval_trials.parquet"))
+    assert all(r[c] is None for r in written for c in PREMISE_TOKEN_COLUMNS)
+    # and an eval_trials.parquet written before them: read as it is, its premise tokens unmeasured
+    (tmp_path / "old").mkdir()
+    pq.write_table(pa.Table.from_pylist(old), tmp_path / "old" / "eval_trials.parquet")
+    rows = read_eval_rows(tmp_path / "old")
+    premise = summarize_rows(rows, repeats=2)["premise"]
+    assert (premise["episodes"], premise["episodes_aborted"], premise["token_episodes"]) == (5, 1, 0)
+    assert premise["name_token_share"] is None and premise["oracle_read_episodes"] == 3

@@ -70,6 +70,11 @@ def _check_run(pipeline, profile: str, tmp_path: Path, **changes) -> None:
     taken = sum(r["optimizer_step_taken"] for r in rows)
     assert result.metrics["optimizer_steps"] == rows[-1]["optimizer_steps"] == taken > 0
     assert result.metrics["variant"] == ""
+    # the premise (docs/method.md 8b) of every step, over the slate episodes of every group drawn on both ranks
+    for r in rows:
+        assert {"premise/p1_disagreement_share", "premise/name_token_share", "premise/recovery_rate"} <= set(r)
+        slate_episodes = {"no_skill": 0, "hybrid_slate": r["episodes_played"] // 2}.get(profile, r["episodes_played"])
+        assert r["premise/episodes"] + r["premise/episodes_aborted"] == slate_episodes
     # grpo.zero_stage auto (the default) resolves on the ranks and the run says to what and why
     assert config.zero_stage == "auto" and result.metrics["zero_stage_resolved"] == 3
     assert "CPU" in result.metrics["zero_stage_reason"]

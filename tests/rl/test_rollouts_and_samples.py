@@ -46,10 +46,11 @@ TEACHER_TURNS = 3
 """The reference teacher's episode: read the skill, act, answer (agent.policies.TeacherPolicy)."""
 
 
-def _run(tasks, tokenizer, profile_name: str, *, target: int = 2, seed: int = 0, misleading: float = 0.5):
+def _run(tasks, tokenizer, profile_name: str, *, target: int = 2, seed: int = 0, misleading: float = 0.5, **config_kw):
     # the forcing point (4 rejected groups) below the safety cap (6), as GRPOConfig requires of a forcing profile
     config = GRPOConfig(profile=profile_name, group_size=4, prompts_per_step=target, num_workers=1, max_turns=4,
-                        backend="bwrap", max_rejected_groups=6, force_after_groups=4, force_after_samples=16)
+                        backend="bwrap", max_rejected_groups=6, force_after_groups=4, force_after_samples=16,
+                        **config_kw)
     profile = get_profile(profile_name)
     teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading, no_read_rate=0.0, seed=seed))
     step_filter = step_filter_for(profile, config)
@@ -157,6 +158,12 @@ def test_a_step_that_cannot_fill_gives_up_after_its_budget_and_says_what_the_pol
     # over several ranks the details stay bounded; the counts keep every rejection
     row3 = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit", ranks=3)
     assert len(row3["rejection_details"]) == REJECTION_DETAILS_CAP < 18 == row3["groups_rejected"]
+    # the premise (docs/method.md 8b) of the 24 episodes nothing was trained on: every oracle read clean and
+    # resolved, so outcome and selection never disagree; each rank's tallies add up, the shares stay
+    assert (row["premise/episodes"], row["premise/oracle_read_episodes"], row["premise/p1_disagreement"]) == (24, 24, 0)
+    assert (row["premise/multi_read_rate"], row["premise/recovery_candidates"]) == (0.0, 0)
+    assert row["premise/turns_mean"] == TEACHER_TURNS and 0 < row["premise/name_token_share"] < 1
+    assert row3["premise/episodes"] == 72 and row3["premise/name_token_share"] == row["premise/name_token_share"]
 
 
 def test_behaviour_is_reported_over_every_group_drawn_and_over_the_accepted_ones_apart(tasks, tokenizer):
@@ -170,6 +177,22 @@ def test_behaviour_is_reported_over_every_group_drawn_and_over_the_accepted_ones
     assert row["success_rate"] == pytest.approx(stats.played["successes"] / row["episodes_played"])
     assert stats.played["successes"] >= sum(e.trajectory.score >= 1 for e in accepted)
     assert row["zero_variance_all_pass"] + row["zero_variance_all_fail"] == row["rejected"]["zero_variance"]
+
+
+def test_the_premise_is_measured_over_every_group_drawn_whatever_the_credit_design(tasks, tokenizer):
+    groups, stats, step_filter, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", seed=1)
+    row = _row(groups, stats, step_filter, "selector_clean_oracle_action_credit")
+    assert step_filter.rejected_groups > 0 and row["premise/episodes"] == row["episodes_played"] > row["episodes"]
+    # the noisy teacher reads one skill: the oracle (clean, resolves) or a lookalike (fails, never recovers)
+    readers = row["premise/oracle_read_episodes"]
+    assert readers == round(row["oracle_read_rate"] * row["episodes_played"]) > 0
+    assert (row["premise/p1_disagreement"], row["premise/multi_read_episodes"], row["premise/recovered"]) == (0, 0, 0)
+    assert row["premise/recovery_candidates"] == row["episodes_played"] - readers and row["premise/recovery_rate"] == 0
+    # the same draws under the labelled first-mention variant: its credit moves, the premise does not
+    g2, s2, f2, _ = _run(tasks, tokenizer, "selector_clean_oracle_action_credit", seed=1, identity_first_mention=True)
+    moved = _row(g2, s2, f2, "selector_clean_oracle_action_credit")
+    assert {k: v for k, v in moved.items() if k.startswith("premise/")} == {
+        k: v for k, v in row.items() if k.startswith("premise/")}
 
 
 def test_rl_tasks_refuse_a_table_rendered_with_another_tokenizer(tmp_path, bench, policy, tiny_model_dir):

@@ -15,5 +15,7 @@ POLARS_TRIAL_SCHEMA = {
     "reads": pl.List(pl.Utf8), "read_names": pl.List(pl.Utf8), "first_read_category": pl.Utf8,
     "skill_reasoning": pl.Boolean, "turns": pl.Int32, "response_tokens": pl.Int32, "loss_tokens": pl.Int32,
     "seconds": pl.Float64, "seed": pl.Int64, "consulted_names": pl.List(pl.Utf8),
+    "name_tokens": pl.Int32, "read_call_tokens": pl.Int32, "reasoning_tokens": pl.Int32,
 }
-"""The runner's former polars schema (trials.TRIAL_SCHEMA before the pyarrow writer), with consulted_names since."""
+"""The runner's former polars schema (trials.TRIAL_SCHEMA before the pyarrow writer), with consulted_names and the
+premise's token counts (nullable Int32) since."""
