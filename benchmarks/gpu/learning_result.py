@@ -831,6 +831,9 @@ def probe(run: Run, paths: dict[str, Path]) -> None:
                 got = list(list_eval_rows(exp, result.eval_id).values())
                 run.result["probe_eval"]["rows"] = [{k: r.get(k) for k in keep} for r in got]
             run.result["probe_eval"]["batch_episodes"] = cfg.batch_episodes
+            summary_file = Path(result.eval_dir) / "summary.json"
+            if summary_file.is_file():  # the premise numbers of these trials (docs/method.md 8b)
+                run.result["probe_eval"]["premise"] = json.loads(summary_file.read_text()).get("premise")
             _sample_trajectories(Path(result.eval_dir), run.out / "eval_samples", run.a.probe_samples)
         except Exception as exc:  # noqa: BLE001
             run.result["probe_eval"] = {"error": f"{type(exc).__name__}: {exc}"[:3000],
