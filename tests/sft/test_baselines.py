@@ -127,7 +127,8 @@ def test_a_renamed_task_trains_the_read_of_the_name_its_prompt_shows(inputs, tmp
         prompt = tok.decode(task["prompt_ids"])
         assert task["gold_name"] in prompt and bench_gold not in prompt
         (row,) = bc_rows([task], tok, reasoning=True, max_length=100_000)
-        assert tok.decode(row["input_ids"][len(task["prompt_ids"]):]) == first_read_turn(task["gold_name"]) + "<|im_end|>"
+        cue = json.loads(task["selection_cue"])
+        assert tok.decode(row["input_ids"][len(task["prompt_ids"]):]) == first_read_turn(task["gold_name"], cue=cue) + "<|im_end|>"
         pairs = dpo_rows([task], tok, reasoning=True, pairs_per_task=5, max_length=100_000)
         assert {p["rejected_name"] for p in pairs} <= set(aliases.values())
         assert all(p["rejected_name"] in prompt for p in pairs)
