@@ -13,13 +13,24 @@ out=.devbundle; mkdir -p "$out/wheels"
 grep -qx '/.devbundle/' .git/info/exclude 2>/dev/null || { [ -d .git ] && mkdir -p .git/info && echo '/.devbundle/' >> .git/info/exclude; } || true
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
+# Every package is pinned to infra/requirements-lock.txt, so a new release on the index changes
+# nothing a GPU run measures; a package the lock lacks (pydantic-core: pydantic pins it) stays as asked.
+lock=infra/requirements-lock.txt
+pinned() {
+  local name spec
+  for name in "$@"; do
+    spec=$(grep -i -m1 -E "^${name//[-_]/[-_]}==" "$lock" || true)
+    echo "${spec:-$name}"
+  done
+}
 python3 -m pip download -q --no-deps "${plat[@]}" -d "$out/wheels" \
-  trl datasets dill multiprocess pydantic pydantic-core annotated-types typing-inspection hjson \
-  jsonschema jsonschema-specifications referencing rpds-py tensorboardx ${EXTRA_WHEELS:-}
-python3 -m pip download -q --no-deps --no-binary=:all: -d "$out" deepspeed
-if [ ! -f "$out/ray-slim.tar.xz" ]; then
+  $(pinned trl datasets dill multiprocess pydantic pydantic-core annotated-types typing-inspection hjson \
+    jsonschema jsonschema-specifications referencing rpds-py tensorboardx) ${EXTRA_WHEELS:-}
+python3 -m pip download -q --no-deps --no-binary=:all: -d "$out" "$(pinned deepspeed)"
+# NO_RAY=1 leaves Ray out (in-process runs never import it, and the checkout plus Ray pass 64 MiB).
+if [ -z "${NO_RAY:-}" ] && [ ! -f "$out/ray-slim.tar.xz" ]; then
   tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps "${plat[@]}" -d "$tmp" ray
+  python3 -m pip download -q --no-deps "${plat[@]}" -d "$tmp" "$(pinned ray)"
   (cd "$tmp" && unzip -q ray-*.whl && rm -rf ray/jars ray/rllib ray/serve ray/llm ray/dashboard/client ray/tests \
      && find . -name __pycache__ -prune -exec rm -rf {} + && tar -cf - ray ray-*.dist-info | xz -T2 -9e) > "$out/ray-slim.tar.xz"
   rm -rf "$tmp"
