@@ -17,8 +17,12 @@
     --presets "" ZeRO --zero-stage (3) with --optimizer; the JSON records the stage each resolved to and
     why (zero_stage_resolved / _reason). Until c752bf6 the default was --presets "" (ZeRO-3, torch AdamW).
 
-Reports for both: completion tokens/s and s/step (ours: timed steps after --warmup, and including
-the warm-up like TRL's wall clock), the ratios, our per-step split generate / reward / logprob /
+TRL runs once per --trl-generations mode (plain generate, kept for continuity; continuous batching;
+static cache), each with a clock around every step. Every ratio comes two ways, the same on both
+sides (ratios.py): steady (both after their first step) and end to end over the same n steps (both
+including their first); the headline is steady against the fastest TRL mode. Also: the bytes one
+decode step reads (weights + KV cache, from the shapes) and the share of the card's bandwidth that
+is. Reports for both: completion tokens/s and s/step, our per-step split generate / reward / logprob /
 train / sync (GPU-synchronised phase boundaries), and a torch.profiler summary of the top kernels
 of one extra step (grpo_profile.txt; grpo_profile_<preset>.txt with several --presets, each timed
 against the one TRL run). JSON: --out, else $OUT, else benchmarks/results/gpu/.
@@ -36,6 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_bench  # noqa: E402  (this folder; Ray-free here, but the workers live there)
+import ratios  # noqa: E402
 
 SMOKE = {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128, "vocab": 512, "bs": 4, "gens": 2,
          "maxlen": 16, "steps": 2, "warmup": 0, "sampler": "static"}
@@ -75,6 +80,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--micro-batch-tokens", type=int, default=16384)
     p.add_argument("--no-profile", action="store_true", help="skip the profiled extra step")
     p.add_argument("--skip-trl", action="store_true")
+    p.add_argument("--trl-generations", default="plain,continuous,static",
+                   help="TRL's offline generation modes, each one TRL run: plain (transformers generate), continuous "
+                   "(use_transformers_continuous_batching), static (cache_implementation='static')")
     p.add_argument("--trl-timeout", type=float, default=240.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="CPU smoke: tiny model, 2 steps")
@@ -97,14 +105,19 @@ def main(argv: list[str] | None = None) -> dict:
     t_all = time.perf_counter()
 
     # (a) the TRL anchor, as recorded: same shape and --bs/--gens/--maxlen/--steps
-    if not a.skip_trl:
+    result["trl_runs"] = {}
+    for gen in ([] if a.skip_trl else [g for g in a.trl_generations.split(",") if g]):
         trl_args = [*gpu_bench.model_args(a), "--steps", a.steps, "--bs", a.bs, "--gens", a.gens, "--maxlen", a.maxlen,
-                    "--out", work / "trl_out"]
-        print("trl: running anchors/anchor_trl.py", flush=True)
-        result["trl"] = gpu_bench.run_anchor("anchor_trl.py", trl_args, timeout=a.trl_timeout,
-                                             log=out / "trl_anchor.log" if not a.smoke else None)
-        print("trl", json.dumps(result["trl"])[:600], flush=True)
+                    "--out", work / f"trl_out_{gen}", "--generation", gen]
+        print(f"trl [{gen}]: running anchors/anchor_trl.py", flush=True)
+        log = None if a.smoke else out / ("trl_anchor.log" if gen == "plain" else f"trl_anchor_{gen}.log")
+        result["trl_runs"][gen] = gpu_bench.run_anchor("anchor_trl.py", trl_args, timeout=a.trl_timeout, log=log)
+        print("trl", gen, json.dumps(result["trl_runs"][gen])[:600], flush=True)
         gpu_bench.write_json(path, result)
+    # continuity: "trl" is plain generate when it ran, else the first mode
+    runs = result["trl_runs"]
+    if runs:
+        result["trl"] = runs.get("plain", next(iter(runs.values())))
 
     # (b) ours
     from skillgate_core.rl.engine import EngineConfig
@@ -121,6 +134,8 @@ def main(argv: list[str] | None = None) -> dict:
     presets = [n for n in a.presets.split(",") if n] or [""]
     trl = result.get("trl", {})
     result["ours_presets"], result["ratio_presets"] = {}, {}
+    if not any("steps_s" in r for r in result["trl_runs"].values()):
+        result["ratio_note"] = "no TRL run with a step clock: no ratio"
     for name in presets:
         fields = {"zero_stage": a.zero_stage, "optimizer": a.optimizer} | dict(gpu_bench.ENGINE_PRESETS.get(name, {}))
         fields.setdefault("attn_implementation", attn)
@@ -149,33 +164,65 @@ def main(argv: list[str] | None = None) -> dict:
                  "params_M": round(n_params / 1e6, 1), "attn_requested": a.attn, "attn_used": attn,
                  "torch_varlen_not_used_because": why_not_varlen}
         result["ours_presets"][label] = ours
-        if "completion_tok_per_s" in trl and ours.get("completion_tok_per_s"):
-            result["ratio_presets"][label] = {
-                "completion_tok_per_s": round(ours["completion_tok_per_s"] / trl["completion_tok_per_s"], 2),
-                "s_per_step": round(trl["s_per_step"] / ours["s_per_step"], 2),
-                "completion_tok_per_s_incl_warmup": round(ours["completion_tok_per_s_incl_warmup"]
-                                                          / trl["completion_tok_per_s"], 2),
-            }
+        if ours.get("records"):
+            ours["decode_roofline"] = decode_roofline(a, ours, n_params, cuda)
+            vs = {gen: ratios.symmetric_ratios(ratios.ours_steps(ours), ratios.anchor_steps(run))
+                  for gen, run in result["trl_runs"].items() if "steps_s" in run}
+            steady = {gen: r for gen, r in vs.items() if r["steady"]}
+            if steady:
+                best = max(steady, key=lambda g: steady[g]["steady"]["anchor"]["completion_tok_per_s"])
+                result["ratio_presets"][label] = {
+                    "against": best, "completion_tok_per_s": steady[best]["steady"]["completion_tok_per_s"],
+                    "s_per_step": steady[best]["steady"]["s_per_step"],
+                    "end_to_end_completion_tok_per_s": vs[best]["end_to_end"]["completion_tok_per_s"], "vs": vs}
         if "ours" not in result:
             result["ours"] = ours
             if label in result["ratio_presets"]:
-                result["ratio"] = result["ratio_presets"][label] | {
-                    "note": "ours / TRL for tokens/s, TRL / ours for s/step (> 1 = ours faster). TRL's numbers "
-                            "include its first step; ours are timed steps after --warmup (also given including "
-                            "it). ours = the first of --presets; every preset: ratio_presets."}
+                result["ratio"] = {k: v for k, v in result["ratio_presets"][label].items() if k != "vs"} | {
+                    "note": "ours / TRL for tokens/s, TRL / ours for s/step (> 1 = ours faster), steady state on "
+                            "both sides (each after its first step) against the fastest TRL generation mode "
+                            "(`against`); end_to_end_*: both over the same first n steps, warm-up included; every "
+                            "mode and convention: ratio_presets.<preset>.vs. ours = the first of --presets."}
         gpu_bench.write_json(path, result)
         gpu_bench.release()
 
     result["wall_s"] = round(time.perf_counter() - t_all, 1)
     gpu_bench.write_json(path, result)
     for label, ours in result["ours_presets"].items():
-        summary = {k: result["ratio_presets"].get(label, {}).get(k) for k in ("completion_tok_per_s", "s_per_step")}
+        rp = result["ratio_presets"].get(label, {})
+        summary = {k: rp.get(k) for k in ("against", "completion_tok_per_s", "s_per_step",
+                                          "end_to_end_completion_tok_per_s")}
+        best = result["trl_runs"].get(rp.get("against", ""), trl)
         print("SUMMARY grpo_step_vs_trl", json.dumps({
-            "preset": label, "trl_tok_s": trl.get("completion_tok_per_s"), "trl_s_step": trl.get("s_per_step"),
+            "preset": label, "trl_mode": rp.get("against"), "trl_steady_tok_s": best.get("steady_completion_tok_per_s"),
+            "trl_steady_s_step": best.get("steady_s_per_step"),
             "ours_tok_s": ours.get("completion_tok_per_s"), "ours_s_step": ours.get("s_per_step"),
             "ours_generate_tok_s": ours.get("generate_tok_per_s"), "ours_split": ours.get("split_s_per_step"),
             "ratio": summary, "error": ours.get("error") or trl.get("error"), "json": str(path)}), flush=True)
     return result
+
+
+def decode_roofline(a: argparse.Namespace, ours: dict, n_params: int, cuda: bool) -> dict:
+    """Bytes one decode token-step reads at the timed steps' batch and cache length (weights + every row's
+    keys and values over every slot: what the static cache reads), and the share of the card's
+    bandwidth that is in the measured decode step time."""
+    timed = [r for r in ours["records"] if r.get("kind") == "timed" and r.get("sampler")]
+    if not timed:
+        return {"why_not": "no timed step with sampler stats"}
+    st = timed[-1]["sampler"]
+    steps = sum(r["sampler"].get("decode_steps", 0) for r in timed)
+    gen_s = sum(r["generate_s"] for r in timed)
+    dtype_bytes = 2 if cuda else 4
+    need = ratios.decode_bytes_per_step(param_bytes=n_params * dtype_bytes, rows=st.get("batch_bucket", a.bs),
+                                        cache_slots=st.get("cache_length", a.maxlen), layers=a.layers,
+                                        kv_heads=a.kv, head_dim=a.hidden // a.heads, dtype_bytes=dtype_bytes)
+    step_s = gen_s / steps if steps else 0.0
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    return {"bytes_per_token_step": need, "decode_step_s": round(step_s, 6), "device": name,
+            "hbm_bytes_per_s": ratios.hbm_bandwidth(name),
+            "share_of_hbm_roofline": ratios.roofline_share(need["total"], step_s, ratios.hbm_bandwidth(name)),
+            "note": "decode_step_s = generate time / decode steps (includes prefill and sampling: an upper bound on "
+                    "the decode step, so the share is a lower bound)"}
 
 
 if __name__ == "__main__":
