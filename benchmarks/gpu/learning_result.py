@@ -8,7 +8,7 @@ command nothing is recomputed; on a fresh machine the same configs on the same i
 bit-identical on a GPU). Exports of trained arms are never rebuilt implicitly: `eval` refuses an arm
 that this home has not trained.
 
-Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the seven GRPO
+Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the GRPO
 profiles (skillgate_core/rl/profiles.py) or a baseline (bc, dpo), N the seed (PROFILE alone: seed 0). A
 two-stream profile may name labelled variants (docs/method.md): PROFILE+identity_first_mention@s1; the
 variants are part of the label.
