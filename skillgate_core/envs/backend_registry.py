@@ -20,10 +20,17 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, Protocol, cast, get_args
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     from typing_extensions import TypeIs
 
     from skillgate_core.envs.sandbox import Sandbox
     from skillgate_core.envs.sandbox_config import SandboxConfig
+    from skillgate_core.envs.task_package import TaskPackage
+
+    SandboxFactory = Callable[[TaskPackage, Path | None, SandboxConfig], Sandbox]
+    """A backend's Sandbox subclass as called: (task, skills folder or None, config) -> a started sandbox."""
 
 __all__ = [
     "BACKENDS",
@@ -103,10 +110,10 @@ def backend_module(name: str) -> BackendModule:
     return cast("BackendModule", importlib.import_module(backend_entry(name).module))
 
 
-def sandbox_class(name: str) -> type[Sandbox]:
-    """The Sandbox subclass of backend `name`."""
+def sandbox_class(name: str) -> SandboxFactory:
+    """The Sandbox subclass of backend `name`, to be called with (task, skills folder or None, config)."""
     entry = backend_entry(name)
-    return cast("type[Sandbox]", getattr(importlib.import_module(entry.module), entry.sandbox_class))
+    return cast("SandboxFactory", getattr(importlib.import_module(entry.module), entry.sandbox_class))
 
 
 # The alias and the registry name the same backends: a name in one only would be a backend a config
