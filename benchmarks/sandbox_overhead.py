@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/sandbox_overhead.py          # writes benchmarks/results/sandbox_overhead.json
     .venv/bin/python benchmarks/sandbox_overhead.py --backends bwrap --commands 50 --concurrent 4 --out /tmp/x.json
 
-For each backend (bwrap, docker; a backend that cannot run here is recorded as skipped, with why):
+For each backend of envs/backend_registry.py (one that cannot run here is recorded as skipped, with why):
 
   exec_true       median / p95 / min / max of `box.exec("true")` wall time in one warm sandbox
                   (`--commands` runs after 5 warm-up runs);
@@ -46,6 +46,7 @@ from skillgate_core.envs import (  # noqa: E402
     start_sandbox,
     verify,
 )
+from skillgate_core.envs.backend_registry import USABLE_BACKENDS  # noqa: E402
 from skillgate_core.envs.backends import available_backends  # noqa: E402
 
 TASK = ROOT / "tests" / "envs" / "tasks" / "good" / "hello-file"
@@ -171,7 +172,7 @@ def _versions() -> dict[str, str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backends", default="bwrap,docker")
+    p.add_argument("--backends", default=",".join(USABLE_BACKENDS))
     p.add_argument("--commands", type=int, default=200, help="timed exec('true') runs per backend")
     p.add_argument("--concurrent", type=int, default=16, help="sandboxes at the same time")
     p.add_argument("--episode-commands", type=int, default=24, help="commands per concurrent episode")
@@ -190,7 +191,7 @@ def main() -> int:
         print(f"{backend}: exec overhead ({args.commands} runs)...", flush=True)
         entry = exec_overhead(backend, args.commands)
         print(f"{backend}: exec median {entry['exec_true']['median_ms']} ms, overhead median "
-              f"{entry['overhead']['median_ms']} ms (target {TARGET_MS[backend]}); "
+              f"{entry['overhead']['median_ms']} ms (target {TARGET_MS.get(backend, 'none set')}); "
               f"{args.concurrent} concurrent episodes...", flush=True)
         entry["concurrent"] = concurrent(backend, args.concurrent, args.episode_commands)
         print(f"{backend}: concurrent: {entry['concurrent']['failures']} failures in "

@@ -5,7 +5,7 @@ SKILLGATE_HOME is set before any project module is imported, so nothing a test r
 the developer's own state dir. Product-level runs carry the `e2e` marker (`make test-fast` leaves
 them out; `make test` and .ci/run run them): every test that runs Prefect flows on the real test
 server (the `prefect_server` fixture) gets it here; the deployment runs (tests/infra) and the GPU
-benchmarks' smoke runs (tests/rl/test_gpu_benchmarks.py) are marked where they are written.
+benchmarks' smoke runs (tests/benchmarks/test_gpu_benchmarks.py) are marked where they are written.
 
 The shared session fixtures of tests/support (the tiny models, the small bench, sandbox readiness) are
 registered here and nowhere else: a session fixture imported into several folders' conftests (or test

@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/anchor_ds_phases.py [anchor_ds.py's shape flags] [--phase-steps 6] [--profile-out F]
 
-anchors/anchor_ds.py is the recorded anchor, kept byte for byte (tests/rl/test_gpu_benchmarks.py checks its
+anchors/anchor_ds.py is the recorded anchor, kept byte for byte (tests/benchmarks/test_gpu_benchmarks.py checks its
 hash), so it cannot time its own phases. This script repeats its torch mode step for step: the same
 Qwen2Config (`gpu_bench.ds_model_config`, sdpa), `.to(device, bf16)` (fp32 on CPU), fused AdamW at
 lr 1e-5 (fused on CUDA only), one random [mb, seq] batch, 2 warm-up steps, then `--steps` steps timed

@@ -8,7 +8,7 @@ command nothing is recomputed; on a fresh machine the same configs on the same i
 bit-identical on a GPU). Exports of trained arms are never rebuilt implicitly: `eval` refuses an arm
 that this home has not trained.
 
-Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the seven GRPO
+Arms (--arms, default the three of DEFAULT_ARMS): PROFILE or PROFILE@sN, PROFILE one of the GRPO
 profiles (skillgate_core/rl/profiles.py) or a baseline (bc, dpo), N the seed (PROFILE alone: seed 0). A
 two-stream profile may name labelled variants (docs/method.md): PROFILE+identity_first_mention@s1; the
 variants are part of the label.
@@ -27,7 +27,7 @@ prints it; every other command refuses an unknown or malformed arm before it wri
     # CPU machine: the paper from the rows and training files the parts brought back (one cohort: every
     # row from the same SFT policy, by the command JSONs there; else refused, see paper_inputs)
     python benchmarks/gpu/learning_result.py paper --collected DIR --out DIR/paper
-    # the whole chain at tiny scale on the CPU (what tests/rl/test_gpu_benchmarks.py runs)
+    # the whole chain at tiny scale on the CPU (what tests/benchmarks/test_gpu_benchmarks.py runs)
     python benchmarks/gpu/learning_result.py all --scale tiny --out /tmp/lr-tiny
 
 The stages and their configs (SCALES): bench-build (the bundled suite; built on the CPU machine,

@@ -18,7 +18,7 @@
 #   PART=d  CPU machine: the paper build from what a-c brought back (LR_COLLECTED: folders or .tar.gz files)
 #
 # ARMS: the arms, space- or comma-separated, each PROFILE (GRPO seed 0) or PROFILE@sN (GRPO seed N), PROFILE one of
-# the seven GRPO profiles (skillgate_core/rl/profiles.py) or bc / dpo (the supervised baselines from the same SFT
+# the GRPO profiles (skillgate_core/rl/profiles.py) or bc / dpo (the supervised baselines from the same SFT
 # policy); e.g. ARMS="mixed_task_reward@s1 selector_action_credit no_skill bc". Every GRPO arm is the scale's one
 # [grpo] config with its profile and seed set; a seeded arm's eval rows are labelled PROFILE@sN. A selector profile
 # may add labelled variants (docs/method.md): selector_clean_oracle_action_credit+identity_first_mention. An unknown

@@ -26,7 +26,7 @@
 #                                              model itself)  agent episodes of SmolLM2 (init-model's folder): the turn
 #                                              cache (cached) against transformers generate (hf), one run
 #                                              (agent_rollouts.py; ROLLOUT_ARGS, default --tasks 4 --repeats 8 --lanes 4)
-#   STEP=zero3   (as rollouts)                 [gpu-x2] item 1 on SmolLM2: tests/rl/gpu_check.py --model-dir on every GPU
+#   STEP=zero3   (as rollouts)                 [gpu-x2] item 1 on SmolLM2: benchmarks/gpu/gpu_check.py --model-dir on every GPU
 #                                              (one fp32 ZeRO-3 GRPO step on 1 GPU against N over NCCL: loss, grad norm,
 #                                              weights), $OUT/gpu_check_smollm2.json; on kind nvidia-h200-x2
 #   STEP=workers (nothing carried after `run`)   [gpu-x2] item 2: one arm (ARM) on 1 GPU, then over every GPU as one Ray
@@ -202,12 +202,12 @@ mkdir -p "$OUT" "$keep"
       echo "rollouts exit $?" ;;
     zero3)
       # issue [gpu-x2] item 1's recheck on SmolLM2-135M-Instruct: the same fp32 ZeRO-3 GRPO step on one GPU and on
-      # every GPU of the machine (Ray Train, NCCL), loss / grad norm / weights compared (tests/rl/gpu_check.py)
+      # every GPU of the machine (Ray Train, NCCL), loss / grad norm / weights compared (benchmarks/gpu/gpu_check.py)
       [ -d /tmp/site/trl ] || { echo "cold machine: run STEP=carry1, carry2 x 3 first"; exit 1; }
       export PYTHONPATH=/tmp/site:$PWD:$PWD/tests/rl
       base_model || exit 1
       echo "== $(date -u +%T) gpu_check.py on $(nvidia-smi -L | wc -l) GPUs, model $model ($(left) s left)"
-      timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 tests/rl/gpu_check.py --model-dir "$model" \
+      timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/gpu_check.py --model-dir "$model" \
         --out "$OUT/gpu_check_smollm2.json"
       echo "zero3 exit $?" ;;
     workers)

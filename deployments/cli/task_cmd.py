@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
     @task_app.command("check")
     def check(
         paths: list[Path] = typer.Argument(..., metavar="PATH...", help="task package folders, or folders of them"),
-        backend: str = typer.Option("auto", help="sandbox backend: auto, docker or bwrap"),
+        backend: str = typer.Option("auto", help="sandbox backend: auto or a registered one (an unknown name lists them)"),
         repeats: int = typer.Option(2, min=1, help="episodes per agent (nop, oracle); disagreement = flaky"),
         jobs: int = typer.Option(2, min=1, help="tasks checked at the same time"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object per task instead of a table"),
@@ -75,6 +75,7 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="replace packages that already exist in DEST"),
     ) -> None:
         """Import Harbor / Terminal-Bench tasks as SkillGate task packages."""
+        from skillgate_core.envs.backend_registry import SANDBOX_BACKENDS, USABLE_BACKENDS
         from skillgate_core.envs.harbor_import import import_harbor
 
         try:
@@ -87,7 +88,8 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         for r in reports:
             status = "[green]ok[/]" if r.ok else f"[bold red]failed[/]: {escape(r.error)}"
-            backends = "docker, bwrap" if not r.needs_docker else "docker only: " + "; ".join(r.needs_docker)
+            runs_it = [b for b in USABLE_BACKENDS if not r.needs_docker or SANDBOX_BACKENDS[b].runs_docker_only_tasks]
+            backends = ", ".join(runs_it) + ("" if not r.needs_docker else " only: " + "; ".join(r.needs_docker))
             table.add_row(escape(r.task_id or r.source), status, escape(backends if r.ok else "-"),
                           escape("\n".join(r.notes)))
         console.print(table)
@@ -100,7 +102,7 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.envs.backends import cleanup_orphans
 
         removed = cleanup_orphans()
-        console.print(f"removed {removed['bwrap']} bubblewrap session(s), {removed['docker']} container(s)")
+        console.print("removed " + ", ".join(f"{n} orphaned {name} sandbox(es)" for name, n in removed.items()))
         if images:
             from skillgate_core.envs import docker_sandbox
             from skillgate_core.envs.docker_images import prune_task_images

@@ -44,6 +44,7 @@ from skillgate_core.base.config_ranges import (
 from skillgate_core.base.parquet_rows import write_rows
 from skillgate_core.base.stage_output import StageOutput
 from skillgate_core.credit.premise import PremiseEpisode, prefixed, summarize_premise
+from skillgate_core.envs.backend_registry import Backend
 from skillgate_core.envs.backends import reap_orphans
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.envs.task_package import load_task_package
@@ -80,8 +81,8 @@ class CollectConfig:
     """Which trajectories to write (SFT later filters on resolved itself)."""
     seed: NonNegativeInt = 0
     """Seed of the task sample and the teacher noise."""
-    backend: Literal["auto", "docker", "bwrap"] = "bwrap"
-    """Sandbox backend for the episodes (auto, docker, bwrap)."""
+    backend: Backend = "bwrap"
+    """Sandbox backend for the episodes: auto or one of envs/backend_registry.py."""
     batch_episodes: PositiveInt = 8
     """Episodes played together in one lockstep batch."""
     sandbox_workers: PositiveInt = 2

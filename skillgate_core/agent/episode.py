@@ -47,14 +47,15 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from skillgate_core.agent.prompts import DEFAULT_PROFILE, PromptProfile, build_messages, render_prompt_ids
 from skillgate_core.agent.tools import ToolBox, ToolResult, format_observation
 from skillgate_core.agent.trajectory import Trajectory, TurnRecord
 from skillgate_core.base.config_ranges import PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.credit.actions import SkillOpen
-from skillgate_core.envs.backends import Backend, reap_orphans, start_sandbox
+from skillgate_core.envs.backend_registry import BACKENDS, Backend, is_backend
+from skillgate_core.envs.backends import reap_orphans, start_sandbox
 from skillgate_core.envs.sandbox import Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.sandbox_group import SandboxGroup
@@ -95,8 +96,8 @@ class EpisodeConfig:
     """Longest single assistant turn."""
     wall_clock_s: PositiveFloat = 850.0
     """Seconds from sandbox start to the end of the last turn."""
-    backend: Literal["auto", "docker", "bwrap"] = "auto"
-    """Sandbox backend: auto, docker or bwrap."""
+    backend: Backend = "auto"
+    """Sandbox backend: auto or one of envs/backend_registry.py."""
     tool_output_chars: PositiveInt = 16000
     """Tool output beyond this keeps head and tail around an omitted-count marker."""
     workers: PositiveInt = 4
@@ -204,9 +205,9 @@ def _start_box(live: _Live, config: EpisodeConfig, sandbox_config: SandboxConfig
 
 
 def _backend(name: str) -> Backend:
-    if name not in ("auto", "docker", "bwrap"):
-        raise ValueError(f"backend must be auto, docker or bwrap, got {name!r}")
-    return name  # type: ignore[return-value]  # checked just above (envs.backends.is_backend would narrow it)
+    if not is_backend(name):
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    return name
 
 
 def _append(live: _Live, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from skillgate_core.base.config import canonical_json
 from skillgate_core.benchgen.engines import check_script, solution_script
 from skillgate_core.benchgen.engines.common import text_sha256
+from skillgate_core.benchgen.families import FAMILIES
 from skillgate_core.benchgen.families.base import Cue
 from skillgate_core.envs.sandbox_config import BASE_IMAGE
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
@@ -138,9 +139,9 @@ def write_package(root: Path, plan: TaskPlan, structure: str, slate: Slate) -> P
         "solution/solve.sh": (
             "#!/bin/bash\n# Reference solution: the house procedure, inline (no skill files needed).\n"
             f"set -euo pipefail\ncd {WORKDIR}\npython3 - <<'PYTHON'\n"
-            + solution_script(plan.family, params, seal) + "PYTHON\n"),
+            + solution_script(FAMILIES[plan.family].engine, params, seal) + "PYTHON\n"),
         "tests/test.sh": TEST_SH.format(workdir=WORKDIR),
-        "tests/check.py": check_script(plan.family, params,
+        "tests/check.py": check_script(FAMILIES[plan.family].engine, params,
                                        {rel: text_sha256(text) for rel, text in plan.files.items()}, seal),
     }
     writes.update({f"environment/workspace/{rel}": text for rel, text in plan.files.items()})

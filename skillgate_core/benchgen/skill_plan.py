@@ -88,7 +88,7 @@ class SkillSet:
 
 def _entry(draft: SkillDraft, name: str, template: int, role: str, codes: tuple[str, ...] = ()) -> SkillEntry:
     family = FAMILIES[draft.family]
-    script = tool_script(draft.family, dict(draft.params), f"{name}: {family.structure} tool", steps=len(codes))
+    script = tool_script(family.engine, dict(draft.params), f"{name}: {family.structure} tool", steps=len(codes))
     body = family.body(draft, name)
     if codes:
         body = with_stepped_procedure(body, name, family.tool_file, draft.cue.output, codes)

@@ -13,11 +13,13 @@ from skillgate_core.base.config_ranges import (
     check_ranges,
 )
 from skillgate_core.benchgen.engines.steps import MAX_STEPS
+from skillgate_core.benchgen.families import FAMILIES
+from skillgate_core.envs.backend_registry import Backend
 
 __all__ = ["FAMILY_NAMES", "DOMAIN_NAMES", "SPLITS", "BenchBuildConfig"]
 
-FAMILY_NAMES = ("procedural", "diagnosis", "constraints", "planning")
-"""The four reasoning structures, in table order."""
+FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
+"""The registered families (benchgen.families.FAMILIES), in registry order: the default of `families`."""
 DOMAIN_NAMES = ("data-formats", "service-config", "scheduling", "deploy-runbooks")
 """The four domains every family covers."""
 SPLITS = ("train", "eval70_v1", "slate147")
@@ -52,7 +54,7 @@ class BenchBuildConfig:
     """Validity gate after writing: none, a sample per family and split, or every task."""
     gate_sample_per_family: NonNegativeInt = 2
     """With gate=sample: tasks per family and split that are gated."""
-    gate_backend: Literal["auto", "bwrap", "docker"] = "bwrap"
+    gate_backend: Backend = "bwrap"
     """Sandbox backend of the gate (bubblewrap: ~12 ms a command)."""
     procedure_steps: NonNegativeInt = 0
     """K, the length knob of every family's procedure (docs/benchmarks.md, Stepped procedures). 0: a skill's

@@ -11,7 +11,6 @@ import random
 import re
 from collections.abc import Callable
 
-from skillgate_core.benchgen.engines import ENGINES
 from skillgate_core.benchgen.engines.steps import seal_problems
 from skillgate_core.benchgen.families import FAMILIES
 from skillgate_core.benchgen.package import TaskPlan
@@ -53,7 +52,7 @@ def generate_task(seed: int, skills: SkillSet, task_id: str, max_attempts: int) 
     the oracle's steps carried out perfectly pass, every lookalike's fail, and so does the oracle's with
     one step's code miscopied."""
     family = FAMILIES[skills.family]
-    engine = ENGINES[skills.family]
+    engine = family.engine
     params = dict(skills.draft.params)
     codes = skills.oracle.codes
     # its own rng: a bench without steps draws exactly what it drew before the option existed

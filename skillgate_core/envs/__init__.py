@@ -10,7 +10,8 @@ Modules: task_package (Harbor layout loader; its skills.json is parsed by
 skillgate_core.formats.slate_manifest, below this layer), dockerfile_subset
 (the Dockerfile subset bubblewrap honours), image_root (building it without following links),
 harbor_import, bench_index (a bench's tasks.jsonl rows), sandbox (the interface; it imports no backend),
-backends (choosing and starting one, reaping orphans), sandbox_config, bwrap_sandbox, docker_sandbox,
+backend_registry (the backends by name: their alias types and the one registry), backends (choosing and
+starting one, reaping orphans), sandbox_config, bwrap_sandbox, docker_sandbox,
 docker_images, cgroups, verifier, scripted_episode, validity_gate.
 """
 

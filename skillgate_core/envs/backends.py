@@ -1,11 +1,11 @@
-"""Choosing and starting a sandbox backend (Docker or bubblewrap), and reaping the orphans of both.
+"""Choosing and starting a sandbox backend (one of envs/backend_registry.py), and reaping the orphans of all.
 
     start_sandbox(task, backend="auto", skills_dir=lib)   # -> a started Sandbox (envs/sandbox.py)
-    resolve_backend(task, "auto")                         # -> "docker" | "bwrap", or SandboxError saying why
-    available_backends()                                  # {"docker": "" or why not, "bwrap": ...}
+    resolve_backend(task, "auto")                         # -> a UsableBackend, or SandboxError saying why
+    available_backends()                                  # {backend: "" or why not} for every registered one
     reap_orphans()                                        # first thing of every run entry point
 
-The interface (envs/sandbox.py) knows neither subclass; this module imports both, on demand.
+The interface (envs/sandbox.py) knows no subclass; this module asks the registry for them, on demand.
 """
 
 from __future__ import annotations
@@ -13,15 +13,22 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
 
 from skillgate_core.base.plain_trees import NotPlainTree, check_plain_tree
+from skillgate_core.envs.backend_registry import (
+    BACKENDS,
+    SANDBOX_BACKENDS,
+    USABLE_BACKENDS,
+    Backend,
+    UsableBackend,
+    backend_module,
+    is_backend,
+    is_usable_backend,
+    sandbox_class,
+)
 from skillgate_core.envs.sandbox import Sandbox, SandboxError
 from skillgate_core.envs.sandbox_config import SandboxConfig
 from skillgate_core.envs.task_package import TaskPackage
-
-if TYPE_CHECKING:
-    from typing_extensions import TypeIs
 
 __all__ = [
     "BACKENDS",
@@ -35,21 +42,10 @@ __all__ = [
     "start_sandbox",
 ]
 
-Backend = Literal["auto", "docker", "bwrap"]
-"""A backend as asked for: one of the two, or auto (the config's preference among the usable ones)."""
-UsableBackend = Literal["docker", "bwrap"]
-"""A backend that runs sandboxes (what `resolve_backend` picks)."""
-BACKENDS: tuple[Backend, ...] = get_args(Backend)
 
-
-def available_backends() -> dict[str, str]:
-    """{backend: "" if usable else why not}, probed now."""
-    return {"docker": _reason("docker"), "bwrap": _reason("bwrap")}
-
-
-def is_backend(name: str) -> TypeIs[Backend]:
-    """Whether `name` is one of BACKENDS (a command-line value, before it is passed on as a Backend)."""
-    return name in BACKENDS
+def available_backends() -> dict[UsableBackend, str]:
+    """{backend: "" if usable else why not}, probed now, for every registered backend."""
+    return {name: _reason(name) for name in USABLE_BACKENDS}
 
 
 def resolve_backend(task: TaskPackage, backend: Backend = "auto",
@@ -57,20 +53,24 @@ def resolve_backend(task: TaskPackage, backend: Backend = "auto",
     """The backend that will run `task`; SandboxError says why none can."""
     cfg = config or SandboxConfig()
     wanted = backend if backend != "auto" else cfg.backend
-    reasons = available_backends() if wanted == "auto" else {wanted: _reason(wanted)}
     needs_docker = list(task.needs_docker)
     if cfg.allow_network and task.config.environment.allow_internet:
         needs_docker.append("network access (allow_internet; bubblewrap sandboxes never have a network)")
-    if wanted == "bwrap" and needs_docker:
-        raise SandboxError(f"task {task.task_id} needs Docker: {'; '.join(needs_docker)}")
     if wanted != "auto":
-        if reasons[wanted]:
-            raise SandboxError(f"{wanted} backend unavailable: {reasons[wanted]}")
+        if not is_usable_backend(wanted):
+            raise SandboxError(f"unknown sandbox backend '{wanted}' (expected {', '.join(BACKENDS)})")
+        if needs_docker and not SANDBOX_BACKENDS[wanted].runs_docker_only_tasks:
+            raise SandboxError(f"task {task.task_id} needs Docker: {'; '.join(needs_docker)}")
+        reason = _reason(wanted)
+        if reason:
+            raise SandboxError(f"{wanted} backend unavailable: {reason}")
         return wanted
-    other: UsableBackend = "bwrap" if cfg.prefer == "docker" else "docker"
-    usable = [b for b in (cfg.prefer, other) if not reasons[b]]
+    reasons = available_backends()
+    # the preference first, then the rest in registry order
+    order = (cfg.prefer, *(b for b in USABLE_BACKENDS if b != cfg.prefer))
+    usable = [b for b in order if not reasons[b]]
     if needs_docker:
-        usable = [b for b in usable if b == "docker"]
+        usable = [b for b in usable if SANDBOX_BACKENDS[b].runs_docker_only_tasks]
     if not usable:
         detail = "; ".join(f"{b}: {r}" for b, r in reasons.items() if r)
         if needs_docker:
@@ -79,16 +79,8 @@ def resolve_backend(task: TaskPackage, backend: Backend = "auto",
     return usable[0]
 
 
-def _reason(backend: str) -> str:
-    if backend == "bwrap":
-        from skillgate_core.envs import bwrap_sandbox
-
-        return bwrap_sandbox.unavailable_reason()
-    if backend == "docker":
-        from skillgate_core.envs import docker_sandbox
-
-        return docker_sandbox.unavailable_reason()
-    raise SandboxError(f"unknown sandbox backend '{backend}' (expected auto, docker or bwrap)")
+def _reason(backend: UsableBackend) -> str:
+    return backend_module(backend).unavailable_reason()
 
 
 def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str | Path | None = None,
@@ -103,14 +95,7 @@ def start_sandbox(task: TaskPackage, backend: Backend = "auto", skills_dir: str 
         _refuse_skill_links(Path(skills_dir))
         skills = Path(skills_dir).resolve()
     start = time.perf_counter()
-    if chosen == "docker":
-        from skillgate_core.envs.docker_sandbox import DockerSandbox
-
-        box: Sandbox = DockerSandbox(task, skills, cfg)
-    else:
-        from skillgate_core.envs.bwrap_sandbox import BwrapSandbox
-
-        box = BwrapSandbox(task, skills, cfg)
+    box: Sandbox = sandbox_class(chosen)(task, skills, cfg)
     box.start_seconds = time.perf_counter() - start
     return box
 
@@ -127,7 +112,7 @@ def _refuse_skill_links(skills: Path) -> None:
         raise SandboxError(f"skills_dir {exc}") from None
 
 
-def reap_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
+def reap_orphans(config: SandboxConfig | None = None) -> dict[UsableBackend, int]:
     """What every run entry point (episodes, task check, collect) calls first: cleanup_orphans, so a
     SIGKILLed run's sandboxes go at the next run instead of waiting for `skillgate task gc`. It only
     removes sandboxes whose owner process is gone, and never fails the run (a warning instead)."""
@@ -138,12 +123,8 @@ def reap_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
         return {}
 
 
-def cleanup_orphans(config: SandboxConfig | None = None) -> dict[str, int]:
-    """Remove sandboxes whose owning process is gone (both backends): {backend: removed count}.
+def cleanup_orphans(config: SandboxConfig | None = None) -> dict[UsableBackend, int]:
+    """Remove sandboxes whose owning process is gone (every backend): {backend: removed count}.
     Sandboxes recorded by another host or PID namespace are left alone (their owner cannot be seen)."""
-    from skillgate_core.envs import bwrap_sandbox, docker_sandbox
-
     cfg = config or SandboxConfig()
-    removed = {"bwrap": bwrap_sandbox.cleanup_orphans(cfg)}
-    removed["docker"] = docker_sandbox.cleanup_orphans() if not docker_sandbox.unavailable_reason() else 0
-    return removed
+    return {name: backend_module(name).cleanup_orphans(cfg) for name in USABLE_BACKENDS}

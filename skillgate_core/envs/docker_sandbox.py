@@ -505,8 +505,11 @@ def _orphaned(labels: Mapping[str, str] | None) -> bool:
     return _process_start(int(pid)) != started
 
 
-def cleanup_orphans() -> int:
-    """Remove our containers and volumes whose owning process (on this host) is gone."""
+def cleanup_orphans(config: SandboxConfig | None = None) -> int:
+    """Remove our containers and volumes whose owning process (on this host) is gone; 0 where no daemon
+    answers (nothing of ours can be running then). `config` is unused: every backend takes one."""
+    if unavailable_reason():
+        return 0
     api = docker_client().api
     removed = 0
     for c in api.containers(all=True, filters={"label": f"{LABEL}=1"}):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_ranges
 from skillgate_core.base.paths import state_layout
+from skillgate_core.envs.backend_registry import Backend, UsableBackend
 
 __all__ = ["BASE_IMAGE", "SandboxConfig"]
 
@@ -21,9 +21,9 @@ BASE_IMAGE = "skillgate/base:bookworm"
 class SandboxConfig:
     """How sandboxes are started; the task's own [environment] values apply within these caps."""
 
-    backend: Literal["auto", "docker", "bwrap"] = "auto"
+    backend: Backend = "auto"
     """auto: Docker when a daemon answers (and the task needs it or bubblewrap is missing), else bubblewrap."""
-    prefer: Literal["docker", "bwrap"] = "docker"
+    prefer: UsableBackend = "docker"
     """With backend=auto and both available, which one runs tasks that either can run."""
     command_timeout_sec: PositiveFloat = 120.0
     """Default per-command timeout when exec() is given none."""

@@ -34,6 +34,7 @@ from skillgate_core.base.config_ranges import (
 )
 from skillgate_core.base.digests import file_sha256, path_sha256
 from skillgate_core.base.plain_trees import check_plain_tree, check_real_folder
+from skillgate_core.envs.backend_registry import UsableBackend
 from skillgate_core.envs.bench_index import load_bench_rows
 from skillgate_core.evaluation.protocol import EvalProtocol
 from skillgate_core.formats.slate_manifest import MANIFEST_FILE
@@ -79,7 +80,7 @@ class ProtocolSpec:
     """Assistant turns per episode."""
     wall_clock_s: PositiveFloat = 850.0
     """Seconds per episode."""
-    backend: Literal["docker", "bwrap"] = "bwrap"
+    backend: UsableBackend = "bwrap"
     """Sandbox backend (part of the identity: comparison hygiene)."""
     prompt_profile: str = "openclaw-v1"
     """Prompt profile name (agent/prompts.py); its digest enters the fingerprint."""

@@ -3,7 +3,7 @@
 Imported here: `profiles` only (pure Python); import every other module explicitly, most pull in torch.
 
 The method (docs/method.md 6-7):
-- `profiles`: the seven profiles and `get_profile`; `loss_seeds`: the loss's seed hyperparameters.
+- `profiles`: the profile registry and `get_profile`; `loss_seeds`: the loss's seed hyperparameters.
 - `loss`: `selector_grpo_loss` (the one the trainer calls, for every profile), `grpo_clipped_loss`
   (what it equals for the plain profiles), `low_variance_kl`, `global_token_normaliser`.
 - `samples`: accepted groups -> `CreditedSample`s (advantages, token weights per conversion chunk).

@@ -20,6 +20,7 @@ from skillgate_core.base.config_ranges import (
     check_ranges,
 )
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
+from skillgate_core.envs.backend_registry import Backend
 from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import worker_sglang_urls
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
@@ -140,8 +141,8 @@ class GRPOConfig:
     """Seconds per episode (seed 850)."""
     micro_batch_tokens: PositiveInt = 16384
     """Token budget of one packed micro-batch."""
-    backend: Literal["auto", "docker", "bwrap"] = "bwrap"
-    """Sandbox backend for the episodes (auto, docker, bwrap)."""
+    backend: Backend = "bwrap"
+    """Sandbox backend for the episodes: auto or one of envs/backend_registry.py."""
     sandbox_workers: PositiveInt = 4
     """Threads per Ray worker running sandboxes (tool calls, starts, verification)."""
     overlap_sandbox: bool = True

@@ -1,4 +1,7 @@
-"""The seven training profiles (docs/method.md 7): what differs between the compared RL runs.
+"""The training profiles (docs/method.md 7): what differs between the compared RL runs.
+
+This is the registry: a new profile is one `Profile` in `_ALL` plus its recipe `rl.<name>` (and deployment).
+Prose and tests never state how many there are; they count `profile_names()` (tests/repo/test_profile_count.py).
 
 All profiles share the GRPO base recipe; a profile fixes only the slate the agent sees, how
 advantages are built (behaviour term, selector utility), the selector coefficient lambda and the

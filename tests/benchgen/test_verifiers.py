@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skillgate_core.benchgen.engines import ENGINES, check_script, constraints, planning
+from skillgate_core.benchgen.engines import check_script, constraints, planning
 from skillgate_core.benchgen.engines.common import text_sha256
 from skillgate_core.benchgen.families import FAMILIES, STRATEGIES
 
@@ -28,7 +28,7 @@ def test_oracle_passes_and_every_lookalike_fails(family: str):
     slips = []
     for seed in range(4):
         draft, params, files = draw(family, seed)
-        engine = ENGINES[family]
+        engine = FAMILIES[family].engine
         check = engine.checker(params, files)
         assert check({**files, **engine.solve(params, files)}) == []
         fam = FAMILIES[family]
@@ -44,8 +44,8 @@ def test_oracle_passes_and_every_lookalike_fails(family: str):
 
 def test_procedural_accepts_crlf_and_rejects_one_changed_line():
     _, params, files = draw("procedural")
-    (path, text), = ENGINES["procedural"].solve(params, files).items()
-    check = ENGINES["procedural"].checker(params, files)
+    (path, text), = FAMILIES["procedural"].engine.solve(params, files).items()
+    check = FAMILIES["procedural"].engine.checker(params, files)
     assert check({**files, path: text.replace("\n", "\r\n")}) == []
     lines = text.splitlines()
     wrong = lines[:]
@@ -57,8 +57,8 @@ def test_procedural_accepts_crlf_and_rejects_one_changed_line():
 
 def test_diagnosis_accepts_any_row_order_without_header_and_rejects_one_wrong_cause():
     _, params, files = draw("diagnosis")
-    causes = ENGINES["diagnosis"].causes(params, files)
-    check = ENGINES["diagnosis"].checker(params, files)
+    causes = FAMILIES["diagnosis"].engine.causes(params, files)
+    check = FAMILIES["diagnosis"].engine.checker(params, files)
     rows = [f"{inc},{cause}" for inc, cause in causes.items()]
     random.Random(0).shuffle(rows)
     assert check({**files, params["output"]: "\n".join(rows) + "\n"}) == []
@@ -72,7 +72,7 @@ def test_diagnosis_accepts_any_row_order_without_header_and_rejects_one_wrong_ca
 
 def test_constraints_accepts_another_valid_assignment_and_rejects_a_broken_rule():
     _, params, files = draw("constraints")
-    check = ENGINES["constraints"].checker(params, files)
+    check = FAMILIES["constraints"].engine.checker(params, files)
     items, bins = constraints.load_data(params, files)
     # Another valid answer: first-fit over the bins in reverse id order (a different assignment).
     flipped, left = constraints.first_fit(params, sorted(items, key=lambda i: (-i["size"], i["id"]))[::-1],
@@ -93,7 +93,7 @@ def test_constraints_accepts_another_valid_assignment_and_rejects_a_broken_rule(
 
 def test_planning_accepts_another_valid_order_and_rejects_a_swap():
     _, params, files = draw("planning")
-    check = ENGINES["planning"].checker(params, files)
+    check = FAMILIES["planning"].engine.checker(params, files)
     steps = planning.load_steps(params, files)
     required = planning.edges(params, steps)
     # Another valid order: topological with the largest id first among ready steps.
@@ -115,9 +115,9 @@ def test_planning_accepts_another_valid_order_and_rejects_a_swap():
 def test_standalone_check_script_grades_and_detects_edited_inputs(tmp_path: Path, family: str):
     _, params, files = draw(family)
     script = tmp_path / "check.py"
-    script.write_text(check_script(family, params, {rel: text_sha256(t) for rel, t in files.items()}))
+    script.write_text(check_script(FAMILIES[family].engine, params, {rel: text_sha256(t) for rel, t in files.items()}))
     work = tmp_path / "app"
-    for rel, text in {**files, **ENGINES[family].solve(params, files)}.items():
+    for rel, text in {**files, **FAMILIES[family].engine.solve(params, files)}.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(text)
 

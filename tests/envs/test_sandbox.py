@@ -243,7 +243,7 @@ def test_cli_gc(bwrap_ready):
     from deployments.cli import app
 
     result = CliRunner().invoke(app, ["task", "gc"])
-    assert result.exit_code == 0 and "bubblewrap session(s)" in result.output
+    assert result.exit_code == 0 and "orphaned bwrap sandbox(es)" in result.output
 
 
 def test_the_bwrap_workspace_tmpfs_is_never_larger_than_the_memory_limit(bwrap_ready, make_task):

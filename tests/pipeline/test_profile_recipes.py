@@ -1,4 +1,4 @@
-"""Each of the seven profiles has a named recipe in the catalog, and every recipe names a real profile."""
+"""Each profile of the registry has a named recipe in the catalog, and every recipe names a real profile."""
 
 from __future__ import annotations
 

@@ -146,3 +146,46 @@ def test_the_results_the_readme_points_at_exist() -> None:
              if text[m.end():m.end() + 1] not in ("{", "*")}  # criticality.{md,json}: a pattern, not a path
     assert "benchmarks/results/gpu/smollm2_pretrained_674e801/" in cited
     assert [c for c in sorted(cited) if not (ROOT / c).exists()] == []
+
+
+RESULT_PATH = re.compile(r"(?<![=:\w/])benchmarks/results/[\w./@+-]*[\w/](?![\w./@+-]*[{*])")
+"""A result path a page cites: not `OUT=benchmarks/results/...` (a folder a command is told to write), not
+`git show COMMIT:benchmarks/results/...` (a deleted file git keeps), not `criticality.{md,json}` (a pattern)."""
+MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+
+
+def missing_results(root: Path, pages: list[str]) -> list[str]:
+    """`PAGE: path` for every cited result path (or, in a page under benchmarks/results, every relative
+    markdown link) that names no file or folder of the checkout."""
+    missing = []
+    for page in pages:
+        text = (root / page).read_text(encoding="utf-8")
+        for m in RESULT_PATH.finditer(text):
+            if not (root / m.group(0)).exists():
+                missing.append(f"{page}: {m.group(0)}")
+        if page.startswith("benchmarks/results/"):
+            for link in MD_LINK.findall(text):
+                if "://" not in link and not ((root / page).parent / link).exists():
+                    missing.append(f"{page}: {link}")
+    return missing
+
+
+def test_every_result_a_page_cites_is_a_committed_file() -> None:
+    # README, ARCHITECTURE, docs/ and the results' own READMEs: a number they quote must keep its file (the raw
+    # logs and samples packed into raw.tar.xz are named there as members, not as paths)
+    pages = [f for f in repo_files(ROOT) if f.endswith(".md") and (
+        f in ("README.md", "ARCHITECTURE.md") or f.startswith(("docs/", "benchmarks/results/")))]
+    assert "benchmarks/results/README.md" in pages and "docs/gpu.md" in pages
+    assert missing_results(ROOT, pages) == []
+
+
+def test_the_results_guard_catches_a_missing_file_and_a_broken_link(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks" / "results" / "gpu").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "here.json").write_text("{}")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "p.md").write_text("benchmarks/results/here.json, benchmarks/results/gone.json; "
+                                            "OUT=benchmarks/results/gpu/new_run bash x.sh; `git show abc1234:benchmarks/results/old.json`; "
+                                            "benchmarks/results/criticality.{md,json}\n")
+    (tmp_path / "benchmarks" / "results" / "README.md").write_text("[a](here.json) [b](gpu/gone/) [c](https://x.y/z)\n")
+    assert missing_results(tmp_path, ["docs/p.md", "benchmarks/results/README.md"]) == [
+        "docs/p.md: benchmarks/results/gone.json", "benchmarks/results/README.md: gpu/gone/"]

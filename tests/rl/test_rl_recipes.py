@@ -7,6 +7,7 @@ from deployments import RECIPES_DIR
 from skillgate_core.pipeline.recipes import find_recipe, list_recipes, plan_recipe, resolve_recipe
 from skillgate_core.pipeline.stages import get_stage
 from skillgate_core.rl.data_prep import RLDataPrepConfig
+from skillgate_core.rl.profiles import profile_names
 from skillgate_core.sft.baselines import BCStageConfig, DPOStageConfig
 
 
@@ -22,7 +23,7 @@ def test_every_rl_recipe_prepares_data_for_the_profile_it_trains():
         rows = {r.stage: r for r in plan_recipe(resolved)}
         assert rows["grpo"].inputs["rl_data"] == "stage:rl-data-prep"
         checked += 1
-    assert checked >= 8  # rl-train, the seven rl.<profile> recipes (and demo)
+    assert checked >= len(profile_names()) + 1  # rl-train and one rl.<profile> recipe per profile (and demo)
 
 
 def test_baseline_recipes_feed_eval_like_any_policy(tmp_path):
@@ -65,7 +66,9 @@ def test_every_recipe_has_a_deployment_and_training_ones_take_resume():
         assert d["name"] == d["parameters"]["recipe"] and f"recipe:{d['name']}" in d["tags"]
     assert set(deployments) == {r.name for r in list_recipes(RECIPES_DIR)}
     grpo = [r.name for r in list_recipes(RECIPES_DIR) if "grpo" in r.stages]
-    assert len(grpo) == 11  # rl-train, seven rl.<profile>, pipeline, demo, learning-result
+    # rl-train, one rl.<profile> per profile of the registry, pipeline, demo, learning-result
+    assert set(grpo) == {"rl-train", "pipeline", "demo", "learning-result",
+                         *(f"rl.{name.replace('_', '-')}" for name in profile_names())}
     for name, arms in (("demo", 2), ("learning-result", 3)):  # several arms: no single id to resume
         grpo.remove(name)
         assert deployments[name]["parameters"] == {"recipe": name, "trigger": "ui", "overrides": []}

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from skillgate_core.envs.backend_registry import USABLE_BACKENDS
+
 REPO = Path(__file__).resolve().parents[2]
 
 __all__ = ["bwrap_ready", "docker_ready", "sandbox_backend", "skip_without_bwrap"]
@@ -63,8 +65,8 @@ def bwrap_ready() -> None:
     skip_without_bwrap()
 
 
-@pytest.fixture(params=["bwrap", "docker"])
+@pytest.fixture(params=USABLE_BACKENDS)
 def sandbox_backend(request: pytest.FixtureRequest) -> str:
-    """Each test using it runs once per sandbox backend."""
+    """Each test using it runs once per registered sandbox backend (its `<name>_ready` fixture first)."""
     request.getfixturevalue(f"{request.param}_ready")
     return request.param

@@ -1,9 +1,10 @@
 """Paste an engine into a standalone python3 script: helpers + engine + parameters + entry call.
 
-    tool_script("procedural", params, title="kestrel ledger export")   # solve, write outputs
-    tool_script("procedural", params, title, steps=4)                 # one step of a 4-step procedure
-    solution_script("procedural", params, seal)                       # the reference solution
-    check_script("procedural", params, input_sha256, seal)            # verify, exit 0/1
+    engine = FAMILIES["procedural"].engine                          # benchgen.families: the family registry
+    tool_script(engine, params, title="kestrel ledger export")      # solve, write outputs
+    tool_script(engine, params, title, steps=4)                    # one step of a 4-step procedure
+    solution_script(engine, params, seal)                          # the reference solution
+    check_script(engine, params, input_sha256, seal)               # verify, exit 0/1
 
 The result needs only python3's standard library (task sandboxes have nothing else). Module
 docstrings and the `# embed-drop` import lines are left out; the rest is the tested source.
@@ -17,18 +18,10 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from skillgate_core.benchgen.engines import common, constraints, diagnosis, planning, procedural
+from skillgate_core.benchgen.engines import common
 from skillgate_core.benchgen.engines import steps as stepped
 
-__all__ = ["ENGINES", "check_script", "solution_script", "tool_script"]
-
-ENGINES: dict[str, ModuleType] = {
-    "procedural": procedural,
-    "diagnosis": diagnosis,
-    "constraints": constraints,
-    "planning": planning,
-}
-"""Engine module per family name."""
+__all__ = ["check_script", "solution_script", "tool_script"]
 
 _FUTURE = "from __future__ import annotations"
 
@@ -46,13 +39,6 @@ def _body(module: ModuleType) -> str:
     return "\n".join(kept).strip("\n")
 
 
-def _engine(family: str) -> ModuleType:
-    try:
-        return ENGINES[family]
-    except KeyError:
-        raise ValueError(f"family: expected one of {sorted(ENGINES)}, got {family!r}") from None
-
-
 def _params_text(params: dict) -> str:
     return "PARAMS = " + pprint.pformat(params, indent=1, width=100, sort_dicts=True)
 
@@ -61,7 +47,7 @@ def _seal_text(seal: dict | None) -> str:
     return "SEAL = " + pprint.pformat(seal, indent=1, width=100, sort_dicts=True)
 
 
-def tool_script(family: str, params: dict, title: str, steps: int = 0) -> str:
+def tool_script(engine: ModuleType, params: dict, title: str, steps: int = 0) -> str:
     """A skill's script: with `steps` 0 it runs the family's solver with `params` on the current
     directory; with K >= 1 it is one step of a K-step procedure (engines/steps.py), the last of which
     writes the output and its seal."""
@@ -74,21 +60,21 @@ def tool_script(family: str, params: dict, title: str, steps: int = 0) -> str:
         f'#!/usr/bin/env python3\n"""{title}: run from the task\'s working directory (python3 stdlib only)."""\n'
         f"{_FUTURE}",
         _body(common),
-        _body(_engine(family)),
+        _body(engine),
         _params_text(params),
         *parts,
     ]) + "\n"
 
 
-def solution_script(family: str, params: dict, seal: dict | None = None) -> str:
+def solution_script(engine: ModuleType, params: dict, seal: dict | None = None) -> str:
     """The reference solution: the family's solver with the oracle's `params` (and, for a stepped
     procedure, the expected seal {"path", "ticket"} written beside the output)."""
     if seal is None:
-        return tool_script(family, params, "reference solution")
+        return tool_script(engine, params, "reference solution")
     return "\n\n".join([
         '#!/usr/bin/env python3\n"""reference solution: run from the task\'s working directory."""\n' + _FUTURE,
         _body(common),
-        _body(_engine(family)),
+        _body(engine),
         _body(stepped),
         _params_text(params),
         _seal_text(seal),
@@ -96,7 +82,7 @@ def solution_script(family: str, params: dict, seal: dict | None = None) -> str:
     ]) + "\n"
 
 
-def check_script(family: str, params: dict, input_sha256: dict[str, str], seal: dict | None = None) -> str:
+def check_script(engine: ModuleType, params: dict, input_sha256: dict[str, str], seal: dict | None = None) -> str:
     """The verifier: recompute from the (digest-checked) inputs, exit 0 when the workspace passes; with a
     `seal` {"path", "ticket"} (a stepped procedure) the seal file must hold the expected last ticket."""
     digests = "INPUT_SHA256 = " + pprint.pformat(dict(sorted(input_sha256.items())), indent=1, width=100)
@@ -109,7 +95,7 @@ def check_script(family: str, params: dict, input_sha256: dict[str, str], seal: 
         '#!/usr/bin/env python3\n"""Verifier: recomputes the expected result from the task inputs. '
         'Usage: check.py [WORKSPACE]."""\n' + _FUTURE,
         _body(common),
-        _body(_engine(family)),
+        _body(engine),
         _params_text(params),
         digests,
         *parts,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any
 
 __all__ = [
@@ -110,6 +111,9 @@ class Family:
     """(draft, template index 0..5) -> the description."""
     body: Callable[[SkillDraft, str], str]
     """(draft, skill name) -> the SKILL.md body, ending in the ```bash procedure."""
+    engine: ModuleType
+    """Its stdlib-only engine (benchgen/engines/<name>.py: `solve`, `check`), pasted into the skill's tool,
+    the reference solution and the verifier (engines/embed.py)."""
     naive: str
     """A python3 program: the no-skill agent's generic attempt (reads instruction.md from argv[1]).
     Each is written alone into the sandbox, so the four repeat their few lines of instruction parsing
@@ -171,18 +175,23 @@ _MODULE_PARTS = ("THEMES", "TOOL_FILE", "NAIVE", "sample", "mutate", "inputs", "
 """What every family module defines, under these names (declare_family reads them)."""
 
 
-def declare_family(module: Mapping[str, Any], *, structure: str, noun: Mapping[str, str],
+def declare_family(module: Mapping[str, Any], *, engine: ModuleType, structure: str, noun: Mapping[str, str],
                    suffixes: tuple[str, ...]) -> Family:
     """The Family a family module declares at its end, `FAMILY = declare_family(globals(), ...)`: its
-    name is the module's, its domains the module's THEMES, and its tool file, no-skill program and
+    name is the module's (and its `engine` module's), its domains the module's THEMES, and its tool file, no-skill program and
     generator functions the module's TOOL_FILE, NAIVE, sample, mutate, inputs, instruction, describe
     and body."""
     missing = [name for name in _MODULE_PARTS if name not in module]
     if missing:
         raise TypeError(f"{module.get('__name__')}: a family module defines {', '.join(missing)}")
+    name = module["__name__"].rsplit(".", 1)[-1]
+    # One name for the family, its engine and its tasks' `family` field: a mismatch would paste another
+    # family's solver into this family's verifier.
+    if engine.__name__.rsplit(".", 1)[-1] != name:
+        raise TypeError(f"{module.get('__name__')}: engine {engine.__name__} is not benchgen/engines/{name}.py")
     return Family(
-        name=module["__name__"].rsplit(".", 1)[-1], structure=structure, domains=tuple(module["THEMES"]),
+        name=name, structure=structure, domains=tuple(module["THEMES"]),
         noun=noun, suffixes=suffixes, tool_file=module["TOOL_FILE"], sample=module["sample"],
         mutate=module["mutate"], inputs=module["inputs"], instruction=module["instruction"],
-        describe=module["describe"], body=module["body"], naive=module["NAIVE"],
+        describe=module["describe"], body=module["body"], engine=engine, naive=module["NAIVE"],
     )

@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skillgate_core.benchgen.engines import constraints as constraints_engine
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
@@ -335,6 +336,7 @@ with open(target, "w") as out:
 
 FAMILY = declare_family(
     globals(),
+    engine=constraints_engine,
     structure="constraint satisfaction",
     noun={"service-config": "placement", "scheduling": "windows", "data-formats": "archive",
           "deploy-runbooks": "trains"},

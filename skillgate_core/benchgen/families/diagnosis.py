@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skillgate_core.benchgen.engines import diagnosis as diagnosis_engine
 from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
     SkillDraft,
     declare_family,
@@ -314,6 +315,7 @@ with open(target, "w") as out:
 
 FAMILY = declare_family(
     globals(),
+    engine=diagnosis_engine,
     structure="abductive diagnosis",
     noun={"data-formats": "ingest", "service-config": "gateway", "scheduling": "scheduler",
           "deploy-runbooks": "deploy"},

@@ -11,6 +11,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skillgate_core.benchgen.engines import planning as planning_engine
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.planning import edges, topo_order
 from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
@@ -289,6 +290,7 @@ with open(target, "w") as out:
 
 FAMILY = declare_family(
     globals(),
+    engine=planning_engine,
     structure="partial-order planning",
     noun={"deploy-runbooks": "rollout", "service-config": "config", "data-formats": "migration",
           "scheduling": "calendar"},

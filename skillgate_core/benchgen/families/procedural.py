@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skillgate_core.benchgen.engines import procedural as procedural_engine
 from skillgate_core.benchgen.engines.common import format_csv
 from skillgate_core.benchgen.engines.procedural import CHECKSUMS, KEY_STYLES
 from skillgate_core.benchgen.families.base import (  # names, not logic: the parts every family shares
@@ -355,6 +356,7 @@ with open(target, "w") as out:
 
 FAMILY = declare_family(
     globals(),
+    engine=procedural_engine,
     structure="procedural execution",
     noun={"data-formats": "ledger", "service-config": "registry", "scheduling": "timesheet",
           "deploy-runbooks": "manifest"},

@@ -24,7 +24,6 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from skillgate_core.base.config_ranges import NonNegativeFloat, NonNegativeInt, PositiveInt, check_ranges
 from skillgate_core.base.digests import path_sha256
@@ -35,10 +34,8 @@ from skillgate_core.benchgen.skillgym.client import ChatClient
 from skillgate_core.benchgen.skillgym.prompts import STRUCTURES, build_messages, fit_messages, review_messages
 from skillgate_core.benchgen.skillgym.protocol import ReplyError, parse_build, parse_fit, parse_review
 from skillgate_core.benchgen.skillgym.records import BuildRecord, CallRecord, Verdict
+from skillgate_core.envs.backend_registry import Backend
 from skillgate_core.policy.openai_chat import EndpointError
-
-if TYPE_CHECKING:
-    from skillgate_core.envs.backends import Backend
 
 __all__ = ["GateFn", "SkillGymConfig", "generate_from_skill"]
 
@@ -58,7 +55,7 @@ class SkillGymConfig:
     """USD per million prompt tokens (0: cost not tracked)."""
     price_out_per_mtok: NonNegativeFloat = 0.0
     """USD per million completion tokens."""
-    gate_backend: Literal["auto", "docker", "bwrap"] = "bwrap"
+    gate_backend: Backend = "bwrap"
     """Sandbox backend of the validity gate."""
     gate_repeats: PositiveInt = 2
     """Runs per gate agent."""
