@@ -13,7 +13,7 @@ shapes, and the share of the card's memory bandwidth that reaching them in the m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 

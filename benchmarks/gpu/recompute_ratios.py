@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import lzma
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,31 @@ RESULTS = REPO / "benchmarks" / "results" / "gpu"
 
 
 def read_text(path: Path) -> str:
-    """A committed log, plain or xz-compressed (path.log or path.log.xz)."""
+    """A committed log: the file itself, or its member in the raw.tar.xz of a folder above it (the raw files
+    of a result folder are packed there: benchmarks/pack_raw_results.py)."""
     if path.exists():
         return path.read_text()
-    xz = path.with_name(path.name + ".xz")
-    return lzma.decompress(xz.read_bytes()).decode()
+    for folder in path.parents:
+        archive = folder / "raw.tar.xz"
+        if archive.exists():
+            with tarfile.open(archive, "r:xz") as tar:
+                try:
+                    member = tar.extractfile(str(path.relative_to(folder)))
+                except KeyError:
+                    member = None
+                if member is not None:
+                    return member.read().decode()
+        if folder == RESULTS.parent:
+            break
+    raise FileNotFoundError(f"{path}: neither a file nor in a raw.tar.xz above it")
+
+
+def exists(path: Path) -> bool:
+    try:
+        read_text(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def anchor_log_steps(text: str, completions_per_step: int) -> ratios.StepTimes:
@@ -51,7 +71,7 @@ def anchor_log_for(json_path: Path) -> Path | None:
     beside = json_path.with_name("trl_anchor.log")
     for cand in (beside, json_path.with_name(json_path.name.replace("grpo_step_vs_trl", "trl_anchor")
                                              .replace(".json", ".log"))):
-        if cand.exists() or cand.with_name(cand.name + ".xz").exists():
+        if exists(cand):
             return cand
     return None
 
