@@ -262,7 +262,9 @@ def scale_configs(scale: str) -> dict[str, Any]:
                                # 131 s (commit b94349a: each turn met a new (batch, length) bucket and compiled it), and
                                # with hf a step took 78-129 s (commit cb21f39, two arms per GPU)
                                num_workers=1, rollout_source="policy", sampler="static", static_shapes=True, bf16=True,
-                               zero_stage=2,
+                               # the trainer's own stage (stage 1 on one GPU); ZeRO-2 was pinned until 2026-12-07
+                               # and trained at 0.55x the default's tokens/s (benchmarks/results/gpu/trainer_default_mfu_1faac4d)
+                               zero_stage="auto",
                                learning_rate=5e-5, max_new_tokens=256, max_turns=6, max_context_tokens=8192,
                                episode_wall_clock_s=120.0, sandbox_workers=8, checkpoint_every=20,
                                # forced acceptance as the method says (64 groups / 300 samples: with G = 8 the
