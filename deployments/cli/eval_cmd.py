@@ -123,6 +123,21 @@ def _say_the_context(resolved: Any, ref: Any, tokenizer: str) -> None:
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
+def _say_earlier_aborted_rows(exp: Any, eval_id: str) -> None:
+    """A note when a resumed evaluation holds rows recording aborted trials (written before aborts stopped
+    getting rows): they stay as recorded, and a new --tag measures without them."""
+    from skillgate_core.ownership import list_eval_rows
+
+    if not exp.eval(eval_id).is_dir():
+        return
+    aborted = sum(row.get("status") == "aborted" for row in list_eval_rows(exp, eval_id).values())
+    if aborted:
+        console.print(f"[yellow]note:[/] {aborted} rows of this evaluation record aborted trials (written before "
+                      "infrastructure failures stopped getting rows): they stay as recorded, errors in the "
+                      "denominator; to measure without them, evaluate under a new --tag", highlight=False,
+                      soft_wrap=True)
+
+
 def _say_the_estimate(resolved: Any, ref: Any, config: Any, root: Path) -> None:
     """What the trials still to play will take, from the recorded episode time under this protocol
     (warehouse/eval_cost.py), said before the first one."""
@@ -136,6 +151,7 @@ def _say_the_estimate(resolved: Any, ref: Any, config: Any, root: Path) -> None:
     left = resolved.trial_count() - (count_eval_rows(exp, eval_id) if exp.eval(eval_id).is_dir() else 0)
     if left <= 0:
         return
+    _say_earlier_aborted_rows(exp, eval_id)
     try:
         estimate = estimate_evaluation(p.fingerprint(), p.protocol_id(), trials=left, targets=[ref.experiment_id],
                                        batch=config.batch_episodes)

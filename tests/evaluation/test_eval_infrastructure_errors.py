@@ -150,3 +150,21 @@ def test_a_local_model_with_less_context_than_the_protocol_is_warned_before_the_
     line = next((x for x in done.stdout.splitlines() if x.startswith("warning: ")), "")
     assert "allows 16,384 context tokens, the model at " in line and "trained to 8,192 positions" in line, done.stdout
     assert done.stdout.index(line) < done.stdout.index("status incomplete")
+
+
+def test_a_resume_names_the_aborted_rows_an_earlier_version_wrote(tmp_path, bench, endpoint_spec):
+    home = tmp_path / "home"
+    with ChatServer(reference_agent(_oracles(bench))) as server:
+        args = ["eval", "run", "--policy", server.base_url, "--model", "ref-agent", "--protocol", str(endpoint_spec),
+                "--bench", str(bench), "--batch", "2"]
+        first = run_skillgate(*args, "--max-trials", "2", home=home)
+        assert first.returncode == 1, first.stdout + first.stderr
+        # a row as the runner wrote an aborted trial before 2026-12-08: status aborted, outcome error
+        row_file = sorted(home.glob("experiments/*/eval/*/rows/*/row.json"))[0]
+        row = json.loads(row_file.read_text())
+        row.update(status="aborted", outcome="error", error="policy failed: Connection refused (after 5 attempts)")
+        row_file.write_text(json.dumps(row))
+        resumed = run_skillgate(*args, home=home)
+    out = " ".join(resumed.stdout.split())
+    assert resumed.returncode == 0 and "status completed: 4/4 trials (2 run now)" in out, out
+    assert "note: 1 rows of this evaluation record aborted trials" in out and "a new --tag" in out, out
