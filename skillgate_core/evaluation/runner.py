@@ -170,7 +170,11 @@ class _AttemptTally:
     last_error: str = ""
 
     def __str__(self) -> str:
-        return f"{self.ran} trials of this attempt" + (f" ({self.aborted} aborted, no row)" if self.aborted else "")
+        return f"{_trials(self.ran)} of this attempt" + (f" ({self.aborted} aborted, no row)" if self.aborted else "")
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial{'s' if n != 1 else ''}"
 
 
 def eval_id_for(export_id: str, protocol_id: str, tag: str = "") -> str:
@@ -363,7 +367,7 @@ def run_evaluation(
     rows = _ordered(list_eval_rows(exp, eval_id))
     if stopped_early or len(rows) < total:
         why = (f"stopped after {tally} (max_trials={config.max_trials})" if stopped_early
-               else f"{tally.aborted} trials aborted on infrastructure failures (last: {tally.last_error}; "
+               else f"{_trials(tally.aborted)} aborted on infrastructure failures (last: {tally.last_error}; "
                     f"{ABORTED_FILE}); no row for them")
         ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
                             f"{why}; {total - len(rows)} of {total} missing: run it again to play them")
@@ -453,7 +457,7 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             start += len(batch)
             if config.stop_after_errors and tally.aborted_in_a_row >= config.stop_after_errors:
                 raise TrialsAbortedInARow(
-                    f"{ref.location}: the last {tally.aborted_in_a_row} trials in a row aborted (last error: "
+                    f"{ref.location}: the last {_trials(tally.aborted_in_a_row)} in a row aborted (last error: "
                     f"{tally.last_error}); stopped after {tally}, {len(missing) - start} not started. No row was "
                     f"written for them ({ABORTED_FILE} lists them): once it answers, run the same command again "
                     "to play exactly the trials without a row")
