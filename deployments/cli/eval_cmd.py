@@ -12,9 +12,16 @@ Without --bench, each command takes the newest bench on record (one line says wh
 
 An endpoint's model needs no local tokenizer: without --tokenizer its tokens are counted from the
 endpoint's usage, and a printed note (and the summary's token_counts_note) says what is then not
-measured. --request-timeout bounds one request; a request that times out fails its trial (recorded
-as an error saying so) and is never sent again. A refused argument is refused before anything is
-written: no experiment folder, no warehouse row.
+measured. --request-timeout bounds one request; a request that times out is never sent again. A
+refused argument is refused before anything is written: no experiment folder, no warehouse row.
+
+Before the first trial it says what the run will take (the recorded episode time of this protocol,
+warehouse/eval_cost.py) and whether the protocol's context exceeds what the model (or --tokenizer's
+model) was trained to. A trial aborted by an infrastructure failure (the endpoint did not answer, a
+sandbox died) gets no row: the progress bar counts it (errors=N), the next run plays it again, and
+--stop-after-errors N of them in a row (default 8) stop the run at once with an error naming the
+cause. Exit codes: 0 completed, 1 incomplete (resumable), 2 a refused argument or a user error,
+3 stopped on errors in a row (resumable), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -103,6 +110,60 @@ def metrics_table(summary: dict[str, Any], title: str) -> Table:
     return table
 
 
+def _say_the_context(resolved: Any, ref: Any, tokenizer: str) -> None:
+    """A warning line when the protocol's context exceeds the model's (a local model, or --tokenizer's)."""
+    from skillgate_core.evaluation.context_limit import context_warning, model_context_limit
+
+    folder, what = ((Path(tokenizer), f"the model of --tokenizer {tokenizer}") if tokenizer
+                    else (ref.model_dir, f"the model at {ref.model_dir}"))
+    if folder is None:  # an endpoint without --tokenizer: nothing here says what the served model was trained to
+        return
+    line = context_warning(resolved.protocol, model_context_limit(folder), what)
+    if line:
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _say_earlier_aborted_rows(exp: Any, eval_id: str) -> None:
+    """A note when a resumed evaluation holds rows recording aborted trials (written before aborts stopped
+    getting rows): they stay as recorded, and a new --tag measures without them."""
+    from skillgate_core.ownership import list_eval_rows
+
+    if not exp.eval(eval_id).is_dir():
+        return
+    aborted = sum(row.get("status") == "aborted" for row in list_eval_rows(exp, eval_id).values())
+    if aborted:
+        console.print(f"[yellow]note:[/] {aborted} rows of this evaluation record aborted trials (written before "
+                      "infrastructure failures stopped getting rows): they stay as recorded, errors in the "
+                      "denominator; to measure without them, evaluate under a new --tag", highlight=False,
+                      soft_wrap=True)
+
+
+def _say_the_estimate(resolved: Any, ref: Any, config: Any, root: Path) -> None:
+    """What the trials still to play will take, from the recorded episode time under this protocol
+    (warehouse/eval_cost.py), said before the first one."""
+    from skillgate_core.evaluation.runner import eval_id_for
+    from skillgate_core.ownership import count_eval_rows, experiment_dir
+    from warehouse.eval_cost import estimate_evaluation
+
+    p = resolved.protocol
+    exp = experiment_dir(root, ref.experiment_id)
+    eval_id = eval_id_for(ref.export_id, p.protocol_id(), config.tag)
+    left = resolved.trial_count() - (count_eval_rows(exp, eval_id) if exp.eval(eval_id).is_dir() else 0)
+    if left <= 0:
+        return
+    _say_earlier_aborted_rows(exp, eval_id)
+    try:
+        estimate = estimate_evaluation(p.fingerprint(), p.protocol_id(), trials=left, targets=[ref.experiment_id],
+                                       batch=config.batch_episodes)
+    except Exception as exc:  # the estimate informs; the evaluation reports its own errors
+        console.print(f"estimate: none ({type(exc).__name__}: {escape(str(exc))})", highlight=False)
+        return
+    line = estimate.line(cpu_only=False)
+    if estimate.seconds is None:
+        line += "; the progress bar's remaining time is measured from the first batch on"
+    console.print(f"estimate: {escape(line)}", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     eval_app = typer.Typer(help="Evaluate a policy under a frozen protocol (eval70_v1, slate147).",
                            no_args_is_help=True)
@@ -125,6 +186,7 @@ def register(app: typer.Typer) -> None:
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="env var holding the endpoint key: OPENAI_API_KEY or SKILLGATE_<NAME>_API_KEY"),
         max_trials: int = typer.Option(0, "--max-trials", min=0, help="stop after N trials (incomplete; rerun resumes)"),
         pin: str = typer.Option("", "--pin", help="refuse unless the protocol id is exactly this"),
+        stop_after_errors: int = typer.Option(8, "--stop-after-errors", min=0, help="stop (exit 3) once N trials in a row aborted on infrastructure failures, e.g. a dead endpoint (0 = never)"),
     ) -> None:
         """Run (or resume) an evaluation; print its metrics and where its rows and logs are."""
         from deployments.cli.eval_inputs import PolicyNotFound, policy_of_export_id
@@ -132,7 +194,12 @@ def register(app: typer.Typer) -> None:
         from skillgate_core.base.paths import state_layout
         from skillgate_core.evaluation.observer import observing
         from skillgate_core.evaluation.owner import is_endpoint, resolve_policy
-        from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation, token_counts
+        from skillgate_core.evaluation.runner import (
+            EvalRunConfig,
+            TrialsAbortedInARow,
+            run_evaluation,
+            token_counts,
+        )
         from skillgate_core.evaluation.specs import build_protocol, load_spec
         from skillgate_core.policy.endpoint_keys import check_api_key_env, check_key_destination
         from warehouse.evaluations import WarehouseEvalObserver
@@ -186,10 +253,13 @@ def register(app: typer.Typer) -> None:
         console.print(f"policy {escape(ref.location)} -> {owner} {ref.experiment_id}, export {ref.export_id}",
                       highlight=False)
         config = EvalRunConfig(batch_episodes=batch, sandbox_workers=workers, tag=tag, method=method,
-                               device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer)  # type: ignore[arg-type]  # device: checked above
+                               device=device, max_trials=max_trials, pin=pin, tokenizer=tokenizer,  # type: ignore[arg-type]  # device: checked above
+                               stop_after_errors=stop_after_errors)
         counted, unmeasured = token_counts(ref, config)
         if unmeasured:
             console.print(f"[yellow]note:[/] no --tokenizer: {escape(unmeasured)}", highlight=False)
+        _say_the_context(resolved, ref, tokenizer)
+        _say_the_estimate(resolved, ref, config, root)
         try:
             # The first Ctrl-C stops at once: the requests in flight are left to their daemon threads
             # (never waited for), the sandboxes are stopped, the evaluation is recorded interrupted by SIGINT.
@@ -200,14 +270,19 @@ def register(app: typer.Typer) -> None:
             console.print("[yellow]interrupted[/]: the evaluation is incomplete; run the same command to resume it "
                           "(only the missing trials run)")
             raise typer.Exit(130) from None
+        except TrialsAbortedInARow as exc:
+            console.print(f"[bold red]stopped:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(3) from None
         if result.summary is not None:
             console.print(metrics_table(result.summary, f"{result.summary['method']} on {p.protocol_id()}"))
             if unmeasured:
                 console.print(f"token counts: {counted} (not measured: see the note above; also in summary.json)",
                               highlight=False)
         style = "green" if result.status == "completed" else "yellow"
+        aborted = (f", {result.trials_aborted} aborted on infrastructure failures: no row, the next run plays "
+                   "them again" if result.trials_aborted else "")
         console.print(f"status [{style}]{result.status}[/]: {result.trials_done}/{result.trials_total} trials "
-                      f"({result.trials_run} run now)", highlight=False)
+                      f"({result.trials_run} run now{aborted})", highlight=False)
         console.print(f"evaluation {result.experiment_id}/{result.eval_id}", highlight=False, soft_wrap=True)
         console.print(f"per-trial logs: {result.rows_dir}/ROW_ID/{{row.json,trajectory.json}}", highlight=False,
                       soft_wrap=True)

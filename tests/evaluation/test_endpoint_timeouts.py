@@ -88,7 +88,7 @@ def test_without_a_tokenizer_a_turn_is_counted_from_the_endpoints_usage(bench):
 
 
 @pytest.mark.usefixtures("bwrap_ready")
-def test_eval_run_with_a_timeout_and_no_tokenizer_records_the_timeout_and_sends_once(tmp_path, bench, tiny_spec):
+def test_eval_run_with_a_timeout_and_no_tokenizer_logs_the_timeout_and_sends_once(tmp_path, bench, tiny_spec):
     home = tmp_path / "home"
     with ChatServer(_slow(3.0)) as server:
         done = run_skillgate("eval", "run", "--policy", server.base_url, "--model", "slow-model", "--protocol",
@@ -97,9 +97,11 @@ def test_eval_run_with_a_timeout_and_no_tokenizer_records_the_timeout_and_sends_
         time.sleep(3.0)  # a re-send would have arrived by now
         sent = len(server.requests)
     out = done.stdout + done.stderr
-    assert done.returncode == 1 and "status incomplete: 1/4 trials (1 run now)" in done.stdout, out
+    assert done.returncode == 1 and "status incomplete: 0/4 trials (1 run now, 1 aborted" in done.stdout, out
     assert "note: no --tokenizer: token counts are the endpoint's usage" in " ".join(done.stdout.split()), out
     assert sent == 1
-    (row_file,) = home.glob("experiments/standalone-eval-endpoint-*/eval/*/rows/*/row.json")
-    row = json.loads(row_file.read_text())
-    assert row["outcome"] == "error" and "request timed out" in row["error"] and "not sent again" in row["error"]
+    # the timeout is the endpoint's failure, not the policy's trial: no row, one line saying why
+    assert not list(home.glob("experiments/standalone-eval-endpoint-*/eval/*/rows/*/row.json"))
+    (log,) = home.glob("experiments/standalone-eval-endpoint-*/eval/*/aborted.jsonl")
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert "request timed out" in entry["error"] and "not sent again" in entry["error"]

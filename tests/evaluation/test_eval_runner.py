@@ -215,7 +215,7 @@ def test_a_protocol_longer_than_the_models_positions_is_said(skillgate_home, tin
     root = state_layout().experiments
     ref = resolve_policy(str(tiny_model_dir), root=root)
     long = build_protocol(load_spec("eval70_v1"), bench, demo_repeats=1)
-    with pytest.warns(UserWarning, match=r"allows 16384 context tokens.*trained to 8192 positions.*eval70_v1_ctx8k"):
+    with pytest.warns(UserWarning, match=r"allows 16,384 context tokens.*trained to 8,192 positions.*eval70_v1_ctx8k"):
         run_evaluation(long, ref, EvalRunConfig(batch_episodes=1, sandbox_workers=1, max_trials=1), progress=False)
     short = build_protocol(load_spec(tiny_spec), bench, demo_repeats=1)
     with warnings.catch_warnings():

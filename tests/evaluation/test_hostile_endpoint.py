@@ -4,6 +4,7 @@ and an evaluation records the trial as an error and goes on."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -110,11 +111,10 @@ def test_sigterm_stops_a_process_waiting_on_a_dripping_endpoint():
 
 
 @pytest.mark.usefixtures("bwrap_ready")
-def test_an_evaluation_records_a_hostile_endpoints_trials_as_errors(skillgate_home, tiny_model_dir, bench,
-                                                                     tiny_spec):
+def test_an_evaluation_records_no_trial_of_a_hostile_endpoint(skillgate_home, tiny_model_dir, bench, tiny_spec):
     from skillgate_core.base.paths import state_layout
     from skillgate_core.evaluation.owner import resolve_policy
-    from skillgate_core.evaluation.runner import EvalRunConfig, run_evaluation
+    from skillgate_core.evaluation.runner import ABORTED_FILE, EvalRunConfig, run_evaluation
     from skillgate_core.evaluation.specs import build_protocol, load_spec
 
     resolved = build_protocol(load_spec(tiny_spec), bench)
@@ -123,5 +123,7 @@ def test_an_evaluation_records_a_hostile_endpoints_trials_as_errors(skillgate_ho
                              endpoint_options={"retries": 0})
         result = run_evaluation(resolved, ref, EvalRunConfig(batch_episodes=4, tokenizer=str(tiny_model_dir)),
                                 progress=False)
-    assert result.status == "completed" and len(result.rows) == 4
-    assert all(r["outcome"] == "error" and r["status"] == "aborted" and "not JSON" in r["error"] for r in result.rows)
+    # its failures are not the policy's trials: no row, each logged with why, replayed by the next attempt
+    assert (result.status, result.rows, result.trials_aborted) == ("incomplete", (), 4)
+    logged = [json.loads(line) for line in (result.eval_dir / ABORTED_FILE).read_text().splitlines()]
+    assert len(logged) == 4 and all("not JSON" in e["error"] for e in logged)
