@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> dict:
         gpu_bench.write_json(path, result)
 
     # (b) ours
-    from skillgate_core.rl.engine import EngineConfig
-    from skillgate_core.rl.launch import run_in_process
+    from skillgate_core.rl.engine.deepspeed_engine import EngineConfig
+    from skillgate_core.rl.engine.launch import run_in_process
 
     attn, why_not_varlen = gpu_bench.pick_attn(a.attn)
     tok = gpu_bench.anchor_tokenizer(a.vocab, a.seed)

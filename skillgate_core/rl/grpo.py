@@ -36,9 +36,9 @@ from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPol
 from skillgate_core.ownership import build_export, save_checkpoint
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.local_sampler import SamplingConfig
-from skillgate_core.rl import collectives
-from skillgate_core.rl.checkpoint_load import load_engine_checkpoint
-from skillgate_core.rl.engine import (
+from skillgate_core.rl.engine import collectives
+from skillgate_core.rl.engine.checkpoint_load import load_engine_checkpoint
+from skillgate_core.rl.engine.deepspeed_engine import (
     EngineConfig,
     StepStats,
     backward,
@@ -50,10 +50,11 @@ from skillgate_core.rl.engine import (
     refresh_replica,
     resolve_zero,
 )
+from skillgate_core.rl.engine.logprobs import packs_varlen, token_logprobs
+from skillgate_core.rl.engine.packing import MicroBatch, PackingConfig, pack_samples, pad_micro_batches
+from skillgate_core.rl.engine.zero_choice import ZeroChoice, resumed_zero
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
 from skillgate_core.rl.loss import LossOutput, global_token_normaliser, selector_grpo_loss
-from skillgate_core.rl.packing import MicroBatch, PackingConfig, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
@@ -62,10 +63,9 @@ from skillgate_core.rl.rollouts import rollout_step, step_filter_for
 from skillgate_core.rl.samples import TOKEN_FIELDS, CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
-from skillgate_core.rl.zero_choice import ZeroChoice, resumed_zero
 
 if TYPE_CHECKING:
-    from skillgate_core.rl.launch import WorkerContext
+    from skillgate_core.rl.engine.launch import WorkerContext
 
 __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
 

@@ -22,9 +22,9 @@ from skillgate_core.base.config_ranges import (
 from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import worker_sglang_urls
+from skillgate_core.rl.engine.zero_choice import ZeroStage
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
-from skillgate_core.rl.zero_choice import ZeroStage
 
 __all__ = ["VARIANTS", "GRPOConfig", "RolloutSource"]
 
@@ -164,7 +164,7 @@ class GRPOConfig:
     """bf16 weights and compute (GPU); float32 on CPU."""
     zero_stage: ZeroStage = "auto"
     """DeepSpeed ZeRO stage 0..3, or auto: picked when the engine is built from the model size, the number of
-    workers and the free GPU memory (rl.zero_choice; stage 3 on CPU). "auto" is what the config digest
+    workers and the free GPU memory (rl.engine.zero_choice; stage 3 on CPU). "auto" is what the config digest
     hashes; the stage it resolved to and why are in the run's metrics (zero_stage_resolved,
     zero_stage_reason). A resumed run keeps the stage its checkpoint was written with."""
     max_failures: NonNegativeInt = 0

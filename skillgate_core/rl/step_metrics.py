@@ -50,7 +50,7 @@ from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, behaviour_tally
 
 if TYPE_CHECKING:
-    from skillgate_core.rl.engine import StepStats
+    from skillgate_core.rl.engine.deepspeed_engine import StepStats
     from skillgate_core.rl.loss import LossOutput
     from skillgate_core.rl.rollouts import Group, RolloutStats
     from skillgate_core.rl.samples import ChunkFacts

@@ -12,7 +12,13 @@ import pytest
 import torch
 from rl_workers import StepCase, describe_worker, grpo_step_worker
 
-from skillgate_core.rl.launch import LaunchConfig, init_ray, launch_ray, run_in_process, unique_run_name
+from skillgate_core.rl.engine.launch import (
+    LaunchConfig,
+    init_ray,
+    launch_ray,
+    run_in_process,
+    unique_run_name,
+)
 
 HERE = Path(__file__).parent
 
