@@ -460,8 +460,8 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     import numpy as np
 
     from skillgate_core.credit import task_advantages
-    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
     from skillgate_core.policy.local_sampler import SamplingConfig
+    from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler, sample_batch
     from skillgate_core.rl.engine.deepspeed_engine import refresh_replica
     from skillgate_core.rl.grpo import update_policy
     from skillgate_core.rl.samples import CreditedSample

@@ -1,8 +1,8 @@
 """Model backends: samplers, model servers' clients, and the models a run starts from.
 
 - `local_sampler`: transformers sampling (ids, per-token log-probs, finish); `SamplingConfig`.
-- `fast_sampler`: `StaticSampler`, static KV cache + CUDA-graph decode step, for the trainer's replica;
-  `turn_cache`: its multi-turn KV reuse (each episode's cache kept across turns, shared prompts once).
+- `static/`: `StaticSampler`, static KV cache + CUDA-graph decode step, for the trainer's replica, with
+  its multi-turn KV reuse (each episode's cache kept across turns, shared prompts once).
 - `seeded_sampler`: each row from its own seeded stream (evaluation).
 - `sglang_client`: SGLang servers (server-mode rollouts, weight pushes); `openai_chat`: any
   OpenAI-compatible `/v1/chat/completions` endpoint.

@@ -220,7 +220,7 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
     decode graph. The cache holds the widest context of the batch plus the LONGEST turn budget of the
     batch (each episode keeps its own budget and rows are cut afterwards: agent.policies.LocalPolicy),
     so it can exceed max_context_tokens by up to max_new_tokens."""
-    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler
+    from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler
 
     if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
         return None

@@ -124,11 +124,11 @@ class GRPOConfig:
     """Sampling temperature; the trainer divides logits by the same value."""
     sampler: SamplerKind = "auto"
     """rollout_source = policy: the replica's sampler: hf (transformers generate), static (static KV
-    cache + CUDA-graph decode step, policy.fast_sampler), auto = static on GPU, hf on CPU."""
+    cache + CUDA-graph decode step, policy.static.sampler), auto = static on GPU, hf on CPU."""
     static_shapes: bool = False
     """With the static sampler, pad every generate call of a worker to one shape (its largest round's
     episodes, a cache of max_context_tokens), so multi-turn rollouts compile one decode graph instead of
-    one per (batch, length) bucket met (fast_sampler.StaticSampler min_batch / min_cache_length). For
+    one per (batch, length) bucket met (policy.static StaticSamplerConfig min_batch / min_cache_length). For
     agent rollouts; a single-turn workload of short prompts decodes faster in its own smaller buckets."""
     max_new_tokens: PositiveInt = 96
     """Longest assistant turn."""

@@ -254,7 +254,7 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
 
 
 def _prefill(summaries: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
-    """The turn cache's counts over every rank (policy.turn_cache): context tokens prefilled, reused from an
+    """The turn cache's counts over every rank (policy.static.turn_cache): context tokens prefilled, reused from an
     episode's earlier turns, copied from another episode with the same prompt, and the episodes whose
     context did not extend their cache (fallbacks). None: no rank's policy has a turn cache."""
     parts = [s.get("prefill") or {} for s in summaries]

@@ -1,4 +1,4 @@
-"""The decode step with fused projections (policy.fused_decode) draws what the model's own forward
+"""The decode step with fused projections (policy.static.fused_decode) draws what the model's own forward
 draws, follows the replica's weights when they change in place, and refuses models it cannot fuse."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import copy
 import pytest
 import torch
 
-from skillgate_core.policy.fast_sampler import StaticSampler
-from skillgate_core.policy.fused_decode import FusedDecode, fusable
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy, sequence_logprobs
+from skillgate_core.policy.static.fused_decode import FusedDecode, fusable
+from skillgate_core.policy.static.sampler import StaticSampler
 
 
 def prompts(tok):
@@ -98,7 +98,7 @@ def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model
     assert fusable(model) == "" and default.fused is None and "not compiled on CUDA" in default.fused_why_not
     assert StaticSampler(model, tok, fuse_projections=True).fused is not None
     assert StaticSampler(model, tok, fuse_projections=False).fused_why_not == "fuse_projections=False"
-    monkeypatch.setattr("skillgate_core.policy.fast_sampler.fusable", lambda m: "per-head q/k norms")
+    monkeypatch.setattr("skillgate_core.policy.static.sampler.fusable", lambda m: "per-head q/k norms")
     with pytest.raises(ValueError, match="fuse_projections=True: .*per-head q/k norms"):
         StaticSampler(model, tok, fuse_projections=True)
 
@@ -106,7 +106,7 @@ def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model
 def test_the_default_fuses_only_where_the_stacked_copies_fit_the_free_memory(llama_policy):
     """The copies are q/k/v and gate/up of every layer (weights and any biases); the default declines when
     they would take more than FREE_MEMORY_SHARE of the GPU's free memory, and says how much."""
-    from skillgate_core.policy.fused_decode import FREE_MEMORY_SHARE, stacked_bytes, too_large
+    from skillgate_core.policy.static.fused_decode import FREE_MEMORY_SHARE, stacked_bytes, too_large
 
     model, _ = llama_policy
     cfg, layers = model.config, model.model.layers

@@ -1,4 +1,4 @@
-"""Multi-turn KV reuse (policy.turn_cache) samples what a full prefill per turn samples: the same ids and,
+"""Multi-turn KV reuse (policy.static.turn_cache) samples what a full prefill per turn samples: the same ids and,
 up to float tolerance, the same log-probs for the same seeds, which teacher forcing reproduces; for one
 episode over many turns, a lockstep batch whose episodes end at different turns, episodes that share
 their prompt, lanes that call with a subset of the episodes, and contexts that do not extend the cache."""
@@ -12,8 +12,8 @@ import torch
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.agent.policies import LocalPolicy
-from skillgate_core.policy.fast_sampler import StaticSampler
 from skillgate_core.policy.local_sampler import SamplingConfig, sample_completions, sequence_logprobs
+from skillgate_core.policy.static.sampler import StaticSampler
 
 
 def chat(tok, text: str) -> list[int]:

@@ -46,7 +46,7 @@ import torch
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
 
 if TYPE_CHECKING:
-    from skillgate_core.policy.fast_sampler import StaticSampler
+    from skillgate_core.policy.static.sampler import StaticSampler
 
 __all__ = ["COUNTERS", "TurnCache"]
 
@@ -117,7 +117,7 @@ class TurnCache:
         self.stats: dict[str, Any] = {}
         """What the last call did (batch, cache shape, frontier, prefill widths, decode steps)."""
         self.supported = _seekable(sampler.model)
-        """Whether this transformers' StaticCache can be written at a chosen slot (`fast_sampler.seek_cache`);
+        """Whether this transformers' StaticCache can be written at a chosen slot (`static.sampler.seek_cache`);
         where not, callers sample with a full prefill per turn (agent.policies.LocalPolicy)."""
         self.disabled_reason: str | None = None
         """Why the cache was switched off after a failed call (`disable`); None while it works."""

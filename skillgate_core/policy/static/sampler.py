@@ -43,13 +43,13 @@ compiled static-cache decode loop reaches 10.7k). Here:
 
 On CPU nothing is compiled or bucketed, so for one seed the ids equal `local_sampler`'s (same RNG
 calls on the same probabilities, up to the float summation order of attention over a longer cache)
-and the log-probs match teacher forcing (tests/policy/test_fast_sampler.py).
+and the log-probs match teacher forcing (tests/policy/test_static_sampler.py).
 
     sampler = StaticSampler(replica, tokenizer)          # once per replica: caches + compiled step
     comps = sampler.sample(prompts, SamplingConfig(max_new_tokens=512, seed=3))
     comps = sample_batch(replica, tokenizer, prompts, config, static=sampler)   # dispatch on config.sampler
 
-Multi-turn episodes keep their KV cache across turns through `sample_turns` (policy.turn_cache: a
+Multi-turn episodes keep their KV cache across turns through `sample_turns` (policy.static.turn_cache: a
 turn prefills only what its context added; a group's shared prompt is prefilled once):
 
     comps = sampler.sample_turns(episode_keys, contexts, config, owner=policy_id)
@@ -75,14 +75,14 @@ from typing import Any, Literal
 
 import torch
 
-from skillgate_core.policy.fused_decode import FusedDecode, fusable, too_large
 from skillgate_core.policy.local_sampler import (
     Completion,
     SamplingConfig,
     sample_completions,
     stop_token_ids,
 )
-from skillgate_core.policy.turn_cache import TurnCache
+from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
+from skillgate_core.policy.static.turn_cache import TurnCache
 
 __all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
            "static_decode_attention"]
@@ -207,7 +207,7 @@ def seek_cache(cache: Any, slot: int) -> None:
         counter = getattr(layer, "cumulative_length", None)
         if counter is None:
             raise RuntimeError(f"{type(layer).__name__} has no cumulative_length: this transformers' StaticCache "
-                               "cannot be written at a chosen slot (fast_sampler.seek_cache)")
+                               "cannot be written at a chosen slot (static.sampler.seek_cache)")
         if isinstance(counter, torch.Tensor):
             counter.fill_(slot)
         else:
@@ -287,7 +287,7 @@ class StaticSampler:
         block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
         one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
         CPU tests compare with the per-step loop); False = the per-step loop.
-        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode).
+        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.static.fused_decode).
         None = fused when compiled on CUDA, `fusable(model)` gives no reason and the stacked copies take at
         most 10% of the GPU's free memory (`fused_decode.too_large`; measured on an H200: 14% less
         generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
@@ -481,7 +481,7 @@ class StaticSampler:
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
                      owner: Hashable = None) -> list[Completion]:
         """`sample` for multi-turn episodes: contexts[i] is episode keys[i]'s whole context so far, and only
-        what it adds to what that episode's cache row holds is prefilled (policy.turn_cache). The same
+        what it adds to what that episode's cache row holds is prefilled (policy.static.turn_cache). The same
         completions as `sample(contexts, config)`, up to float summation order. Release an ended
         episode's row with `self.turns.release([key])`; `owner`: rows of another owner are dropped."""
         if self.compiled and self.device.type == "cuda":
@@ -615,7 +615,7 @@ class StaticSampler:
                         self._advance(st, self._plain_step, *inputs)
             except Exception as exc:  # a capture this torch cannot make: the per-step path from now on
                 logging.getLogger(__name__).warning(
-                    "fast_sampler: capturing %d decode steps as a CUDA graph failed (%s: %s); decoding step by "
+                    "static sampler: capturing %d decode steps as a CUDA graph failed (%s: %s); decoding step by "
                     "step from now on", k, type(exc).__name__, exc)
                 self.capture = False
                 self.block_decode = False
