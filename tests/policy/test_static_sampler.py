@@ -15,6 +15,7 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     sequence_logprobs,
 )
+from skillgate_core.policy.static import decode_attention
 from skillgate_core.policy.static import sampler as sampler_module
 from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler, sample_batch
 
@@ -183,7 +184,7 @@ def test_bad_input_is_refused(policy):
 def decode_attention_inputs(seed: int, length: int, keep: float, batch=3, heads=6, kv_heads=2, dim=8):
     """One decode query per row over `length` keys with 3 query heads per KV head: (module, q, k, v,
     allowed [B, 1, 1, L] boolean, bias: 0 where allowed, MASKED elsewhere); key 0 always allowed."""
-    sampler_module.register_static_attention()
+    decode_attention.register_static_attention()
     g = torch.Generator().manual_seed(seed)
     module = type("M", (torch.nn.Module,), {})()
     module.num_key_value_groups, module.is_causal = heads // kv_heads, True
@@ -191,7 +192,7 @@ def decode_attention_inputs(seed: int, length: int, keep: float, batch=3, heads=
     k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
     allowed = torch.rand(batch, 1, 1, length, generator=g) < keep
     allowed[..., 0] = True
-    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, sampler_module.MASKED)
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, decode_attention.MASKED)
     return module, q, k, v, allowed, bias
 
 
@@ -201,11 +202,11 @@ def test_decode_attention_matches_sdpa_with_grouped_heads():
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     module, q, k, v, allowed, bias = decode_attention_inputs(seed=0, length=11, keep=0.6)
-    got, _ = sampler_module.static_decode_attention(module, q, k, v, bias, scaling=0.3)
+    got, _ = decode_attention.static_decode_attention(module, q, k, v, bias, scaling=0.3)
     want, _ = sdpa_attention_forward(module, q, k, v, allowed, scaling=0.3)
     assert got.shape == want.shape == (3, 1, 6, 8)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    again, _ = sampler_module.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
+    again, _ = decode_attention.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
     torch.testing.assert_close(again, want)
 
 
@@ -221,13 +222,13 @@ def test_decode_steps_build_no_mask_and_leave_the_model_as_it_was(policy, monkey
 
     def spy(module, query, key, value, mask, **kwargs):
         seen.append((query.shape[2], None if mask is None else mask.dtype, tuple(mask.shape)))
-        return sampler_module.static_decode_attention(module, query, key, value, mask, **kwargs)
+        return decode_attention.static_decode_attention(module, query, key, value, mask, **kwargs)
 
-    AttentionInterface.register(sampler_module.STATIC_ATTENTION, spy)
+    AttentionInterface.register(decode_attention.STATIC_ATTENTION, spy)
     try:
         comps = sampler.sample(prompts(tok), SamplingConfig(max_new_tokens=7, seed=1))
     finally:
-        AttentionInterface.register(sampler_module.STATIC_ATTENTION, sampler_module.static_decode_attention)
+        AttentionInterface.register(decode_attention.STATIC_ATTENTION, decode_attention.static_decode_attention)
     layers = model.config.num_hidden_layers
     assert sampler.stats["decode_steps"] == 6 and len(seen) == 6 * layers
     assert {s[:2] for s in seen} == {(1, torch.float32)}

@@ -16,8 +16,8 @@ compiled static-cache decode loop reaches 10.7k). Here:
   `torch.compile(mode="reduce-overhead")`: one CUDA graph replay per token;
 - the decode step builds no mask: a float32 additive key bias [B, 1, 1, L] is kept with the cache,
   filled once per batch from the prompt padding and opened one slot per step (one tiny fill), and
-  the step attends with `static_decode_attention` (registered as the attention implementation
-  STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
+  the step attends with `decode_attention.static_decode_attention` (registered as the attention
+  implementation STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
   mask in every layer of every step: half the decode step's GPU time on an H200);
@@ -81,57 +81,14 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     stop_token_ids,
 )
+from skillgate_core.policy.static.decode_attention import MASKED, STATIC_ATTENTION, register_static_attention
 from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 from skillgate_core.policy.static.turn_cache import TurnCache
 
-__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
-           "static_decode_attention"]
+__all__ = ["StaticSampler", "resolve_sampler", "sample_batch", "sample_next"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
-
-STATIC_ATTENTION = "skillgate_static_decode"
-"""The attention implementation name the decode steps run under (see `static_decode_attention`)."""
-
-MASKED = torch.finfo(torch.float32).min
-"""The key bias of a key a query must not see (finite: a score plus it never overflows)."""
-
-
-def static_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                            attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                            **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """One query per row against the whole static cache, for a float additive key bias [B, 1, 1, L].
-
-    query [B, H, 1, D], key / value [B, Hkv, L, D]: the H query heads are grouped by their KV head
-    ([B, Hkv, H / Hkv, D]) so each KV head is read once (no repeat_kv), scores = q k^T * scaling in
-    the model dtype (what eager attention does), + bias in float32, softmax in float32, then the
-    weighted values. Anything else (a prefill, a boolean mask, no mask) goes to transformers' sdpa."""
-    if query.shape[2] != 1 or attention_mask is None or attention_mask.dtype == torch.bool:
-        return _SDPA[0](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
-    batch, heads, _, dim = query.shape
-    kv_heads = key.shape[1]
-    scale = scaling if scaling is not None else dim ** -0.5
-    q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(q, key.transpose(2, 3)) * scale  # [B, Hkv, G, L]
-    probs = torch.softmax(scores.float() + attention_mask, dim=-1).to(value.dtype)
-    out = torch.matmul(probs, value)  # [B, Hkv, G, D]
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
-
-
-_SDPA: list[Any] = []
-"""transformers' sdpa attention function, the fallback (imported with transformers, on first use)."""
-
-
-def register_static_attention() -> None:
-    """Register STATIC_ATTENTION with transformers (once; transformers is imported here, not at import)."""
-    if not _SDPA:
-        from transformers import AttentionInterface
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        _SDPA.append(sdpa_attention_forward)
-        AttentionInterface.register(STATIC_ATTENTION, static_decode_attention)
-
 
 def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static"]:
     """The sampler `config.sampler` names; auto = static when the model is on CUDA, else hf."""
