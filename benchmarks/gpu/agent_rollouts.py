@@ -173,10 +173,10 @@ class GPUTurnTeacher:
     def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
                  seed: int) -> None:
         from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-        from skillgate_core.policy.static.sampler import StaticSampler
+        from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
-        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
+        self.sampler = StaticSampler(model, tokenizer, StaticSamplerConfig(stop_ids=[], length_bucket=length_bucket, max_cached=16))
         self.model, self.tokenizer = model, tokenizer
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
         self.calls, self.sampled_tokens, self.context_tokens, self.buckets = 0, 0, 0, Counter()

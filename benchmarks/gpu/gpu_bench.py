@@ -461,7 +461,7 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
 
     from skillgate_core.credit import task_advantages
     from skillgate_core.policy.local_sampler import SamplingConfig
-    from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler, sample_batch
+    from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig, resolve_sampler, sample_batch
     from skillgate_core.rl.engine.deepspeed_engine import refresh_replica
     from skillgate_core.rl.grpo import update_policy
     from skillgate_core.rl.samples import CreditedSample
@@ -475,9 +475,9 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
     with timer.phase("generate"):
         if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
-            state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode,
+            state["static_sampler"] = StaticSampler(replica, tok, StaticSamplerConfig(block_decode=job.block_decode,
                                                     fuse_projections=job.fuse_projections,
-                                                    compile_options={"mode": job.compile_mode})  # kept across steps
+                                                    compile_options={"mode": job.compile_mode}))  # kept across steps
         comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward

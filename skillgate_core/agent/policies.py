@@ -88,7 +88,7 @@ class LocalPolicy:
         cfg = replace(self.sampling, max_new_tokens=max(budgets), seed=self.sampling.seed + self._calls)
         self._calls += 1
         # deferred: it imports torch (~2 s), which only a local model needs (not a plan, not the teacher)
-        from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler, sample_batch
+        from skillgate_core.policy.static import StaticSampler, resolve_sampler, sample_batch
 
         static = resolve_sampler(cfg, self.model) == "static"
         if self.static_sampler is None and static:

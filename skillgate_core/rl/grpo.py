@@ -220,7 +220,7 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
     decode graph. The cache holds the widest context of the batch plus the LONGEST turn budget of the
     batch (each episode keeps its own budget and rows are cut afterwards: agent.policies.LocalPolicy),
     so it can exceed max_context_tokens by up to max_new_tokens."""
-    from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler
+    from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig, resolve_sampler
 
     if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
         return None
@@ -228,8 +228,8 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
         return StaticSampler(replica, tokenizer)
     per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
     largest_round = math.ceil(max(1, cfg.prompts_per_step // world) * cfg.draw_ahead)  # rollouts.rollout_step
-    return StaticSampler(replica, tokenizer, min_batch=largest_round * per_group,
-                         min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
+    return StaticSampler(replica, tokenizer, StaticSamplerConfig(min_batch=largest_round * per_group,
+                         min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens))
 
 
 def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:

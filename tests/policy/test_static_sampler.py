@@ -15,9 +15,14 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     sequence_logprobs,
 )
-from skillgate_core.policy.static import decode_attention
+from skillgate_core.policy.static import (
+    StaticSampler,
+    StaticSamplerConfig,
+    decode_attention,
+    resolve_sampler,
+    sample_batch,
+)
 from skillgate_core.policy.static import sampler as sampler_module
-from skillgate_core.policy.static.sampler import StaticSampler, resolve_sampler, sample_batch
 
 
 def prompts(tok):
@@ -61,7 +66,7 @@ def test_compiled_step_traces_whole_and_buckets_shapes(policy):
     model, tok = policy
     ps = prompts(tok)
     torch._dynamo.reset()
-    sampler = StaticSampler(model, tok, compile=True, compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(compile=True, compile_options={"backend": "eager", "fullgraph": True, "mode": None}))
     comps = sampler.sample(ps, SamplingConfig(max_new_tokens=20, seed=5))
     assert sampler.stats["batch_bucket"] == 4 and sampler.stats["cache_length"] == 256
     assert_teacher_forced(model, ps, comps, 1.0)
@@ -77,8 +82,8 @@ def test_shape_floors_give_every_call_one_compiled_shape(policy):
     model, tok = policy
     ps = prompts(tok)
     torch._dynamo.reset()
-    sampler = StaticSampler(model, tok, compile=True, min_batch=3, min_cache_length=300,
-                            compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(compile=True, min_batch=3, min_cache_length=300,
+                            compile_options={"backend": "eager", "fullgraph": True, "mode": None}))
     shapes = set()
     for batch, new in ((ps, 20), (ps[:1], 7), (ps[1:], 33)):
         comps = sampler.sample(batch, SamplingConfig(max_new_tokens=new, seed=2))
@@ -88,18 +93,18 @@ def test_shape_floors_give_every_call_one_compiled_shape(policy):
     sampler.sample(ps + ps[:2], SamplingConfig(max_new_tokens=4, seed=2))
     assert sampler.stats["batch_bucket"] == 8
     with pytest.raises(ValueError, match="min_batch"):
-        StaticSampler(model, tok, min_batch=0)
+        StaticSampler(model, tok, StaticSamplerConfig(min_batch=0))
 
 
 def test_stop_tokens_end_each_row_and_the_loop(policy):
     model, tok = policy
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=16, seed=11)
-    free = StaticSampler(model, tok, stop_ids=[]).sample(ps, cfg)
+    free = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[])).sample(ps, cfg)
     assert all(c.finish == "length" and len(c.token_ids) == 16 for c in free)
     # stop on the 4th token row 0 drew: row 0 ends there; other rows end at their first such token
     stop = free[0].token_ids[3]
-    sampler = StaticSampler(model, tok, stop_ids=[stop])
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[stop]))
     stopped = sampler.sample(ps, cfg)
     for a, b in zip(free, stopped, strict=True):
         if stop in a.token_ids:
@@ -110,7 +115,7 @@ def test_stop_tokens_end_each_row_and_the_loop(policy):
             assert b.finish == "length" and b.token_ids == a.token_ids
     # every row stopping ends the loop early (checked every finish_check_every steps)
     firsts = {c.token_ids[0] for c in free}
-    quick = StaticSampler(model, tok, stop_ids=sorted(firsts), finish_check_every=2)
+    quick = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=sorted(firsts), finish_check_every=2))
     out = quick.sample(ps, cfg)
     assert all(c.finish == "stop" and len(c.token_ids) == 1 for c in out)
     assert quick.stats["decode_steps"] == 0
@@ -217,7 +222,7 @@ def test_decode_steps_build_no_mask_and_leave_the_model_as_it_was(policy, monkey
 
     model, tok = policy
     before = model.config._attn_implementation
-    sampler = StaticSampler(model, tok, stop_ids=[])
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[]))
     seen = []
 
     def spy(module, query, key, value, mask, **kwargs):
@@ -245,11 +250,11 @@ def test_block_decoding_draws_what_the_per_step_loop_draws(policy, graph_steps, 
     model, tok = policy
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=21, seed=9)
-    free = StaticSampler(model, tok, stop_ids=[], block_decode=False).sample(ps, cfg)
+    free = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[], block_decode=False)).sample(ps, cfg)
     stop_ids = sorted({c.token_ids[2] for c in free}) if stop_first else []
-    step = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=False)
-    block = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=True,
-                          graph_steps=graph_steps)
+    step = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=stop_ids, finish_check_every=check, block_decode=False))
+    block = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=stop_ids, finish_check_every=check, block_decode=True,
+                          graph_steps=graph_steps))
     a, b = step.sample(ps, cfg), block.sample(ps, cfg)
     assert [c.token_ids for c in a] == [c.token_ids for c in b] and [c.finish for c in a] == [c.finish for c in b]
     assert [c.logprobs for c in a] == [c.logprobs for c in b]
@@ -270,8 +275,8 @@ def test_block_decoding_traces_whole_and_serves_the_turn_cache(policy):
     torch._dynamo.reset()
     compiled = {"compile": True, "compile_options": {"backend": "eager", "fullgraph": True, "mode": None}}
     cfg = SamplingConfig(max_new_tokens=12, seed=4)
-    step = StaticSampler(model, tok, block_decode=False, **compiled)
-    block = StaticSampler(model, tok, block_decode=True, graph_steps=4, **compiled)
+    step = StaticSampler(model, tok, StaticSamplerConfig(block_decode=False, **compiled))
+    block = StaticSampler(model, tok, StaticSamplerConfig(block_decode=True, graph_steps=4, **compiled))
     assert [c.token_ids for c in step.sample(ps, cfg)] == [c.token_ids for c in block.sample(ps, cfg)]
     assert block.stats["batch_bucket"] == 4 and block.stats["block_decode"] == "device loop"
     keys = ["x", "y", "z"]
@@ -287,7 +292,7 @@ def test_block_decoding_traces_whole_and_serves_the_turn_cache(policy):
 def test_block_decoding_refuses_what_it_cannot_do(policy):
     model, tok = policy
     with pytest.raises(ValueError, match="graph_steps"):
-        StaticSampler(model, tok, graph_steps=0)
+        StaticSampler(model, tok, StaticSamplerConfig(graph_steps=0))
     cpu = StaticSampler(model, tok)
     assert not cpu.block_decode and not cpu.capture  # on CPU, uncompiled: the per-step loop by default
 
@@ -299,7 +304,7 @@ def test_captured_blocks_draw_what_the_compiled_per_step_loop_draws(tiny_model_d
     model, tok = load_policy(tiny_model_dir, dtype=torch.bfloat16, device="cuda")
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=40, seed=7)
-    step = StaticSampler(model, tok, block_decode=False)
+    step = StaticSampler(model, tok, StaticSamplerConfig(block_decode=False))
     block = StaticSampler(model, tok)
     assert block.capture
     a = step.sample(ps, cfg)

@@ -13,7 +13,7 @@ import torch
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.agent.policies import LocalPolicy
 from skillgate_core.policy.local_sampler import SamplingConfig, sample_completions, sequence_logprobs
-from skillgate_core.policy.static.sampler import StaticSampler
+from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
 
 
 def chat(tok, text: str) -> list[int]:
@@ -44,8 +44,8 @@ def play(model, tok, prompts, turns, *, ends=None, sampler_kwargs=None, subsets=
     """Play len(prompts) episodes for `turns` lockstep turns with a full prefill per turn (the reference)
     and with the turn cache, the same seeds; every turn must agree. ends[e]: the turn after which episode
     e ends (its rows released); subsets(turn, live): the episodes of each call (lanes)."""
-    full = StaticSampler(model, tok, **(reference_kwargs or {}))
-    cached = StaticSampler(model, tok, **(sampler_kwargs or {}))
+    full = StaticSampler(model, tok, StaticSamplerConfig(**(reference_kwargs or {})))
+    cached = StaticSampler(model, tok, StaticSamplerConfig(**(sampler_kwargs or {})))
     contexts = {e: list(p) for e, p in enumerate(prompts)}
     live = list(contexts)
     cached.shapes_seen = set()  # (batch bucket, cache length) of every call

@@ -81,6 +81,7 @@ from skillgate_core.policy.local_sampler import (
     sample_completions,
     stop_token_ids,
 )
+from skillgate_core.policy.static.config import StaticSamplerConfig
 from skillgate_core.policy.static.decode_attention import MASKED, STATIC_ATTENTION, register_static_attention
 from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 from skillgate_core.policy.static.turn_cache import TurnCache
@@ -213,55 +214,19 @@ class StaticSampler:
     """Batched sampling with a static KV cache and (on CUDA) a CUDA-graph decode step; see the module
     docstring. Not thread-safe: one `sample` call at a time per replica."""
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        compile: bool | None = None,
-        compile_options: dict[str, Any] | None = None,
-        length_bucket: int = 256,
-        finish_check_every: int = 8,
-        max_cached: int = 4,
-        stop_ids: Sequence[int] | None = None,
-        min_batch: int = 1,
-        min_cache_length: int = 0,
-        block_decode: bool | None = None,
-        graph_steps: int = 8,
-        fuse_projections: bool | None = None,
-    ) -> None:
-        """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
-        mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the
-        captured blocks then compiled with "max-autotune-no-cudagraphs": slower on an H200 at b505c6d;
-        tests pass backend="eager", fullgraph=True to prove the step traces without graph breaks).
-        length_bucket: cache lengths are rounded up to a multiple of this when compiled. max_cached: (batch, length) caches kept at once (least recently used dropped).
-        stop_ids: the ids that end a completion (None = `stop_token_ids(tokenizer)`).
-        min_batch, min_cache_length: when compiled, every call is padded up to at least this batch
-        and cache length, so the calls that fit share one shape and one compiled graph. Multi-turn
-        rollouts otherwise meet a new (batch, length) bucket almost every turn (episodes finish, the
-        contexts grow), each compiled anew: the first GRPO step of a 24.7M policy's agent rollouts
-        took 131 s on an H200 that way. Dummy rows and a longer cache cost little on a small model.
-        block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
-        one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
-        CPU tests compare with the per-step loop); False = the per-step loop.
-        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.static.fused_decode).
-        None = fused when compiled on CUDA, `fusable(model)` gives no reason and the stacked copies take at
-        most 10% of the GPU's free memory (`fused_decode.too_large`; measured on an H200: 14% less
-        generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
-        (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
-        False = the model's own forward."""
-        if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
-            raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
-                             "min_cache_length >= 0")
-        if graph_steps < 1:
-            raise ValueError(f"graph_steps must be >= 1, got {graph_steps}")
+    def __init__(self, model: Any, tokenizer: Any, config: StaticSamplerConfig | None = None) -> None:
+        """One sampler per replica (its caches and compiled decode graphs are what make it fast); `config`:
+        its switches, each documented in StaticSamplerConfig (None = the defaults)."""
+        self.config = config = config or StaticSamplerConfig()
+        compile, block_decode, fuse_projections = config.compile, config.block_decode, config.fuse_projections
         register_static_attention()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         self.compiled = self.device.type == "cuda" if compile is None else compile
-        self.length_bucket, self.finish_check_every, self.max_cached = length_bucket, finish_check_every, max_cached
-        self.min_batch, self.min_cache_length = min_batch, min_cache_length
-        self.stop_ids = sorted(set(stop_ids)) if stop_ids is not None else stop_token_ids(tokenizer)
+        self.length_bucket, self.finish_check_every, self.max_cached = (config.length_bucket, config.finish_check_every,
+                                                                        config.max_cached)
+        self.min_batch, self.min_cache_length = config.min_batch, config.min_cache_length
+        self.stop_ids = sorted(set(config.stop_ids)) if config.stop_ids is not None else stop_token_ids(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         impl = str(getattr(model.config, "_attn_implementation", None) or "eager")
         if impl not in ("sdpa", "eager"):
@@ -278,9 +243,9 @@ class StaticSampler:
         self.block_decode = (self.compiled and cuda) if block_decode is None else bool(block_decode)
         self.capture = self.block_decode and self.compiled and cuda
         """Whether blocks are captured as CUDA graphs (else run step by step, on the device buffers)."""
-        self.graph_steps = graph_steps
+        self.graph_steps = config.graph_steps
         if self.compiled:
-            options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
+            options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(config.compile_options or {})
             step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
             # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
             # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
