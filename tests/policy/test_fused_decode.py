@@ -98,7 +98,7 @@ def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model
     assert fusable(model) == "" and default.fused is None and "not compiled on CUDA" in default.fused_why_not
     assert StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True)).fused is not None
     assert StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=False)).fused_why_not == "fuse_projections=False"
-    monkeypatch.setattr("skillgate_core.policy.static.sampler.fusable", lambda m: "per-head q/k norms")
+    monkeypatch.setattr("skillgate_core.policy.static.decoder.fusable", lambda m: "per-head q/k norms")
     with pytest.raises(ValueError, match="fuse_projections=True: .*per-head q/k norms"):
         StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True))
 

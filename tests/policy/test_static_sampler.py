@@ -22,7 +22,7 @@ from skillgate_core.policy.static import (
     resolve_sampler,
     sample_batch,
 )
-from skillgate_core.policy.static import sampler as sampler_module
+from skillgate_core.policy.static import decoder as decoder_module
 
 
 def prompts(tok):
@@ -126,7 +126,7 @@ def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, tiny_m
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=12, seed=2)
     base = StaticSampler(model, tok).sample(ps, cfg)
-    monkeypatch.setattr(sampler_module, "MASK_ELEMENTS", 3 * 80 * 7)  # ~7-query chunks
+    monkeypatch.setattr(decoder_module, "MASK_ELEMENTS", 3 * 80 * 7)  # ~7-query chunks
     sampler = StaticSampler(model, tok)
     chunked = sampler.sample(ps, cfg)
     assert sampler.stats["prefill_chunks"] > 3
