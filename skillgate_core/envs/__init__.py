@@ -11,7 +11,9 @@ skillgate_core.formats.slate_manifest, below this layer), dockerfile_subset
 (the Dockerfile subset bubblewrap honours), image_root (building it without following links),
 harbor_import, bench_index (a bench's tasks.jsonl rows), sandbox (the interface; it imports no backend),
 backends (choosing and starting one, reaping orphans), sandbox_config, bwrap_sandbox, docker_sandbox,
-docker_images, cgroups, verifier, scripted_episode, validity_gate.
+docker_images, cgroups, sandbox_group (the sandboxes one batch started, each stopped exactly once),
+skill_opens (which skills the sandbox's processes opened: reads and consultation, from the
+environment's own record), verifier, scripted_episode, validity_gate.
 """
 
 from skillgate_core.envs.backends import available_backends, cleanup_orphans, resolve_backend, start_sandbox

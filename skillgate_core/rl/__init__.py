@@ -17,6 +17,7 @@ The trainer (stage `grpo`):
   attention, collectives, the Ray Train launch); its face lists its public names.
 - `sglang_sync`: server-mode rollouts and the weight push.
 - `step_metrics`, `progress`, `training_curves`: one metrics row per step, rank 0's progress, the PNG.
+- `heldin_probe`: the held-in probe's sample and scores (GRPOConfig.probe_every: a low-noise curve).
 
 The data: `data_prep`, stage `rl-data-prep` (rl_train.parquet: frozen slates, prompt ids rendered once).
 """

@@ -2,7 +2,8 @@
 
 Each engine module has `solve(params, files) -> {output path: text}` and
 `check(params, inputs, files) -> [problems]`; `embed.script_text` turns one into a standalone
-python3 script (a skill's tool, the reference solution or the verifier).
+python3 script (a skill's tool, the reference solution or the verifier). `common` holds the helpers
+every embedded script shares (pasted in with the engine).
 """
 
 from skillgate_core.benchgen.engines import constraints, diagnosis, planning, procedural, steps
