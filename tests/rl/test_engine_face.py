@@ -50,3 +50,15 @@ def test_the_face_and_zero_choice_import_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             cwd=ROOM.parents[2])
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_engine_room_imports_nothing_of_the_method_above_it():
+    # the method (grpo, loss, samples, rollouts, ...) stands on the room, never the other way: the room can
+    # be read, tested and benchmarked (benchmarks/gpu) without the method
+    import grimp
+
+    graph = grimp.build_graph("skillgate_core", cache_dir=None)
+    room = {m for m in graph.modules if m == engine.__name__ or m.startswith(engine.__name__ + ".")}
+    upward = sorted(f"{m} -> {d}" for m in room for d in graph.find_modules_directly_imported_by(m)
+                    if d.startswith("skillgate_core.rl") and d not in room)
+    assert upward == []
