@@ -386,12 +386,12 @@ class GRPOBenchJob:
     tag: str = ""
     """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
     block_decode: bool | None = None
-    """StaticSampler(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
+    """StaticSamplerConfig(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
     fuse_projections: bool | None = None
-    """StaticSampler(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
+    """StaticSamplerConfig(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
     fusable), True = q/k/v and gate/up as one GEMM each, False = the model's own forward decodes."""
     compile_mode: str = "reduce-overhead"
-    """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
+    """StaticSamplerConfig(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
     search for the decode GEMMs at the first compile)."""
     blas: str = "default"
     """torch.backends.cuda.preferred_blas_library for the run: "default" leaves PyTorch's choice (cuBLAS for a

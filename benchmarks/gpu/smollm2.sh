@@ -136,7 +136,7 @@ mkdir -p "$OUT" "$keep"
           tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py 2>&1 | tail -4
         # test_static_sampler.py's GPU test: blocks of decode steps captured as CUDA graphs (StaticSampler's default on
         # a GPU since 2026-12-02, not run on a GPU before) draw what the per-step loop draws. If it fails, make
-        # StaticSampler's block_decode default False (policy/static/sampler.py) before training anything
+        # StaticSamplerConfig.block_decode default False (policy/static/config.py) before training anything
         # deterministic SFT on this GPU (sft.determinism): two trainings of a tiny Llama with SmolLM2's head size on
         # the same rows must export the same weights, without falling back to the default kernels
         echo "== SFT determinism tests"

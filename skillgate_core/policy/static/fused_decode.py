@@ -25,7 +25,7 @@ The sampler's default on CUDA (compiled) for a model `fusable` takes, when the c
 FREE_MEMORY_SHARE of the GPU's free memory (`too_large`); measured on an H200 with the
 anchor model: generation 0.708 s against 0.822 s a GRPO step (benchmarks/results/gpu/
 grpo_step_fused_b505c6d/README.md). On the CPU the model's forward decodes unless asked
-(`StaticSampler(fuse_projections=True)`).
+(`StaticSamplerConfig(fuse_projections=True)`).
 
     fused = FusedDecode.build(model)            # None if not fusable
     fused.refresh()                             # before each decode loop
