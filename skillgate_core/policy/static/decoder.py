@@ -7,6 +7,8 @@ slots), `decode` (the first token from the prefill's logits, then one token per 
 and `completions` (the drawn ids cut at their first stop token). `StaticSampler.sample` lays out one
 left-padded batch with them; `turn_cache.TurnCache` keeps each episode's row across turns with them.
 
+How a batch is decoded:
+
 - prompts are left-padded to one width W; every row writes its KV cache in lock-step (slot W + t at
   decode step t), so one `StaticCache` of length L >= W + max_new_tokens serves the batch. Each row's
   position ids restart at its first real token (position = slot - pad). A query sees the real keys
@@ -171,6 +173,16 @@ class _BlockState:
         return buffer.copy_(value)
 
 
+def _sampling_attention(model: Any) -> str:
+    """The model's attention implementation for sampling: its own when sdpa or eager, else sdpa (flash
+    kernels take no 4-D mask; the replica only samples, so it may switch kernels)."""
+    impl = str(getattr(model.config, "_attn_implementation", None) or "eager")
+    if impl not in ("sdpa", "eager"):
+        model.set_attn_implementation("sdpa")
+        impl = "sdpa"
+    return impl
+
+
 class StaticDecoder:
     """Prefill and decode over static KV caches for one replica (module docstring). Not thread-safe: one
     call at a time."""
@@ -178,66 +190,70 @@ class StaticDecoder:
     def __init__(self, model: Any, tokenizer: Any, config: StaticSamplerConfig) -> None:
         """The decoder of `model` (one per replica); `config`: the switches, each documented in
         StaticSamplerConfig."""
-        self.config = config
-        compile, block_decode, fuse_projections = config.compile, config.block_decode, config.fuse_projections
         register_static_attention()
-        self.model, self.tokenizer = model, tokenizer
+        self.config, self.model, self.tokenizer = config, model, tokenizer
         self.device = next(model.parameters()).device
-        self.compiled = self.device.type == "cuda" if compile is None else compile
+        cuda = self.device.type == "cuda"
+        self.compiled = cuda if config.compile is None else config.compile
         self.stop_ids = sorted(set(config.stop_ids)) if config.stop_ids is not None else stop_token_ids(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        impl = str(getattr(model.config, "_attn_implementation", None) or "eager")
-        if impl not in ("sdpa", "eager"):
-            # flash kernels take no 4-D mask; the replica only samples, so it may switch kernels
-            model.set_attn_implementation("sdpa")
-            impl = "sdpa"
-        self.additive_mask = impl == "eager"
+        self.additive_mask = _sampling_attention(model) == "eager"
         # transformers >= 5.2x renamed past_key_values to cache (the old name warns, inside the graph too)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
         self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
-        step = plain = self._decode_step
-        cuda = self.device.type == "cuda"
-        self.block_decode = (self.compiled and cuda) if block_decode is None else bool(block_decode)
+        self.block_decode = (self.compiled and cuda) if config.block_decode is None else bool(config.block_decode)
         self.capture = self.block_decode and self.compiled and cuda
         """Whether blocks are captured as CUDA graphs (else run step by step, on the device buffers)."""
-        if self.compiled:
-            options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(config.compile_options or {})
-            step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
-            # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
-            # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
-            # what a token's time goes to, and the default picks are tuned for larger shapes)
-            plain_mode = {"max-autotune": "max-autotune-no-cudagraphs"}.get(options.get("mode") or "")
-            plain = torch.compile(self._decode_step, **(options | {"mode": plain_mode})) if options.get("mode") else step
-            # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
-            # and past dynamo's default limit (8) the step would silently run eagerly
-            dynamo_config = torch._dynamo.config
-            for name in ("recompile_limit", "cache_size_limit"):
-                if hasattr(dynamo_config, name):
-                    setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
-        self.fused: FusedDecode | None = None
-        """The decode step with fused projections (None: the model's forward decodes)."""
-        why = fusable(model) if fuse_projections is not False else "fuse_projections=False"
-        if fuse_projections is None and not why:
-            if not (self.compiled and self.device.type == "cuda"):
-                why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
-            else:  # a default must not cost a large model its memory: the copies are two thirds of the layers
-                why = too_large(model, torch.cuda.mem_get_info(self.device)[0])
-        self.fused_why_not = why
-        """Why the decode step is the model's forward ("" when fused)."""
-        if fuse_projections and why:
-            raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
-        if not why:
-            self.fused = FusedDecode(model)
-            if self.compiled:
-                for tensor in self.fused.buffers():
-                    torch._dynamo.mark_static_address(tensor)
-        self._step = step
-        self._plain_step = plain
+        self._step, self._plain_step = self._decode_steps()
+        self.fused, self.fused_why_not = self._fused_decode()
+        """The decode step with fused projections (None: the model's forward decodes), and why not ("" when
+        fused)."""
         self._blocks: dict[int, tuple[Any, _BlockState]] = {}
         self._side: Any = None  # the stream the first step of a bucket and every capture run on
         self.block_stats: dict[str, Any] = {"block_decode": "off"}
         """How the last `decode` ran: off (the per-step loop), device loop or graphs, and graphs captured."""
+
+    def _decode_steps(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(the per-step path's decode step, the one block decoding captures): `_decode_step` itself when
+        not compiled."""
+        step = plain = self._decode_step
+        if not self.compiled:
+            return step, plain
+        options: dict[str, Any] = ({"mode": "reduce-overhead", "fullgraph": False, "dynamic": False}
+                                   | dict(self.config.compile_options or {}))
+        step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
+        # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
+        # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
+        # what a token's time goes to, and the default picks are tuned for larger shapes)
+        plain_mode = {"max-autotune": "max-autotune-no-cudagraphs"}.get(options.get("mode") or "")
+        plain = torch.compile(self._decode_step, **(options | {"mode": plain_mode})) if options.get("mode") else step
+        # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
+        # and past dynamo's default limit (8) the step would silently run eagerly
+        dynamo_config = torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dynamo_config, name):
+                setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
+        return step, plain
+
+    def _fused_decode(self) -> tuple[FusedDecode | None, str]:
+        """(the fused decode step or None, why not: "" when fused), as `config.fuse_projections` says."""
+        model, fuse = self.model, self.config.fuse_projections
+        why = fusable(model) if fuse is not False else "fuse_projections=False"
+        if fuse is None and not why:
+            if not (self.compiled and self.device.type == "cuda"):
+                why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
+            else:  # a default must not cost a large model its memory: the copies are two thirds of the layers
+                why = too_large(model, torch.cuda.mem_get_info(self.device)[0])
+        if fuse and why:
+            raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
+        if why:
+            return None, why
+        fused = FusedDecode(model)
+        if self.compiled:
+            for tensor in fused.buffers():
+                torch._dynamo.mark_static_address(tensor)
+        return fused, ""
 
     # --- the model calls -------------------------------------------------------------------------
 

@@ -3,10 +3,11 @@
 The same contract as `local_sampler.sample_completions` (ids, tempered per-token log-probs, finish =
 stop | length; nothing re-tokenized), without transformers' `generate`, whose per-token host work
 makes it launch-bound on a GPU (docs/gpu.md, Anchors: 452 tokens/s at batch 32 on an H200, where a
-compiled static-cache decode loop reaches 10.7k). Here `StaticSampler` lays out one left-padded batch (or, through `sample_turns`, the episodes'
-cache rows: `turn_cache`) and `decoder.StaticDecoder` prefills and decodes it; how (the lock-step
-slots, the mask-free decode step, block decoding, the shape buckets) is the decoder's docstring.
-Its switches are one frozen `StaticSamplerConfig` (policy.static.config).
+compiled static-cache decode loop reaches 10.7k). Here `StaticSampler` lays out one left-padded
+batch (or, through `sample_turns`, the episodes' cache rows: `turn_cache`) and `decoder.StaticDecoder`
+prefills and decodes it; how (the lock-step slots, the mask-free decode step, block decoding, the
+shape buckets) is the decoder's docstring. Its switches are one frozen `StaticSamplerConfig`
+(policy.static.config).
 
 On CPU nothing is compiled or bucketed, so for one seed the ids equal `local_sampler`'s (same RNG
 calls on the same probabilities, up to the float summation order of attention over a longer cache)
@@ -131,10 +132,11 @@ class StaticSampler:
             valid[row, width - len(prompt) : width] = True
             pad[row] = width - len(prompt)
         valid[n:, width - 1] = True
-        ids, valid, pad = ids.to(self.decoder.device), valid.to(self.decoder.device), pad.to(self.decoder.device)
+        device = self.decoder.device
+        ids, valid, pad = ids.to(device), valid.to(device), pad.to(device)
 
         self.decoder.ready_thread()
-        with torch.no_grad(), torch.random.fork_rng(devices=[self.decoder.device] if self.decoder.device.type == "cuda" else []):
+        with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(config.seed)
             cache, bias = self.decoder.bucket_cache(batch, length)
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
