@@ -22,6 +22,11 @@ How it fits together (each module's docstring says more):
   stage_runs.py StageRunRecorder: one stage run, start to end (marks dead runs first)
   status.py     a look without changing anything (doctor, `skillgate warehouse status`)
   guard.py      Ray workers never record, ingest or read: the driver (a Prefect task) does
+  evaluations.py  recording evaluations as the runner reports them (the observer)
+  eval_cost.py  what an evaluation will cost, said before it starts (trials x recorded wall time)
+  provenance.py the git sha, dirty flag and host every run row carries
+  sql_guard.py  someone else's SQL, read-only for real (`warehouse.query`, `skillgate sql`)
+  damage.py     a damaged file told apart from other errors, with how to recover
 
 Why an event log and not "short connections with retry" alone: appending a file never waits on
 DuckDB's one-writer lock, so a writer never blocks or fails because a reader or another writer

@@ -12,7 +12,7 @@ What runs (all project code; nothing here is a stand-in for the harness):
   360M Qwen2 shape (--hidden/--layers/... as anchor_trl.py) with its ChatML BPE tokenizer, random
   init, or with --model-dir an HF causal LM folder with its tokenizer (on the GPU machine: the
   SmolLM2-135M-Instruct folder init-model wrote, benchmarks/gpu/smollm2.sh STEP=rollouts), loaded in
-  bf16 on the GPU; it samples with `policy.fast_sampler.StaticSampler` (static KV cache, CUDA-graph
+  bf16 on the GPU; it samples with `policy.static.sampler.StaticSampler` (static KV cache, CUDA-graph
   decode step);
 - the episodes: `agent.episode.run_episode_batches` -> `run_episodes` per batch (one batch = one
   task x --repeats, a GRPO group), --lanes batches in flight, the policy shared through
@@ -42,7 +42,7 @@ verification of its batch overlaps its turns either) on the same episodes, for t
 sampler on the same episodes (each after its own untimed warm-up passes), for the ratio between them:
   reprefill  StaticSampler.sample: every turn prefills each episode's whole context (the path before
              the turn cache);
-  cached     StaticSampler.sample_turns (policy.turn_cache): each episode keeps its KV cache across
+  cached     StaticSampler.sample_turns (policy.static.turn_cache): each episode keeps its KV cache across
              turns and prefills only what its context added, a group's shared prompt prefilled once.
              The context an episode goes on with holds the teacher's turn, not the sampled one, so every
              turn after the first counts a fallback (the sampled tokens it held are dropped): the
@@ -173,10 +173,10 @@ class GPUTurnTeacher:
     def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
                  seed: int) -> None:
         from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
-        from skillgate_core.policy.fast_sampler import StaticSampler
+        from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
-        self.sampler = StaticSampler(model, tokenizer, stop_ids=[], length_bucket=length_bucket, max_cached=16)
+        self.sampler = StaticSampler(model, tokenizer, StaticSamplerConfig(stop_ids=[], length_bucket=length_bucket, max_cached=16))
         self.model, self.tokenizer = model, tokenizer
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
         self.calls, self.sampled_tokens, self.context_tokens, self.buckets = 0, 0, 0, Counter()
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"--samplers: expected a comma-separated subset of {', '.join(SAMPLERS)}, got {a.samplers!r}")
     if "cached" in samplers and not policy.sampler.turns.supported:
         raise SystemExit("--samplers cached: this transformers' StaticCache cannot be written at a chosen slot "
-                         "(policy.turn_cache.TurnCache.supported)")
+                         "(policy.static.turn_cache.TurnCache.supported)")
     policy.mode = samplers[0]
     passes = []
     for i in range(a.warmup_passes):

@@ -354,7 +354,7 @@ def pick_attn(requested: str) -> tuple[str, str | None]:
     """The training attention to use, and why 'best' did not pick torch_varlen (None if it did)."""
     if requested != "best":
         return requested, None
-    from skillgate_core.rl.varlen_attention import TORCH_VARLEN, self_check, torch_varlen_available
+    from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN, self_check, torch_varlen_available
 
     if not torch_varlen_available():
         return "auto", "torch varlen kernel unavailable (no CUDA or torch without nn.attention.varlen)"
@@ -386,12 +386,12 @@ class GRPOBenchJob:
     tag: str = ""
     """Suffix of this run's files (grpo_ours{tag}.json, grpo_profile{tag}.txt)."""
     block_decode: bool | None = None
-    """StaticSampler(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
+    """StaticSamplerConfig(block_decode=...): None = its default (CUDA-graph blocks on a GPU), False = per step."""
     fuse_projections: bool | None = None
-    """StaticSampler(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
+    """StaticSamplerConfig(fuse_projections=...): None = its default (fused when compiled on CUDA and the model is
     fusable), True = q/k/v and gate/up as one GEMM each, False = the model's own forward decodes."""
     compile_mode: str = "reduce-overhead"
-    """StaticSampler(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
+    """StaticSamplerConfig(compile_options={"mode": ...}): "reduce-overhead" (its default) or "max-autotune" (a kernel
     search for the decode GEMMs at the first compile)."""
     blas: str = "default"
     """torch.backends.cuda.preferred_blas_library for the run: "default" leaves PyTorch's choice (cuBLAS for a
@@ -411,7 +411,7 @@ def grpo_bench_worker(ctx: Any, job: GRPOBenchJob) -> dict[str, Any]:
     failure (or a kill by the caller's timeout) still leaves the timed numbers."""
     from transformers import AutoTokenizer
 
-    from skillgate_core.rl.engine import build_engine, load_replica, resolve_zero
+    from skillgate_core.rl.engine.deepspeed_engine import build_engine, load_replica, resolve_zero
     from skillgate_core.rl.grpo_config import GRPOConfig
     from skillgate_core.rl.profiles import get_profile
 
@@ -460,9 +460,9 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     import numpy as np
 
     from skillgate_core.credit import task_advantages
-    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
     from skillgate_core.policy.local_sampler import SamplingConfig
-    from skillgate_core.rl.engine import refresh_replica
+    from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig, resolve_sampler, sample_batch
+    from skillgate_core.rl.engine.deepspeed_engine import refresh_replica
     from skillgate_core.rl.grpo import update_policy
     from skillgate_core.rl.samples import CreditedSample
     from skillgate_core.rl.step_metrics import StepTimer
@@ -475,9 +475,9 @@ def _grpo_step(job: GRPOBenchJob, state: dict[str, Any], i: int, kind: str) -> d
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=job.maxlen, seed=job.seed + i, sampler=cfg.sampler)
     with timer.phase("generate"):
         if resolve_sampler(sampling, replica) == "static" and "static_sampler" not in state:
-            state["static_sampler"] = StaticSampler(replica, tok, block_decode=job.block_decode,
+            state["static_sampler"] = StaticSampler(replica, tok, StaticSamplerConfig(block_decode=job.block_decode,
                                                     fuse_projections=job.fuse_projections,
-                                                    compile_options={"mode": job.compile_mode})  # kept across steps
+                                                    compile_options={"mode": job.compile_mode}))  # kept across steps
         comps = sample_batch(replica, tok, batch, sampling, static=state.get("static_sampler"))
     with timer.phase("reward"):
         rewards = [float(len(c.text) % 7) for c in comps]  # the anchor's reward
@@ -557,7 +557,7 @@ def synthetic_samples(job: ThroughputJob, vocab: int, seed: int) -> list[Any]:
     response token in the loss; a few identity tokens carry selector credit instead of task credit."""
     import numpy as np
 
-    from skillgate_core.rl.packing import TrainSample
+    from skillgate_core.rl.engine.packing import TrainSample
 
     rng = np.random.default_rng(seed)
     out = []
@@ -582,8 +582,8 @@ def _train_step(engine: Any, micro_batches: list[Any], normaliser: float, phase:
     """One optimizer step of the trainer's inner loop: per micro-batch token_logprobs ->
     selector_grpo_loss (rho = 1, old = detached current) -> backward; then the optimizer step. `phase`
     brackets the PHASES (forward: log-probs and loss; backward; optimizer_step)."""
-    from skillgate_core.rl.engine import backward, optimizer_step
-    from skillgate_core.rl.logprobs import token_logprobs
+    from skillgate_core.rl.engine.deepspeed_engine import backward, optimizer_step
+    from skillgate_core.rl.engine.logprobs import token_logprobs
     from skillgate_core.rl.loss import selector_grpo_loss
 
     for m in micro_batches:
@@ -599,11 +599,11 @@ def _train_step(engine: Any, micro_batches: list[Any], normaliser: float, phase:
 
 
 def _time_variant(ctx: Any, job: ThroughputJob, name: str, ecfg: Any) -> dict[str, Any]:
-    from skillgate_core.rl import collectives
-    from skillgate_core.rl.engine import build_engine, resolve_zero
-    from skillgate_core.rl.logprobs import packs_varlen
+    from skillgate_core.rl.engine import collectives
+    from skillgate_core.rl.engine.deepspeed_engine import build_engine, resolve_zero
+    from skillgate_core.rl.engine.logprobs import packs_varlen
+    from skillgate_core.rl.engine.packing import PackingConfig, pack_samples
     from skillgate_core.rl.loss import global_token_normaliser
-    from skillgate_core.rl.packing import PackingConfig, pack_samples
 
     cuda = ctx.device.startswith("cuda")
     engine = None
@@ -669,7 +669,7 @@ def _profile_variant(ctx: Any, job: ThroughputJob, name: str, step: Callable[[Ph
 
 
 def zero_record(zero: Any) -> dict[str, Any]:
-    """The resolved ZeRO choice (rl.zero_choice.ZeroChoice) as the benchmark JSONs record it."""
+    """The resolved ZeRO choice (rl.engine.zero_choice.ZeroChoice) as the benchmark JSONs record it."""
     return {"zero_stage_resolved": zero.stage, "zero_stage_reason": zero.reason, "zero_stage_auto": zero.auto,
             "zero_choice_overrides": [list(kv) for kv in zero.overrides]}
 
@@ -678,7 +678,7 @@ def throughput_worker(ctx: Any, job: ThroughputJob) -> dict[str, Any]:
     """Per variant: build the engine, pack this rank's mb x seq tokens, warm up, time `steps` optimizer
     steps of token_logprobs -> selector_grpo_loss -> backward, then one optimizer step (collective);
     then job.phase_steps phase-timed steps and, with job.profile_dir, one profiled step."""
-    from skillgate_core.rl import collectives
+    from skillgate_core.rl.engine import collectives
 
     start = time.perf_counter()
     results: dict[str, Any] = {}

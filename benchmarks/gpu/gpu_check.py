@@ -38,10 +38,10 @@ from transformers import AutoModelForCausalLM
 
 from skillgate_core.policy.local_sampler import sequence_logprobs
 from skillgate_core.policy.tiny_model import TinyModelConfig, build_tiny_model
-from skillgate_core.rl.engine import EngineConfig
-from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
-from skillgate_core.rl.logprobs import token_logprobs
-from skillgate_core.rl.packing import PackingConfig, pack_samples, unpack
+from skillgate_core.rl.engine.deepspeed_engine import EngineConfig
+from skillgate_core.rl.engine.launch import LaunchConfig, launch_ray, run_in_process
+from skillgate_core.rl.engine.logprobs import token_logprobs
+from skillgate_core.rl.engine.packing import PackingConfig, pack_samples, unpack
 
 HERE = Path(__file__).parent
 

@@ -8,7 +8,7 @@
     transformers generate, reward len(completion) % 7, beta 0, bf16.
 (b) Ours, on the same shapes: the anchor's tokenizer construction and Qwen2 config (random init), the
     anchor's prompts, bs/gens prompts per step each sampled gens times (bs completions of up to
-    maxlen tokens), single turn: the colocated replica samples with policy.fast_sampler (static KV
+    maxlen tokens), single turn: the colocated replica samples with policy.static.sampler (static KV
     cache + CUDA-graph decode step), reward len(text) % 7, group advantages (the plain GRPO loss of
     the mixed_task_reward profile), then rl.grpo.update_policy on our DeepSpeed engine (1 worker
     via run_in_process, bf16: N, packing, old log-probs, loss + backward, ONE optimizer step) and
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> dict:
         result["trl"] = runs.get("plain", next(iter(runs.values())))
 
     # (b) ours
-    from skillgate_core.rl.engine import EngineConfig
-    from skillgate_core.rl.launch import run_in_process
+    from skillgate_core.rl.engine.deepspeed_engine import EngineConfig
+    from skillgate_core.rl.engine.launch import run_in_process
 
     attn, why_not_varlen = gpu_bench.pick_attn(a.attn)
     tok = gpu_bench.anchor_tokenizer(a.vocab, a.seed)

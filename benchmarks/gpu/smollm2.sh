@@ -126,17 +126,17 @@ mkdir -p "$OUT" "$keep"
       mkdir -p "$keep/bwrap" && cp .bwrap/*.deb "$keep/bwrap/" || exit 1
       keep_bench
       ls -la "$keep"
-      # the KV cache across turns (policy/turn_cache.py, on by default in GRPO rollouts) against this machine's
+      # the KV cache across turns (policy/static/turn_cache.py, on by default in GRPO rollouts) against this machine's
       # transformers: if these fail, set SamplingConfig.reuse_kv = False before the `arms` calls (docs/gpu.md 5)
       # GPU_CHECKS=0 skips both test files (~40 s of device time): they passed on the H200 at 9a6e7f9, 26c74b7,
       # 1faac4d and 4c6a270, and `run` prints SFT's digest and determinism anyway
       if [ "${GPU_CHECKS:-1}" = 0 ]; then echo "== GPU checks skipped (GPU_CHECKS=0)"; else
         echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
         PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
-          tests/policy/test_fast_sampler.py tests/policy/test_fused_decode.py 2>&1 | tail -4
-        # test_fast_sampler.py's GPU test: blocks of decode steps captured as CUDA graphs (StaticSampler's default on
+          tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py 2>&1 | tail -4
+        # test_static_sampler.py's GPU test: blocks of decode steps captured as CUDA graphs (StaticSampler's default on
         # a GPU since 2026-12-02, not run on a GPU before) draw what the per-step loop draws. If it fails, make
-        # StaticSampler's block_decode default False (policy/fast_sampler.py) before training anything
+        # StaticSamplerConfig.block_decode default False (policy/static/config.py) before training anything
         # deterministic SFT on this GPU (sft.determinism): two trainings of a tiny Llama with SmolLM2's head size on
         # the same rows must export the same weights, without falling back to the default kernels
         echo "== SFT determinism tests"

@@ -21,7 +21,7 @@ samples are ONE packed row of 16384 tokens; with sdpa, one micro-batch per sampl
                   and the best process preset: scaling = ray tokens/s / process tokens/s of that preset
 
 Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
-  default     what a user gets: EngineConfig's defaults, zero_stage "auto" (rl.zero_choice picks the
+  default     what a user gets: EngineConfig's defaults, zero_stage "auto" (rl.engine.zero_choice picks the
               stage from the model size, the world size and the free GPU memory; the JSON records
               which and why: zero_stage_resolved, zero_stage_reason) and optimizer "auto" (on a GPU
               torch's fused AdamW since the run at c752bf6, where it was measured as default_fused)
@@ -33,7 +33,7 @@ Presets (EngineConfig; all bf16, --attn attention, no gradient checkpointing):
               tensor once, as plain PyTorch's anchor does
   default_dsnorm  the default before c752bf6: per-tensor AdamW (optimizer "torch") and flat_grad_norm
               off, so DeepSpeed's BF16_Optimizer computes the gradient norm and clips parameter by
-              parameter (a norm kernel and a copy each, a host sync, a mul_ each; rl.flat_grad_norm: a
+              parameter (a norm kernel and a copy each, a host sync, a mul_ each; rl.engine.flat_grad_norm: a
               few kernels over the flat buffer)
   default_igu optimizer "torch" with bf16.immediate_grad_update (bf16_overrides): BF16_Optimizer adds each
               parameter's gradient into the fp32 buffer in a backward hook instead of all of them after
@@ -143,7 +143,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def engine_configs(names: list[str], attn: str, cuda: bool) -> tuple[tuple[str, object], ...]:
-    from skillgate_core.rl.engine import EngineConfig
+    from skillgate_core.rl.engine.deepspeed_engine import EngineConfig
 
     base = EngineConfig(lr=1e-5, dtype="bf16" if cuda else "fp32", attn_implementation=attn)
     return tuple((n, replace(base, **PRESETS[n])) for n in names)
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
               flush=True)
         gpu_bench.write_json(path, result)
 
-    from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
+    from skillgate_core.rl.engine.launch import LaunchConfig, launch_ray, run_in_process
 
     attn, why_not = gpu_bench.pick_attn(a.attn)
     result["attn"] = {"requested": a.attn, "used": attn, "torch_varlen_not_used_because": why_not}

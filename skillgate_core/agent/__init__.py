@@ -13,6 +13,9 @@ SFT, rollouts, eval and spans; its names are re-exported here.
   `openai_policy`: a local model sampled per episode from its own seed (evaluation), and a model
   behind an OpenAI-compatible endpoint (evaluation, the `collect` teacher).
 - `collect`: the `collect` stage (teacher trajectories -> parquet with selection spans).
+- `selection_scores`: a policy's first read scored teacher-forced (which slate skill it would open
+  first, without an episode): the evaluation's selection probe and the trainer's held-in probe.
+- `premise_facts`: one episode's premise facts (credit.premise) from a Trajectory or a stored row.
 """
 
 from skillgate_core.formats.tool_calls import MAX_CALLS_PER_TURN, ParsedTurn, ToolCall, parse_tool_calls

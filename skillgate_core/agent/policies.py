@@ -61,11 +61,11 @@ class LocalPolicy:
 
     `sampling.sampler` picks the sampler: transformers generate (hf) or the static-cache compiled
     decode loop (static; the default on CUDA). Both return the same Completion contract.
-    `static_sampler`: the model's StaticSampler (policy.fast_sampler), which the trainer keeps for the
+    `static_sampler`: the model's StaticSampler (policy.static.sampler), which the trainer keeps for the
     whole run and hands to each step's policy; None: the policy makes its own on first static use.
 
     With the static sampler and `sampling.reuse_kv`, each episode keeps its KV cache rows in the sampler
-    across its turns (`StaticSampler.sample_turns`, policy.turn_cache): the policy owns those rows (a
+    across its turns (`StaticSampler.sample_turns`, policy.static.turn_cache): the policy owns those rows (a
     new policy, e.g. the next GRPO step's after a weight sync, starts from none) and frees an episode's
     rows once its view says it ended. Where the installed transformers' StaticCache cannot be written at a
     chosen slot (TurnCache.supported), every turn prefills its whole context, as with reuse_kv off."""
@@ -88,7 +88,7 @@ class LocalPolicy:
         cfg = replace(self.sampling, max_new_tokens=max(budgets), seed=self.sampling.seed + self._calls)
         self._calls += 1
         # deferred: it imports torch (~2 s), which only a local model needs (not a plan, not the teacher)
-        from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
+        from skillgate_core.policy.static import StaticSampler, resolve_sampler, sample_batch
 
         static = resolve_sampler(cfg, self.model) == "static"
         if self.static_sampler is None and static:
@@ -121,7 +121,7 @@ class LocalPolicy:
                                                 owner=self._owner)
 
     def cache_counters(self) -> dict[str, int]:
-        """The sampler's turn-cache counters so far (policy.turn_cache.COUNTERS; all runs of the sampler,
+        """The sampler's turn-cache counters so far (policy.static.turn_cache.COUNTERS; all runs of the sampler,
         so take differences), empty without a static sampler."""
         return dict(self.static_sampler.turns.counters) if self.static_sampler is not None else {}
 

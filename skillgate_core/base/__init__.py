@@ -9,7 +9,9 @@
 - `stage_output`, `stage_events`: what a stage returns and the events it reports while it runs.
 - `interrupts`: a requested stop (Ctrl-C, SIGTERM) told apart from a failure.
 - `library_noise`: library chatter dropped at the entry points.
+- `plain_trees`: folders of regular files only, read without ever following a symbolic link.
+- `run_paths`: which paths a run parameter may name (the state dir, the worker's folders, the catalog).
 
 Modules, lowest first (pyproject's import-linter contract holds it): config_ranges | suggestions |
-processes; dataclass_json; the rest. Nothing here imports another skillgate_core package.
+processes; dataclass_json; the rest; run_paths. Nothing here imports another skillgate_core package.
 """

@@ -10,7 +10,8 @@
   held-out oracles, five lookalikes each, the `filler` library), `naming`, `balanced_draws` (the oracle's
   suffix and template, dealt evenly), `skill_files` (one skill folder), `task_gen` (one task, checked
   in-process), `package` (its Harbor-layout folder), `similarity` (how close a lookalike's description
-  may come to the oracle's); `stage`: `bench-build`.
+  may come to the oracle's), `stepped` (a skill's stepped procedure: its codes, its SKILL.md section,
+  each task's work order and seal); `stage`: `bench-build`.
 - `audit`: the shortcut audit every build runs (can names alone, or positions alone, find the oracle?):
   `audit_predictors` (what each predictor sees), `choice_model` (their frequency model), `audit_balance`
   (the oracle-suffix counts).

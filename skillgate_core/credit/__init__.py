@@ -7,6 +7,7 @@
 - `groups`: fail-closed group validation and the dynamic filter, each rejection with a reason.
 - `spans`: selection-span detection: read calls -> actions with call and identity tokens.
 - `weights`: task and selector token weights over a conversion chunk.
+- `premise`: the premise checks over any set of episodes (docs/method.md 8b).
 
 Pure functions over plain Python / numpy values; the torch loss lives in `skillgate_core.rl.loss`.
 """

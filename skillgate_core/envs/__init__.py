@@ -12,7 +12,9 @@ skillgate_core.formats.slate_manifest, below this layer), dockerfile_subset
 harbor_import, bench_index (a bench's tasks.jsonl rows), sandbox (the interface; it imports no backend),
 backend_registry (the backends by name: their alias types and the one registry), backends (choosing and
 starting one, reaping orphans), sandbox_config, bwrap_sandbox, docker_sandbox,
-docker_images, cgroups, verifier, scripted_episode, validity_gate.
+docker_images, cgroups, sandbox_group (the sandboxes one batch started, each stopped exactly once),
+skill_opens (which skills the sandbox's processes opened: reads and consultation, from the
+environment's own record), verifier, scripted_episode, validity_gate.
 """
 
 from skillgate_core.envs.backends import available_backends, cleanup_orphans, resolve_backend, start_sandbox

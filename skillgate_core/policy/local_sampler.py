@@ -36,7 +36,7 @@ __all__ = [
 
 SamplerKind = Literal["auto", "hf", "static"]
 """hf = transformers generate (this module); static = static KV cache + compiled decode step
-(`fast_sampler`); auto = static when the model is on CUDA, hf otherwise."""
+(`policy.static`); auto = static when the model is on CUDA, hf otherwise."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,11 @@ class SamplingConfig:
     seed: NonNegativeInt = 0
     """Seed of the sampling RNG."""
     sampler: SamplerKind = "auto"
-    """Who samples (fast_sampler.sample_batch dispatches): hf, static, or auto (static on CUDA)."""
+    """Who samples (policy.static.sample_batch dispatches): hf, static, or auto (static on CUDA)."""
     reuse_kv: bool = True
     """The static sampler only, for a multi-turn policy (agent.policies.LocalPolicy): each episode keeps its
     KV cache across its turns, so a turn prefills only what its context added, and the episodes that
-    start from the same prompt prefill it once (policy.turn_cache). The same ids and log-probs as a
+    start from the same prompt prefill it once (policy.static.turn_cache). The same ids and log-probs as a
     full prefill per turn, up to float summation order (tests/policy/test_turn_cache.py). False: every
     turn prefills its whole context. Not part of any digested config: how a sample is computed, not
     what is sampled."""

@@ -12,11 +12,12 @@ The trainer (stage `grpo`):
 - `grpo_config`: `GRPOConfig`; `grpo_stage`: the stage (experiment, segment, Ray launch, export).
 - `grpo`: the per-worker loop, top to bottom (rollouts, credit, pack, log-probs, update, sync, record).
 - `rl_tasks`, `prompt_stream`, `rollouts`: training prompts, their seeded order, one rollout step.
-- `packing`, `logprobs`, `varlen_attention`: samples -> one-row micro-batches, float32 log-probs.
-- `engine`, `checkpoint_load`: DeepSpeed ZeRO-3 engine, frozen reference, colocated replica; resume.
-- `collectives`, `launch`: global sums / maxima across ranks; Ray Train workers or this process.
+- `engine/`: the engine room the loop runs on (DeepSpeed ZeRO engine, frozen reference, colocated
+  replica, ZeRO choice, safe checkpoint loading, flat gradient norm, packing, log-probs, varlen
+  attention, collectives, the Ray Train launch); its face lists its public names.
 - `sglang_sync`: server-mode rollouts and the weight push.
 - `step_metrics`, `progress`, `training_curves`: one metrics row per step, rank 0's progress, the PNG.
+- `heldin_probe`: the held-in probe's sample and scores (GRPOConfig.probe_every: a low-noise curve).
 
 The data: `data_prep`, stage `rl-data-prep` (rl_train.parquet: frozen slates, prompt ids rendered once).
 """

@@ -13,8 +13,9 @@ Each Ray Train worker (or the single process of a debugging run) runs `grpo_work
         7. sync       the replica (or the SGLang servers) takes the (gathered) weights
         8. record     metrics (rank 0 writes metrics.jsonl and ticks the progress), checkpoint every K steps
 
-Helpers live in their own modules: rollouts (step 1), samples (2), packing/logprobs (4-5), engine
-(5-7), sglang_sync (1 and 7 in server mode), loss (6), step_metrics and progress (8). Nothing here
+Helpers live in their own modules: rollouts (step 1), samples (2), loss (6), sglang_sync (1 and 7 in
+server mode), step_metrics, progress and heldin_probe (8); the machinery of 3-7 is the engine room
+(rl/engine/: packing, log-probs, the DeepSpeed engine, collectives). Nothing here
 touches Prefect or the warehouse: the stage (grpo_stage) records what rank 0 returns.
 """
 
@@ -28,7 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -36,24 +37,32 @@ from skillgate_core.agent.policies import LocalPolicy, TeacherConfig, TeacherPol
 from skillgate_core.ownership import build_export, save_checkpoint
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.local_sampler import SamplingConfig
-from skillgate_core.rl import collectives
-from skillgate_core.rl.checkpoint_load import load_engine_checkpoint
-from skillgate_core.rl.engine import (
+from skillgate_core.rl.engine import (  # the engine room: DeepSpeed, packing, log-probs, collectives, launch
     EngineConfig,
+    MicroBatch,
+    PackingConfig,
     StepStats,
+    WorkerContext,
+    ZeroChoice,
     backward,
     build_engine,
     build_reference,
+    collectives,
     gathered_state_dict,
+    load_engine_checkpoint,
     load_replica,
     optimizer_step,
+    pack_samples,
+    packs_varlen,
+    pad_micro_batches,
     refresh_replica,
     resolve_zero,
+    resumed_zero,
+    token_logprobs,
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.logprobs import packs_varlen, token_logprobs
+from skillgate_core.rl.heldin_probe import heldin_sample, probe_replica
 from skillgate_core.rl.loss import LossOutput, global_token_normaliser, selector_grpo_loss
-from skillgate_core.rl.packing import MicroBatch, PackingConfig, pack_samples, pad_micro_batches
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.progress import ProgressStyle, step_progress
 from skillgate_core.rl.prompt_stream import PromptStream
@@ -62,10 +71,6 @@ from skillgate_core.rl.rollouts import rollout_step, step_filter_for
 from skillgate_core.rl.samples import TOKEN_FIELDS, CreditedSample, build_samples
 from skillgate_core.rl.sglang_sync import ServerRollouts
 from skillgate_core.rl.step_metrics import StepTimer, rank_summary, step_metrics
-from skillgate_core.rl.zero_choice import ZeroChoice, resumed_zero
-
-if TYPE_CHECKING:
-    from skillgate_core.rl.launch import WorkerContext
 
 __all__ = ["GRPOJob", "TRAINER_STATE_FILE", "export_id_for", "grpo_worker", "update_policy"]
 
@@ -215,7 +220,7 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
     decode graph. The cache holds the widest context of the batch plus the LONGEST turn budget of the
     batch (each episode keeps its own budget and rows are cut afterwards: agent.policies.LocalPolicy),
     so it can exceed max_context_tokens by up to max_new_tokens."""
-    from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler
+    from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig, resolve_sampler
 
     if resolve_sampler(SamplingConfig(sampler=cfg.sampler), replica) != "static":
         return None
@@ -223,8 +228,8 @@ def _static_sampler(replica: Any, tokenizer: Any, cfg: GRPOConfig, world: int) -
         return StaticSampler(replica, tokenizer)
     per_group = cfg.group_size * (2 if get_profile(cfg.profile).slate == "paired" else 1)
     largest_round = math.ceil(max(1, cfg.prompts_per_step // world) * cfg.draw_ahead)  # rollouts.rollout_step
-    return StaticSampler(replica, tokenizer, min_batch=largest_round * per_group,
-                         min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens)
+    return StaticSampler(replica, tokenizer, StaticSamplerConfig(min_batch=largest_round * per_group,
+                         min_cache_length=cfg.max_context_tokens + cfg.max_new_tokens))
 
 
 def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
@@ -275,9 +280,10 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
                                "zero_stage_reason": zero.reason}
     progress = step_progress(total=cfg.steps, initial=state.step, desc=f"grpo {job.experiment_id}",
                              style=job.progress, under_ray=bool(getattr(ctx, "under_ray", False)), enabled=rank == 0)
-    probe_rows = _probe_sample(job) if rank == 0 and replica is not None and cfg.probe_every else []
+    probe_rows = (heldin_sample(job.rl_data, cfg.seed, cfg.probe_tasks)
+                  if rank == 0 and replica is not None and cfg.probe_every else [])
     # the curve's first point: the starting policy, before any update (reported in step 0's row)
-    start_probe = {k.replace("probe/", "probe/start_"): v for k, v in _probe(replica, tokenizer, probe_rows).items()
+    start_probe = {k.replace("probe/", "probe/start_"): v for k, v in probe_replica(replica, tokenizer, probe_rows).items()
                    } if probe_rows and state.step == 0 else {}
 
     for step in range(state.step, cfg.steps):
@@ -310,7 +316,7 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         if step == 0:
             row.update(start_probe)
         if probe_rows and (step + 1) % cfg.probe_every == 0:
-            row.update(_probe(replica, tokenizer, probe_rows))
+            row.update(probe_replica(replica, tokenizer, probe_rows))
         if rank == 0:
             with metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
@@ -332,34 +338,6 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
     summary["optimizer_steps"] = state.optimizer_steps
     summary["export"] = _export(engine, job, cfg.steps, tokenizer)
     return summary
-
-
-def _probe_sample(job: GRPOJob) -> list[dict[str, Any]]:
-    """The fixed held-in sample the learnability curve probes: probe_tasks rl-data rows, a seeded draw."""
-    import random
-
-    from skillgate_core.base.parquet_rows import read_rows
-    from skillgate_core.rl.data_prep import OUTPUT_FILE
-
-    table = Path(job.rl_data)
-    rows = [r for r in read_rows(table / OUTPUT_FILE if table.is_dir() else table) if r.get("prompt_ids") is not None]
-    rows.sort(key=lambda r: r["task_id"])
-    return random.Random(f"grpo-probe::{job.config.seed}").sample(rows, min(job.config.probe_tasks, len(rows)))
-
-
-def _probe(replica: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Probe the replica on the held-in `rows` (GRPOConfig.probe_every): the `probe/` metrics."""
-    from skillgate_core.agent.selection_scores import probe_training_rows
-
-    was_training = replica.training
-    replica.eval()
-    probed = probe_training_rows(replica, tokenizer, rows, "reasoning")
-    replica.train(was_training)
-    metrics = {"probe/heldin_tasks": len(probed),
-               "probe/heldin_oracle_given_cluster": sum(r["oracle_given_cluster"] for r in probed) / len(probed),
-               "probe/heldin_cluster_rank1_rate": sum(bool(r["cluster_rank1"]) for r in probed) / len(probed),
-               "probe/heldin_oracle_rank1_rate": sum(r["oracle_rank"] == 1 for r in probed) / len(probed)}
-    return metrics
 
 
 def _run_zero(job: GRPOJob, engine_config: EngineConfig) -> ZeroChoice:

@@ -23,9 +23,9 @@ from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.envs.backend_registry import Backend
 from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import worker_sglang_urls
+from skillgate_core.rl.engine.zero_choice import ZeroStage
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
-from skillgate_core.rl.zero_choice import ZeroStage
 
 __all__ = ["VARIANTS", "GRPOConfig", "RolloutSource"]
 
@@ -125,11 +125,11 @@ class GRPOConfig:
     """Sampling temperature; the trainer divides logits by the same value."""
     sampler: SamplerKind = "auto"
     """rollout_source = policy: the replica's sampler: hf (transformers generate), static (static KV
-    cache + CUDA-graph decode step, policy.fast_sampler), auto = static on GPU, hf on CPU."""
+    cache + CUDA-graph decode step, policy.static.sampler), auto = static on GPU, hf on CPU."""
     static_shapes: bool = False
     """With the static sampler, pad every generate call of a worker to one shape (its largest round's
     episodes, a cache of max_context_tokens), so multi-turn rollouts compile one decode graph instead of
-    one per (batch, length) bucket met (fast_sampler.StaticSampler min_batch / min_cache_length). For
+    one per (batch, length) bucket met (policy.static StaticSamplerConfig min_batch / min_cache_length). For
     agent rollouts; a single-turn workload of short prompts decodes faster in its own smaller buckets."""
     max_new_tokens: PositiveInt = 96
     """Longest assistant turn."""
@@ -165,7 +165,7 @@ class GRPOConfig:
     """bf16 weights and compute (GPU); float32 on CPU."""
     zero_stage: ZeroStage = "auto"
     """DeepSpeed ZeRO stage 0..3, or auto: picked when the engine is built from the model size, the number of
-    workers and the free GPU memory (rl.zero_choice; stage 3 on CPU). "auto" is what the config digest
+    workers and the free GPU memory (rl.engine.zero_choice; stage 3 on CPU). "auto" is what the config digest
     hashes; the stage it resolved to and why are in the run's metrics (zero_stage_resolved,
     zero_stage_reason). A resumed run keeps the stage its checkpoint was written with."""
     max_failures: NonNegativeInt = 0

@@ -50,9 +50,9 @@ from skillgate_core.ownership import (
 from skillgate_core.ownership.errors import ExperimentExists, UnknownExperiment
 from skillgate_core.ownership.layout import METRICS_FILE
 from skillgate_core.policy.sglang_client import worker_sglang_urls
+from skillgate_core.rl.engine.launch import LaunchConfig, launch_ray, run_in_process
 from skillgate_core.rl.grpo import CREDIT_EPISODES_FILE, GRPOJob, grpo_worker
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.launch import LaunchConfig, launch_ray, run_in_process
 from skillgate_core.rl.progress import follow_metrics, progress_style
 from skillgate_core.rl.training_curves import plot_training_curves
 

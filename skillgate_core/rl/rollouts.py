@@ -162,7 +162,7 @@ class RolloutStats:
     """credit.premise.premise_tally summed over the slate episodes of EVERY group drawn, accepted or rejected
     (docs/method.md 8b): whether the step's episodes have the premise the method needs."""
     prefill: dict[str, int] = field(default_factory=dict)
-    """What the policy's turn cache did during the step (policy.turn_cache.COUNTERS: context tokens
+    """What the policy's turn cache did during the step (policy.static.turn_cache.COUNTERS: context tokens
     prefilled, reused from an episode's earlier turns, shared from another episode with the same prompt,
     fallbacks); empty for a policy without one (teacher, SGLang, hf sampler)."""
 

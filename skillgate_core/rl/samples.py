@@ -40,7 +40,7 @@ __all__ = ["TOKEN_FIELDS", "ChunkFacts", "CreditedSample", "build_samples"]
 
 @dataclass(frozen=True)
 class CreditedSample:
-    """One episode ready for the loss, packed as it is (rl/packing.py): its ids, then its per-token arrays."""
+    """One episode ready for the loss, packed as it is (rl/engine/packing.py): its ids, then its per-token arrays."""
 
     task_id: str
     """The task it came from."""

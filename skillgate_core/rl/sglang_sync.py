@@ -39,8 +39,8 @@ from skillgate_core.agent.policies import SGLangPolicy
 from skillgate_core.base.atomic import building_dir
 from skillgate_core.policy.local_sampler import SamplingConfig
 from skillgate_core.policy.sglang_client import SGLangClient
-from skillgate_core.rl import collectives
-from skillgate_core.rl.engine import gathered_state_dict, iter_gathered_parameters
+from skillgate_core.rl.engine import collectives
+from skillgate_core.rl.engine.deepspeed_engine import gathered_state_dict, iter_gathered_parameters
 from skillgate_core.rl.grpo_config import GRPOConfig
 
 __all__ = [

@@ -50,7 +50,7 @@ from skillgate_core.rl.profiles import Profile
 from skillgate_core.rl.rollouts import REJECTION_DETAILS_CAP, behaviour_tally
 
 if TYPE_CHECKING:
-    from skillgate_core.rl.engine import StepStats
+    from skillgate_core.rl.engine.deepspeed_engine import StepStats
     from skillgate_core.rl.loss import LossOutput
     from skillgate_core.rl.rollouts import Group, RolloutStats
     from skillgate_core.rl.samples import ChunkFacts
@@ -254,7 +254,7 @@ def step_metrics(*, step: int, summaries: Sequence[Mapping[str, Any]], normalise
 
 
 def _prefill(summaries: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
-    """The turn cache's counts over every rank (policy.turn_cache): context tokens prefilled, reused from an
+    """The turn cache's counts over every rank (policy.static.turn_cache): context tokens prefilled, reused from an
     episode's earlier turns, copied from another episode with the same prompt, and the episodes whose
     context did not extend their cache (fallbacks). None: no rank's policy has a turn cache."""
     parts = [s.get("prefill") or {} for s in summaries]

@@ -1,4 +1,4 @@
-"""The decode step with fused projections (policy.fused_decode) draws what the model's own forward
+"""The decode step with fused projections (policy.static.fused_decode) draws what the model's own forward
 draws, follows the replica's weights when they change in place, and refuses models it cannot fuse."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import copy
 import pytest
 import torch
 
-from skillgate_core.policy.fast_sampler import StaticSampler
-from skillgate_core.policy.fused_decode import FusedDecode, fusable
 from skillgate_core.policy.local_sampler import SamplingConfig, load_policy, sequence_logprobs
+from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
+from skillgate_core.policy.static.fused_decode import FusedDecode, fusable
 
 
 def prompts(tok):
@@ -33,8 +33,8 @@ def test_fused_step_draws_what_the_models_forward_draws(shape, block_decode, req
     model, tok = request.getfixturevalue(shape)
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=20, seed=11)
-    plain = StaticSampler(model, tok, fuse_projections=False, block_decode=block_decode)
-    fused = StaticSampler(model, tok, fuse_projections=True, block_decode=block_decode)
+    plain = StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=False, block_decode=block_decode))
+    fused = StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True, block_decode=block_decode))
     a, b = plain.sample(ps, cfg), fused.sample(ps, cfg)
     assert (plain.stats["fused_decode"], fused.stats["fused_decode"]) == (False, True)
     same_draws(a, b)
@@ -50,8 +50,8 @@ def test_fused_step_traces_whole_and_serves_the_turn_cache(policy):
     torch._dynamo.reset()
     compiled = {"compile": True, "compile_options": {"backend": "eager", "fullgraph": True, "mode": None}}
     cfg = SamplingConfig(max_new_tokens=10, seed=2)
-    plain = StaticSampler(model, tok, fuse_projections=False, **compiled)
-    fused = StaticSampler(model, tok, fuse_projections=True, block_decode=True, graph_steps=4, **compiled)
+    plain = StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=False, **compiled))
+    fused = StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True, block_decode=True, graph_steps=4, **compiled))
     same_draws(plain.sample(ps, cfg), fused.sample(ps, cfg))
     keys = ["a", "b", "c"]
     first = [s.sample_turns(keys, ps, cfg) for s in (plain, fused)]
@@ -68,7 +68,7 @@ def test_fused_step_follows_weights_changed_in_place(policy):
     replica = copy.deepcopy(model)
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=16, seed=5)
-    fused = StaticSampler(replica, tok, fuse_projections=True)
+    fused = StaticSampler(replica, tok, StaticSamplerConfig(fuse_projections=True))
     before = fused.sample(ps, cfg)
     with torch.no_grad():
         for layer in replica.model.layers:  # what an optimizer step does to the weights, in place
@@ -78,7 +78,7 @@ def test_fused_step_follows_weights_changed_in_place(policy):
             if layer.self_attn.q_proj.bias is not None:
                 layer.self_attn.v_proj.bias.add_(1.0)
     after = fused.sample(ps, cfg)
-    same_draws(after, StaticSampler(replica, tok, fuse_projections=False).sample(ps, cfg))
+    same_draws(after, StaticSampler(replica, tok, StaticSamplerConfig(fuse_projections=False)).sample(ps, cfg))
     assert [c.token_ids for c in after] != [c.token_ids for c in before]
 
 
@@ -96,17 +96,17 @@ def test_default_fuses_only_compiled_on_cuda_and_true_refuses_an_unfusable_model
     model, tok = policy
     default = StaticSampler(model, tok)  # on the CPU: not compiled, so the model's forward decodes
     assert fusable(model) == "" and default.fused is None and "not compiled on CUDA" in default.fused_why_not
-    assert StaticSampler(model, tok, fuse_projections=True).fused is not None
-    assert StaticSampler(model, tok, fuse_projections=False).fused_why_not == "fuse_projections=False"
-    monkeypatch.setattr("skillgate_core.policy.fast_sampler.fusable", lambda m: "per-head q/k norms")
+    assert StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True)).fused is not None
+    assert StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=False)).fused_why_not == "fuse_projections=False"
+    monkeypatch.setattr("skillgate_core.policy.static.decoder.fusable", lambda m: "per-head q/k norms")
     with pytest.raises(ValueError, match="fuse_projections=True: .*per-head q/k norms"):
-        StaticSampler(model, tok, fuse_projections=True)
+        StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=True))
 
 
 def test_the_default_fuses_only_where_the_stacked_copies_fit_the_free_memory(llama_policy):
     """The copies are q/k/v and gate/up of every layer (weights and any biases); the default declines when
     they would take more than FREE_MEMORY_SHARE of the GPU's free memory, and says how much."""
-    from skillgate_core.policy.fused_decode import FREE_MEMORY_SHARE, stacked_bytes, too_large
+    from skillgate_core.policy.static.fused_decode import FREE_MEMORY_SHARE, stacked_bytes, too_large
 
     model, _ = llama_policy
     cfg, layers = model.config, model.model.layers
@@ -127,7 +127,7 @@ def test_fused_on_a_gpu_draws_what_the_forward_draws(tiny_model_dir):
     model, tok = load_policy(tiny_model_dir, dtype=torch.float32, device="cuda")
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=40, seed=7)
-    plain = StaticSampler(model, tok, fuse_projections=False)
+    plain = StaticSampler(model, tok, StaticSamplerConfig(fuse_projections=False))
     fused = StaticSampler(model, tok)  # the default on CUDA for a model it can fuse
     assert fused.fused is not None and fused.fused_why_not == ""
     a = plain.sample(ps, cfg)

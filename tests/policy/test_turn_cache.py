@@ -1,4 +1,4 @@
-"""Multi-turn KV reuse (policy.turn_cache) samples what a full prefill per turn samples: the same ids and,
+"""Multi-turn KV reuse (policy.static.turn_cache) samples what a full prefill per turn samples: the same ids and,
 up to float tolerance, the same log-probs for the same seeds, which teacher forcing reproduces; for one
 episode over many turns, a lockstep batch whose episodes end at different turns, episodes that share
 their prompt, lanes that call with a subset of the episodes, and contexts that do not extend the cache."""
@@ -12,8 +12,8 @@ import torch
 
 from skillgate_core.agent.episode import EpisodeView
 from skillgate_core.agent.policies import LocalPolicy
-from skillgate_core.policy.fast_sampler import StaticSampler
 from skillgate_core.policy.local_sampler import SamplingConfig, sample_completions, sequence_logprobs
+from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
 
 
 def chat(tok, text: str) -> list[int]:
@@ -44,8 +44,8 @@ def play(model, tok, prompts, turns, *, ends=None, sampler_kwargs=None, subsets=
     """Play len(prompts) episodes for `turns` lockstep turns with a full prefill per turn (the reference)
     and with the turn cache, the same seeds; every turn must agree. ends[e]: the turn after which episode
     e ends (its rows released); subsets(turn, live): the episodes of each call (lanes)."""
-    full = StaticSampler(model, tok, **(reference_kwargs or {}))
-    cached = StaticSampler(model, tok, **(sampler_kwargs or {}))
+    full = StaticSampler(model, tok, StaticSamplerConfig(**(reference_kwargs or {})))
+    cached = StaticSampler(model, tok, StaticSamplerConfig(**(sampler_kwargs or {})))
     contexts = {e: list(p) for e, p in enumerate(prompts)}
     live = list(contexts)
     cached.shapes_seen = set()  # (batch bucket, cache length) of every call

@@ -22,16 +22,35 @@ def test_skillgate_core_layers_are_kept() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
-    # A copy of the library where skills (low) imports credit (above it) must be refused.
+def _copy_with(tmp_path: Path, module: str, added: str) -> Path:
+    """A copy of the contracts' roots and pyproject.toml where `module` (a path) ends with `added`."""
     for package in ("skillgate_core", "warehouse", "tasks", "flows", "deployments"):  # the contracts' roots
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    prompt = tmp_path / "skillgate_core" / "skills" / "prompt.py"
-    prompt.write_text(prompt.read_text() + "\nfrom skillgate_core.credit import actions as _upward  # noqa\n")
-    result = _lint_imports(tmp_path)
+    path = tmp_path / module
+    path.write_text(path.read_text() + added)
+    return tmp_path
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
+    # A copy of the library where skills (low) imports credit (above it) must be refused.
+    copy = _copy_with(tmp_path, "skillgate_core/skills/prompt.py",
+                      "\nfrom skillgate_core.credit import actions as _upward  # noqa\n")
+    result = _lint_imports(copy)
     assert result.returncode != 0
     assert "skillgate_core.skills is not allowed to import skillgate_core.credit" in result.stdout
+
+
+def test_a_deferred_import_back_into_the_sampler_breaks_the_policy_contract(tmp_path: Path) -> None:
+    # policy/ once had the library's only import circle: the fused decode step imported the sampler's
+    # attention back inside a function. The same import, deferred, must be refused.
+    copy = _copy_with(tmp_path, "skillgate_core/policy/static/fused_decode.py",
+                      "\n\ndef _back() -> None:\n    from skillgate_core.policy.static import sampler  # noqa\n")
+    result = _lint_imports(copy)
+    assert result.returncode != 0
+    said = " ".join(result.stdout.split())  # the report wraps long module names
+    assert "the static sampler's modules are layered (no import cycle) BROKEN" in said
+    assert "skillgate_core.policy.static.fused_decode -> skillgate_core.policy.static.sampler" in said
 
 
 # The GPU machine's path for the learning result (docs/gpu.md, benchmarks/gpu/learning_result.py): the

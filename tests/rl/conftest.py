@@ -1,6 +1,6 @@
 """Shared fixtures of the RL tests: a real tiny Qwen2 model dir (the small real bench, the shared tiny models
 and the warm DeepSpeed extension cache: tests/conftest.py). Ray workers inherit the cache folder through
-skillgate_core.rl.launch.
+skillgate_core.rl.engine.launch.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from skillgate_core.rl.collectives import all_reduce_max, all_reduce_sum
-from skillgate_core.rl.engine import (  # names, not logic: one imported name a line
+from skillgate_core.rl.engine.collectives import all_reduce_max, all_reduce_sum
+from skillgate_core.rl.engine.deepspeed_engine import (  # names, not logic: one imported name a line
     EngineConfig,
     backward,
     build_engine,
@@ -25,10 +25,10 @@ from skillgate_core.rl.engine import (  # names, not logic: one imported name a 
     refresh_replica,
     resolve_zero,
 )
-from skillgate_core.rl.launch import WorkerContext
-from skillgate_core.rl.logprobs import token_logprobs
+from skillgate_core.rl.engine.launch import WorkerContext
+from skillgate_core.rl.engine.logprobs import token_logprobs
+from skillgate_core.rl.engine.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.loss import global_token_normaliser, selector_grpo_loss
-from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 
 FIELDS = ("a_sel", "a_task", "mask", "noise", "w_sel", "w_task")
 
@@ -141,7 +141,7 @@ def engine_checks_worker(ctx: WorkerContext, model_dir: str) -> dict:
     """Properties of a freshly built ZeRO-3 engine, before any step."""
     from transformers import AutoModelForCausalLM
 
-    from skillgate_core.rl.engine import compute_dtype, iter_gathered_parameters
+    from skillgate_core.rl.engine.deepspeed_engine import compute_dtype, iter_gathered_parameters
 
     config = EngineConfig(zero_stage=3)
     engine = build_engine(model_dir, config)
@@ -180,7 +180,7 @@ def describe_worker(ctx: WorkerContext, tag: str) -> dict:
     """Who am I, and can I import what the driver can (sys.path travelled)?"""
     import os
 
-    import skillgate_core.rl.packing as packing
+    import skillgate_core.rl.engine.packing as packing
 
     return {
         "rank": ctx.rank,
@@ -205,7 +205,7 @@ def _gcs_address() -> str:
 @dataclass(frozen=True)
 class CheckpointCase:
     """Save a checkpoint of the model into `folder` (save), or load it back through
-    skillgate_core.rl.checkpoint_load (not save)."""
+    skillgate_core.rl.engine.checkpoint_load (not save)."""
 
     model_dir: str
     folder: str
@@ -216,7 +216,7 @@ class CheckpointCase:
 def checkpoint_worker(ctx: WorkerContext, case: CheckpointCase) -> dict[str, object]:
     from pathlib import Path
 
-    from skillgate_core.rl.checkpoint_load import UnsafeCheckpoint, load_engine_checkpoint
+    from skillgate_core.rl.engine.checkpoint_load import UnsafeCheckpoint, load_engine_checkpoint
 
     engine = build_engine(case.model_dir, case.engine)
     if case.save:

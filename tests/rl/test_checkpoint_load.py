@@ -12,9 +12,9 @@ import pytest
 import torch
 from rl_workers import CheckpointCase, checkpoint_worker
 
-from skillgate_core.rl.checkpoint_load import UnsafeCheckpoint, check_checkpoint_files
-from skillgate_core.rl.engine import EngineConfig
-from skillgate_core.rl.launch import run_in_process
+from skillgate_core.rl.engine.checkpoint_load import UnsafeCheckpoint, check_checkpoint_files
+from skillgate_core.rl.engine.deepspeed_engine import EngineConfig
+from skillgate_core.rl.engine.launch import run_in_process
 
 
 class _RunsCode:

@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from skillgate_core.rl.engine import EngineConfig, backward, build_engine, deepspeed_config, optimizer_step
-from skillgate_core.rl.launch import WorkerContext, run_in_process
+from skillgate_core.rl.engine.deepspeed_engine import (
+    EngineConfig,
+    backward,
+    build_engine,
+    deepspeed_config,
+    optimizer_step,
+)
+from skillgate_core.rl.engine.launch import WorkerContext, run_in_process
 
 # eps 1 and no weight decay: the first Adam update is lr * g / (|g| + 1) ~ lr * g elementwise, so the master
 # weights move by ~ lr * (the CLIPPED gradient) and the clipping shows in them (with a small eps Adam would
@@ -96,7 +102,7 @@ def test_bf16_overrides_reach_the_bf16_section_and_bad_ones_are_refused():
 
 
 def test_other_optimizers_are_left_alone():
-    from skillgate_core.rl.flat_grad_norm import install_flat_grad_norm
+    from skillgate_core.rl.engine.flat_grad_norm import install_flat_grad_norm
 
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(3))])
     assert install_flat_grad_norm(opt) is False and "get_grads_for_norm" not in vars(opt)

@@ -151,7 +151,7 @@ def test_the_held_in_probe_curve_is_logged_from_the_start(pipeline, tmp_path, sk
     from skillgate_core.agent.selection_scores import probe_training_rows
     from skillgate_core.base.parquet_rows import read_rows
     from skillgate_core.evaluation.probe import ProbeConfig, load_probe_model
-    from skillgate_core.rl.grpo import GRPOJob, _probe_sample
+    from skillgate_core.rl.heldin_probe import heldin_sample
 
     config, result = _run(pipeline, "mixed_task_reward", tmp_path, rollout_source="policy", num_workers=1,
                           group_size=2, max_turns=2, max_new_tokens=8, probe_every=1, probe_tasks=3)
@@ -163,11 +163,10 @@ def test_the_held_in_probe_curve_is_logged_from_the_start(pipeline, tmp_path, sk
         assert r["probe/heldin_cluster_rank1_rate"] in (0.0, 1 / 3, 2 / 3, 1.0)
     start = rows[0]["probe/start_heldin_oracle_given_cluster"]
     assert "probe/start_heldin_oracle_given_cluster" not in rows[1]
-    job = GRPOJob(config=config, model_dir=str(pipeline["sft_model"]), rl_data=str(_rl_data(pipeline, "mixed_task_reward")),
-                  bench=str(pipeline["bench"]), experiments_root="", experiment_id="", run_name="", segment_dir="")
-    sample = _probe_sample(job)
-    assert [r["task_id"] for r in sample] == [r["task_id"] for r in _probe_sample(job)], "a fixed sample"
-    assert len(read_rows(Path(job.rl_data) / "rl_train.parquet")) >= len(sample) == 3
-    model, tok = load_probe_model(Path(job.model_dir), ProbeConfig(device="cpu"))
+    rl_data = _rl_data(pipeline, "mixed_task_reward")
+    sample = heldin_sample(rl_data, config.seed, config.probe_tasks)
+    assert [r["task_id"] for r in sample] == [r["task_id"] for r in heldin_sample(rl_data, config.seed, 3)], "a fixed sample"
+    assert len(read_rows(Path(rl_data) / "rl_train.parquet")) >= len(sample) == 3
+    model, tok = load_probe_model(Path(pipeline["sft_model"]), ProbeConfig(device="cpu"))
     probed = probe_training_rows(model, tok, sample, "reasoning")
     assert abs(start - sum(r["oracle_given_cluster"] for r in probed) / 3) < 1e-4, "the start is the SFT policy"

@@ -11,9 +11,14 @@ import pytest
 import torch
 from rl_workers import StepCase, engine_checks_worker, grpo_step_worker
 
-from skillgate_core.rl.engine import EngineConfig, build_engine, deepspeed_config, parameter_count
-from skillgate_core.rl.launch import run_in_process
-from skillgate_core.rl.zero_choice import choose_zero
+from skillgate_core.rl.engine.deepspeed_engine import (
+    EngineConfig,
+    build_engine,
+    deepspeed_config,
+    parameter_count,
+)
+from skillgate_core.rl.engine.launch import run_in_process
+from skillgate_core.rl.engine.zero_choice import choose_zero
 
 
 def test_deepspeed_config_is_method_optimizer_with_caller_owned_accumulation():
@@ -80,8 +85,8 @@ def test_auto_attention_packs_with_the_varlen_kernel_on_a_gpu_where_it_runs(monk
     on CPU sdpa; on a GPU flash-attn when importable, else torch_varlen when its self-check passes."""
     import transformers.utils
 
-    from skillgate_core.rl import engine
-    from skillgate_core.rl.varlen_attention import TORCH_VARLEN
+    from skillgate_core.rl.engine import deepspeed_engine as engine
+    from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN
 
     assert engine._attn_implementation(EngineConfig()) == "sdpa"  # this CPU machine
     assert engine._attn_implementation(EngineConfig(attn_implementation="eager")) == "eager"
@@ -96,7 +101,7 @@ def test_auto_attention_packs_with_the_varlen_kernel_on_a_gpu_where_it_runs(monk
 
 def test_overlap_comm_is_asked_only_of_the_stages_that_take_it(monkeypatch):
     # DeepSpeed refuses overlap_comm below stage 2 (the z0 preset failed so on the H200, 2026-11-30)
-    import skillgate_core.rl.engine as engine
+    import skillgate_core.rl.engine.deepspeed_engine as engine
 
     monkeypatch.setattr(engine, "_device_type", lambda: "cuda")
     stages = {z: deepspeed_config(EngineConfig(zero_stage=z, dtype="fp32"))["zero_optimization"]["overlap_comm"]
@@ -143,7 +148,7 @@ def test_auto_with_a_gpus_free_memory_skips_sharding_and_trains_as_zero3_does(
     does. Run on CPU: the free memory is the GPU's, the arithmetic DeepSpeed's own."""
     from transformers import AutoModelForCausalLM
 
-    import skillgate_core.rl.engine as engine
+    import skillgate_core.rl.engine.deepspeed_engine as engine
 
     monkeypatch.setattr(engine, "_free_device_bytes", lambda: 139 * 10**9)
     runs = {}

@@ -12,7 +12,13 @@ import pytest
 import torch
 from rl_workers import StepCase, describe_worker, grpo_step_worker
 
-from skillgate_core.rl.launch import LaunchConfig, init_ray, launch_ray, run_in_process, unique_run_name
+from skillgate_core.rl.engine.launch import (
+    LaunchConfig,
+    init_ray,
+    launch_ray,
+    run_in_process,
+    unique_run_name,
+)
 
 HERE = Path(__file__).parent
 
@@ -40,7 +46,7 @@ def test_ray_workers_import_this_checkout_and_return_in_rank_order(ray_local, tm
     assert len({r["pid"] for r in result.results}) == 2
     for r in result.results:
         assert r["world_size"] == 2 and r["backend"] == "gloo" and r["tag"] == "hello" and r["under_ray"]
-        assert Path(r["packing_file"]).parent.parent == checkout  # not another install of the package
+        assert Path(r["packing_file"]).parents[2] == checkout  # not another install of the package
         assert r["home"] and Path(r["home"]).is_absolute()
         assert r["run_dir"] == str(result.run_dir)
     assert result.run_dir.parent == tmp_path / "runs" and result.run_dir.name.startswith("skillgate-")

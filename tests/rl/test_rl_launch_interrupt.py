@@ -20,7 +20,7 @@ import signal, sys
 from rich.console import Console
 from deployments.cli.interrupts import stop_on_interrupt
 from skillgate_core.base.interrupts import interrupt_signal
-from skillgate_core.rl.launch import LaunchConfig, launch_ray
+from skillgate_core.rl.engine.launch import LaunchConfig, launch_ray
 from rl_workers import sleeping_worker
 
 markers, runs = sys.argv[1], sys.argv[2]

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from skillgate_core.rl.logprobs import attention_inputs, token_logprobs
+from skillgate_core.rl.engine.logprobs import attention_inputs, token_logprobs
+from skillgate_core.rl.engine.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 from skillgate_core.rl.loss import global_token_normaliser, grpo_clipped_loss
-from skillgate_core.rl.packing import PackingConfig, TrainSample, pack_samples, pad_micro_batches
 
 
 def samples(vocab: int, n: int = 8, seed: int = 0) -> list[TrainSample]:

@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from skillgate_core.policy.local_sampler import sequence_logprobs
-from skillgate_core.rl.logprobs import token_logprobs
-from skillgate_core.rl.packing import (
+from skillgate_core.rl.engine.logprobs import token_logprobs
+from skillgate_core.rl.engine.packing import (
     PackingConfig,
     TrainSample,
     block_causal_mask,

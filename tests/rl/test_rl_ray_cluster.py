@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from rl_workers import describe_worker
 
-from skillgate_core.rl.launch import LaunchConfig, launch_ray
+from skillgate_core.rl.engine.launch import LaunchConfig, launch_ray
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]

@@ -22,12 +22,12 @@ from skillgate_core.agent.episode import OBSERVATION_TEMPLATE
 from skillgate_core.agent.trajectory import Trajectory, TurnRecord, trajectory_span_report
 from skillgate_core.credit import RejectReason
 from skillgate_core.formats.slate_manifest import Slate, SlateEntry
+from skillgate_core.rl.engine.launch import run_in_process
+from skillgate_core.rl.engine.logprobs import token_logprobs
+from skillgate_core.rl.engine.packing import PackingConfig, pack_samples
 from skillgate_core.rl.grpo import update_policy
 from skillgate_core.rl.grpo_config import GRPOConfig
-from skillgate_core.rl.launch import run_in_process
-from skillgate_core.rl.logprobs import token_logprobs
 from skillgate_core.rl.loss import grpo_clipped_loss, selector_grpo_loss
-from skillgate_core.rl.packing import PackingConfig, pack_samples
 from skillgate_core.rl.profiles import get_profile
 from skillgate_core.rl.rollouts import Episode, Group, RLTask, RolloutStats, behaviour_tally
 from skillgate_core.rl.samples import build_samples
@@ -98,7 +98,7 @@ def _step(ctx, payload):
     model_dir, profile_name = payload
     from transformers import AutoTokenizer
 
-    from skillgate_core.rl.engine import EngineConfig, build_engine
+    from skillgate_core.rl.engine.deepspeed_engine import EngineConfig, build_engine
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     group = _group(tok)

@@ -9,9 +9,9 @@ from test_rl_logprobs import samples
 from transformers import AutoModelForCausalLM
 
 from skillgate_core.policy.local_sampler import sequence_logprobs
-from skillgate_core.rl.logprobs import attention_inputs, packs_varlen, token_logprobs
-from skillgate_core.rl.packing import PackingConfig, pack_samples, unpack
-from skillgate_core.rl.varlen_attention import TORCH_VARLEN, register, varlen_attention_forward
+from skillgate_core.rl.engine.logprobs import attention_inputs, packs_varlen, token_logprobs
+from skillgate_core.rl.engine.packing import PackingConfig, pack_samples, unpack
+from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN, register, varlen_attention_forward
 
 
 def test_packed_rows_match_each_sample_alone_with_gradients(tiny_policy_dir):
@@ -46,6 +46,6 @@ def test_unpacked_batches_and_refusals():
 
 
 def test_self_check_passes_on_the_reference_path():
-    from skillgate_core.rl.varlen_attention import self_check
+    from skillgate_core.rl.engine.varlen_attention import self_check
 
     assert self_check("cpu", torch.float32) is None

@@ -1,11 +1,11 @@
 """zero_stage "auto": the stage picked from the parameter count, the world size, the free device memory
-per rank and the dtype (rl.zero_choice), on the cases its docstring's rules name."""
+per rank and the dtype (rl.engine.zero_choice), on the cases its docstring's rules name."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillgate_core.rl.zero_choice import (
+from skillgate_core.rl.engine.zero_choice import (
     STAGE2_BUCKET,
     STATE_BYTES,
     STATE_FRACTION,
@@ -88,7 +88,7 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_stage():
 
 
 def test_fused_adamw_comes_with_an_automatic_choice_on_a_gpu_only():
-    from skillgate_core.rl.engine import EngineConfig, deepspeed_config
+    from skillgate_core.rl.engine.deepspeed_engine import EngineConfig, deepspeed_config
 
     gpu = choose_zero(415_242_112, 1, H200, "bf16")
     assert gpu.fused_adam and "AdamW fused (optimizer step 7.8 against 13.2 ms" in gpu.reason

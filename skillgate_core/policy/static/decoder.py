@@ -1,9 +1,13 @@
-"""Fast batched sampling for the colocated replica: a static KV cache and a compiled decode step.
+"""The static sampler's engine: prefill and decode over a static KV cache, for any caller's rows.
 
-The same contract as `local_sampler.sample_completions` (ids, tempered per-token log-probs, finish =
-stop | length; nothing re-tokenized), without transformers' `generate`, whose per-token host work
-makes it launch-bound on a GPU (docs/gpu.md, Anchors: 452 tokens/s at batch 32 on an H200, where a
-compiled static-cache decode loop reaches 10.7k). Here:
+One `StaticDecoder` per replica holds what makes sampling fast (caches per (batch, length) bucket, the
+compiled decode step, the captured CUDA graphs) and offers the steps both samplers of this package are
+made of: `bucket_cache` (a reset cache and its decode key bias), `prefill` (ids written at chosen cache
+slots), `decode` (the first token from the prefill's logits, then one token per step for every row)
+and `completions` (the drawn ids cut at their first stop token). `StaticSampler.sample` lays out one
+left-padded batch with them; `turn_cache.TurnCache` keeps each episode's row across turns with them.
+
+How a batch is decoded:
 
 - prompts are left-padded to one width W; every row writes its KV cache in lock-step (slot W + t at
   decode step t), so one `StaticCache` of length L >= W + max_new_tokens serves the batch. Each row's
@@ -16,8 +20,8 @@ compiled static-cache decode loop reaches 10.7k). Here:
   `torch.compile(mode="reduce-overhead")`: one CUDA graph replay per token;
 - the decode step builds no mask: a float32 additive key bias [B, 1, 1, L] is kept with the cache,
   filled once per batch from the prompt padding and opened one slot per step (one tiny fill), and
-  the step attends with `static_decode_attention` (registered as the attention implementation
-  STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
+  the step attends with `decode_attention.static_decode_attention` (registered as the attention
+  implementation STATIC_ATTENTION for the decode steps only): one query per row against the whole cache with the
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
   mask in every layer of every step: half the decode step's GPU time on an H200);
@@ -40,26 +44,6 @@ compiled static-cache decode loop reaches 10.7k). Here:
   length) bucket and reused (`StaticCache.reset()` keeps the tensors' addresses, which the CUDA
   graphs captured). The replica's weights are refreshed in place (`engine.refresh_replica`), so the
   captured graphs stay valid across optimizer steps.
-
-On CPU nothing is compiled or bucketed, so for one seed the ids equal `local_sampler`'s (same RNG
-calls on the same probabilities, up to the float summation order of attention over a longer cache)
-and the log-probs match teacher forcing (tests/policy/test_fast_sampler.py).
-
-    sampler = StaticSampler(replica, tokenizer)          # once per replica: caches + compiled step
-    comps = sampler.sample(prompts, SamplingConfig(max_new_tokens=512, seed=3))
-    comps = sample_batch(replica, tokenizer, prompts, config, static=sampler)   # dispatch on config.sampler
-
-Multi-turn episodes keep their KV cache across turns through `sample_turns` (policy.turn_cache: a
-turn prefills only what its context added; a group's shared prompt is prefilled once):
-
-    comps = sampler.sample_turns(episode_keys, contexts, config, owner=policy_id)
-
-Whoever samples a replica keeps its one StaticSampler and passes it on (the trainer hands it to every
-step's LocalPolicy): nothing here keeps samplers behind the caller's back.
-
-`generation_config` extras of the checkpoint (repetition penalty, top-k, ...) are NOT applied: the
-policy trained by GRPO is plain tempered sampling (top-p 1.0, docs/method.md 2), which both samplers
-implement; `local_sampler` passes top_k=0 for the same reason.
 """
 
 from __future__ import annotations
@@ -69,86 +53,21 @@ import inspect
 import logging
 import math
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
-from skillgate_core.policy.fused_decode import FusedDecode, fusable, too_large
-from skillgate_core.policy.local_sampler import (
-    Completion,
-    SamplingConfig,
-    sample_completions,
-    stop_token_ids,
-)
-from skillgate_core.policy.turn_cache import TurnCache
+from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
+from skillgate_core.policy.static.config import StaticSamplerConfig
+from skillgate_core.policy.static.decode_attention import MASKED, STATIC_ATTENTION, register_static_attention
+from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 
-__all__ = ["STATIC_ATTENTION", "StaticSampler", "resolve_sampler", "sample_batch", "sample_next",
-           "static_decode_attention"]
+__all__ = ["MASK_ELEMENTS", "StaticDecoder", "bucket_batch", "round_up", "sample_next", "seek_cache"]
 
 MASK_ELEMENTS = 1 << 27
 """Prefill runs in query chunks so that the [B, 1, chunk, L] boolean mask stays under this size."""
-
-STATIC_ATTENTION = "skillgate_static_decode"
-"""The attention implementation name the decode steps run under (see `static_decode_attention`)."""
-
-MASKED = torch.finfo(torch.float32).min
-"""The key bias of a key a query must not see (finite: a score plus it never overflows)."""
-
-
-def static_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                            attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                            **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """One query per row against the whole static cache, for a float additive key bias [B, 1, 1, L].
-
-    query [B, H, 1, D], key / value [B, Hkv, L, D]: the H query heads are grouped by their KV head
-    ([B, Hkv, H / Hkv, D]) so each KV head is read once (no repeat_kv), scores = q k^T * scaling in
-    the model dtype (what eager attention does), + bias in float32, softmax in float32, then the
-    weighted values. Anything else (a prefill, a boolean mask, no mask) goes to transformers' sdpa."""
-    if query.shape[2] != 1 or attention_mask is None or attention_mask.dtype == torch.bool:
-        return _SDPA[0](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
-    batch, heads, _, dim = query.shape
-    kv_heads = key.shape[1]
-    scale = scaling if scaling is not None else dim ** -0.5
-    q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(q, key.transpose(2, 3)) * scale  # [B, Hkv, G, L]
-    probs = torch.softmax(scores.float() + attention_mask, dim=-1).to(value.dtype)
-    out = torch.matmul(probs, value)  # [B, Hkv, G, D]
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
-
-
-_SDPA: list[Any] = []
-"""transformers' sdpa attention function, the fallback (imported with transformers, on first use)."""
-
-
-def register_static_attention() -> None:
-    """Register STATIC_ATTENTION with transformers (once; transformers is imported here, not at import)."""
-    if not _SDPA:
-        from transformers import AttentionInterface
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        _SDPA.append(sdpa_attention_forward)
-        AttentionInterface.register(STATIC_ATTENTION, static_decode_attention)
-
-
-def resolve_sampler(config: SamplingConfig, model: Any) -> Literal["hf", "static"]:
-    """The sampler `config.sampler` names; auto = static when the model is on CUDA, else hf."""
-    if config.sampler != "auto":
-        return config.sampler
-    return "static" if next(model.parameters()).device.type == "cuda" else "hf"
-
-
-def sample_batch(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig,
-                 *, static: StaticSampler | None = None) -> list[Completion]:
-    """One completion per prompt, by the sampler `config.sampler` selects (see `resolve_sampler`).
-
-    static: the replica's StaticSampler, used when the static sampler is selected (keep one per replica
-    and pass it: its caches and compiled decode graphs are what make it fast); None makes a fresh one."""
-    if resolve_sampler(config, model) == "static":
-        return (static or StaticSampler(model, tokenizer)).sample(prompts, config)
-    return sample_completions(model, tokenizer, prompts, config)
 
 
 def _cudagraph_tls_ready() -> None:
@@ -168,11 +87,13 @@ def _cudagraph_tls_ready() -> None:
     torch._C._stash_obj_in_tls("tree_manager_locks", trees.local.tree_manager_locks)
 
 
-def _bucket_batch(n: int) -> int:
+def bucket_batch(n: int) -> int:
+    """The batch bucket of n rows when compiled: the next power of two."""
     return 1 << max(0, math.ceil(math.log2(n)))
 
 
-def _round_up(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
+    """n rounded up to a multiple of `multiple`."""
     return -(-n // multiple) * multiple
 
 
@@ -207,7 +128,7 @@ def seek_cache(cache: Any, slot: int) -> None:
         counter = getattr(layer, "cumulative_length", None)
         if counter is None:
             raise RuntimeError(f"{type(layer).__name__} has no cumulative_length: this transformers' StaticCache "
-                               "cannot be written at a chosen slot (fast_sampler.seek_cache)")
+                               "cannot be written at a chosen slot (static.decoder.seek_cache)")
         if isinstance(counter, torch.Tensor):
             counter.fill_(slot)
         else:
@@ -228,7 +149,7 @@ class _BlockState:
     offset: torch.Tensor
     """[B] each row's position offset (slot - offset = position), copied in per call when fixed."""
     order: torch.Tensor
-    """[B] the rows in drawing order (`StaticSampler._draw`), copied in per call when fixed."""
+    """[B] the rows in drawing order (`StaticDecoder._draw`), copied in per call when fixed."""
     out_ids: torch.Tensor
     """[B, cache length] tokens drawn (pad where none)."""
     out_lp: torch.Tensor
@@ -252,116 +173,87 @@ class _BlockState:
         return buffer.copy_(value)
 
 
-class StaticSampler:
-    """Batched sampling with a static KV cache and (on CUDA) a CUDA-graph decode step; see the module
-    docstring. Not thread-safe: one `sample` call at a time per replica."""
+def _sampling_attention(model: Any) -> str:
+    """The model's attention implementation for sampling: its own when sdpa or eager, else sdpa (flash
+    kernels take no 4-D mask; the replica only samples, so it may switch kernels)."""
+    impl = str(getattr(model.config, "_attn_implementation", None) or "eager")
+    if impl not in ("sdpa", "eager"):
+        model.set_attn_implementation("sdpa")
+        impl = "sdpa"
+    return impl
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        compile: bool | None = None,
-        compile_options: dict[str, Any] | None = None,
-        length_bucket: int = 256,
-        finish_check_every: int = 8,
-        max_cached: int = 4,
-        stop_ids: Sequence[int] | None = None,
-        min_batch: int = 1,
-        min_cache_length: int = 0,
-        block_decode: bool | None = None,
-        graph_steps: int = 8,
-        fuse_projections: bool | None = None,
-    ) -> None:
-        """compile: None = on CUDA only. compile_options: torch.compile kwargs (default
-        mode="reduce-overhead"; mode="max-autotune" also searches kernels for the decode GEMMs, the
-        captured blocks then compiled with "max-autotune-no-cudagraphs": slower on an H200 at b505c6d;
-        tests pass backend="eager", fullgraph=True to prove the step traces without graph breaks).
-        length_bucket: cache lengths are rounded up to a multiple of this when compiled. max_cached: (batch, length) caches kept at once (least recently used dropped).
-        stop_ids: the ids that end a completion (None = `stop_token_ids(tokenizer)`).
-        min_batch, min_cache_length: when compiled, every call is padded up to at least this batch
-        and cache length, so the calls that fit share one shape and one compiled graph. Multi-turn
-        rollouts otherwise meet a new (batch, length) bucket almost every turn (episodes finish, the
-        contexts grow), each compiled anew: the first GRPO step of a 24.7M policy's agent rollouts
-        took 131 s on an H200 that way. Dummy rows and a longer cache cost little on a small model.
-        block_decode: None = on when compiled on CUDA (then each block of up to graph_steps tokens is
-        one CUDA-graph replay); True elsewhere runs the same device-side loop without graphs (what the
-        CPU tests compare with the per-step loop); False = the per-step loop.
-        fuse_projections: the decode step with q/k/v and gate/up as one GEMM each (policy.fused_decode).
-        None = fused when compiled on CUDA, `fusable(model)` gives no reason and the stacked copies take at
-        most 10% of the GPU's free memory (`fused_decode.too_large`; measured on an H200: 14% less
-        generation time, benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward
-        (`fused_decode_why_not` in stats says why); True = fused (a model it cannot fuse is an error);
-        False = the model's own forward."""
-        if length_bucket < 1 or finish_check_every < 1 or max_cached < 1 or min_batch < 1 or min_cache_length < 0:
-            raise ValueError("length_bucket, finish_check_every, max_cached and min_batch must be >= 1, "
-                             "min_cache_length >= 0")
-        if graph_steps < 1:
-            raise ValueError(f"graph_steps must be >= 1, got {graph_steps}")
+
+class StaticDecoder:
+    """Prefill and decode over static KV caches for one replica (module docstring). Not thread-safe: one
+    call at a time."""
+
+    def __init__(self, model: Any, tokenizer: Any, config: StaticSamplerConfig) -> None:
+        """The decoder of `model` (one per replica); `config`: the switches, each documented in
+        StaticSamplerConfig."""
         register_static_attention()
-        self.model, self.tokenizer = model, tokenizer
+        self.config, self.model, self.tokenizer = config, model, tokenizer
         self.device = next(model.parameters()).device
-        self.compiled = self.device.type == "cuda" if compile is None else compile
-        self.length_bucket, self.finish_check_every, self.max_cached = length_bucket, finish_check_every, max_cached
-        self.min_batch, self.min_cache_length = min_batch, min_cache_length
-        self.stop_ids = sorted(set(stop_ids)) if stop_ids is not None else stop_token_ids(tokenizer)
+        cuda = self.device.type == "cuda"
+        self.compiled = cuda if config.compile is None else config.compile
+        self.stop_ids = sorted(set(config.stop_ids)) if config.stop_ids is not None else stop_token_ids(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        impl = str(getattr(model.config, "_attn_implementation", None) or "eager")
-        if impl not in ("sdpa", "eager"):
-            # flash kernels take no 4-D mask; the replica only samples, so it may switch kernels
-            model.set_attn_implementation("sdpa")
-            impl = "sdpa"
-        self.additive_mask = impl == "eager"
+        self.additive_mask = _sampling_attention(model) == "eager"
         # transformers >= 5.2x renamed past_key_values to cache (the old name warns, inside the graph too)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
         self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
-        step = plain = self._decode_step
-        cuda = self.device.type == "cuda"
-        self.block_decode = (self.compiled and cuda) if block_decode is None else bool(block_decode)
+        self.block_decode = (self.compiled and cuda) if config.block_decode is None else bool(config.block_decode)
         self.capture = self.block_decode and self.compiled and cuda
         """Whether blocks are captured as CUDA graphs (else run step by step, on the device buffers)."""
-        self.graph_steps = graph_steps
-        if self.compiled:
-            options: dict[str, Any] = {"mode": "reduce-overhead", "fullgraph": False, "dynamic": False} | dict(compile_options or {})
-            step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
-            # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
-            # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
-            # what a token's time goes to, and the default picks are tuned for larger shapes)
-            plain_mode = {"max-autotune": "max-autotune-no-cudagraphs"}.get(options.get("mode") or "")
-            plain = torch.compile(self._decode_step, **(options | {"mode": plain_mode})) if options.get("mode") else step
-            # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
-            # and past dynamo's default limit (8) the step would silently run eagerly
-            dynamo_config = torch._dynamo.config
-            for name in ("recompile_limit", "cache_size_limit"):
-                if hasattr(dynamo_config, name):
-                    setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
-        self.fused: FusedDecode | None = None
-        """The decode step with fused projections (None: the model's forward decodes)."""
-        why = fusable(model) if fuse_projections is not False else "fuse_projections=False"
-        if fuse_projections is None and not why:
+        self._step, self._plain_step = self._decode_steps()
+        self.fused, self.fused_why_not = self._fused_decode()
+        """The decode step with fused projections (None: the model's forward decodes), and why not ("" when
+        fused)."""
+        self._blocks: dict[int, tuple[Any, _BlockState]] = {}
+        self._side: Any = None  # the stream the first step of a bucket and every capture run on
+        self.block_stats: dict[str, Any] = {"block_decode": "off"}
+        """How the last `decode` ran: off (the per-step loop), device loop or graphs, and graphs captured."""
+
+    def _decode_steps(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(the per-step path's decode step, the one block decoding captures): `_decode_step` itself when
+        not compiled."""
+        step = plain = self._decode_step
+        if not self.compiled:
+            return step, plain
+        options: dict[str, Any] = ({"mode": "reduce-overhead", "fullgraph": False, "dynamic": False}
+                                   | dict(self.config.compile_options or {}))
+        step = torch.compile(step, **options)  # compiled at its first call: the per-step path only
+        # captured by hand: inductor without its own CUDA graphs (a graph in a graph cannot be captured)
+        # (max-autotune keeps its kernel search without the graphs: the small-batch decode GEMMs are
+        # what a token's time goes to, and the default picks are tuned for larger shapes)
+        plain_mode = {"max-autotune": "max-autotune-no-cudagraphs"}.get(options.get("mode") or "")
+        plain = torch.compile(self._decode_step, **(options | {"mode": plain_mode})) if options.get("mode") else step
+        # one graph per (batch, length) bucket and cache object: multi-turn rollouts meet several,
+        # and past dynamo's default limit (8) the step would silently run eagerly
+        dynamo_config = torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dynamo_config, name):
+                setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
+        return step, plain
+
+    def _fused_decode(self) -> tuple[FusedDecode | None, str]:
+        """(the fused decode step or None, why not: "" when fused), as `config.fuse_projections` says."""
+        model, fuse = self.model, self.config.fuse_projections
+        why = fusable(model) if fuse is not False else "fuse_projections=False"
+        if fuse is None and not why:
             if not (self.compiled and self.device.type == "cuda"):
                 why = "not compiled on CUDA (the fused step pays off against the GPU's per-kernel cost)"
             else:  # a default must not cost a large model its memory: the copies are two thirds of the layers
                 why = too_large(model, torch.cuda.mem_get_info(self.device)[0])
-        self.fused_why_not = why
-        """Why the decode step is the model's forward ("" when fused)."""
-        if fuse_projections and why:
+        if fuse and why:
             raise ValueError(f"fuse_projections=True: {type(model).__name__} cannot be fused ({why})")
-        if not why:
-            self.fused = FusedDecode(model)
-            if self.compiled:
-                for tensor in self.fused.buffers():
-                    torch._dynamo.mark_static_address(tensor)
-        self._step = step
-        self._plain_step = plain
-        self._blocks: dict[int, tuple[Any, _BlockState]] = {}
-        self._side: Any = None  # the stream the first step of a bucket and every capture run on
-        self._block_stats: dict[str, Any] = {"block_decode": "off"}
-        self.stats: dict[str, Any] = {}
-        """What the last call did: batch / cache buckets, decode steps, prefill chunks."""
-        self.turns = TurnCache(self)
-        """The episodes' cache rows kept across turns (`sample_turns`)."""
+        if why:
+            return None, why
+        fused = FusedDecode(model)
+        if self.compiled:
+            for tensor in fused.buffers():
+                torch._dynamo.mark_static_address(tensor)
+        return fused, ""
 
     # --- the model calls -------------------------------------------------------------------------
 
@@ -386,7 +278,7 @@ class StaticSampler:
         allowed = (keys[None, :] <= slots[:, None])[None] & (valid[:, None, :] | (keys[None, :] == slots[:, None])[None])
         return self._logits(ids, slots, offset, self._mask(allowed[:, None]), cache)
 
-    def _prefill_chunks(self, ids: torch.Tensor, start: int, offset: torch.Tensor, valid: torch.Tensor,
+    def prefill(self, ids: torch.Tensor, start: int, offset: torch.Tensor, valid: torch.Tensor,
                         cache: Any) -> tuple[torch.Tensor, int]:
         """Prefill `ids` [B, W] at cache slots start .. start + W - 1 in query chunks (so the explicit 4-D
         mask [B, 1, chunk, L] stays small); (the last query's logits [B, V], chunks run)."""
@@ -422,7 +314,7 @@ class StaticSampler:
         ids = torch.full((batch, 1), self.pad_id, dtype=nxt.dtype, device=nxt.device).index_copy(0, order, nxt)
         return ids, torch.zeros((batch, 1), dtype=lp.dtype, device=lp.device).index_copy(0, order, lp)
 
-    def _cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
+    def bucket_cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
         """The (StaticCache, decode key bias) of this bucket, reset; kept so CUDA graphs see the same
         addresses every time."""
         from transformers import StaticCache
@@ -430,7 +322,7 @@ class StaticSampler:
         key = (batch, length)
         kept = self._caches.pop(key, None)
         if kept is None:
-            while len(self._caches) >= self.max_cached:
+            while len(self._caches) >= self.config.max_cached:
                 self._caches.pop(next(iter(self._caches)))
             cache = StaticCache(config=self.model.config, max_cache_len=length)
             bias = torch.full((batch, 1, 1, length), MASKED, dtype=torch.float32, device=self.device)
@@ -442,64 +334,7 @@ class StaticSampler:
         self._caches[key] = kept  # most recently used last
         return kept
 
-    # --- one batch --------------------------------------------------------------------------------
-
-    def sample(self, prompts: Sequence[Sequence[int]], config: SamplingConfig) -> list[Completion]:
-        """Sample one completion per prompt (prompt = token ids); see the module docstring."""
-        if not prompts:
-            return []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        n, new = len(prompts), config.max_new_tokens
-        width = max(len(p) for p in prompts)
-        batch = _bucket_batch(max(n, self.min_batch)) if self.compiled else n
-        length = width + new
-        if self.compiled:
-            length = _round_up(max(length, self.min_cache_length), self.length_bucket)
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        valid = torch.ones((batch, length), dtype=torch.bool)
-        valid[:, :width] = False
-        pad = torch.full((batch,), width - 1, dtype=torch.long)  # dummy rows: one pad "prompt" token
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
-            valid[row, width - len(prompt) : width] = True
-            pad[row] = width - len(prompt)
-        valid[n:, width - 1] = True
-        ids, valid, pad = ids.to(self.device), valid.to(self.device), pad.to(self.device)
-
-        if self.compiled and self.device.type == "cuda":
-            _cudagraph_tls_ready()
-        with torch.no_grad(), torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(config.seed)
-            cache, bias = self._cache(batch, length)
-            out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
-        self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
-                      "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      **self.decode_stats(), **self._block_stats}
-        return self._completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
-
-    def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
-                     owner: Hashable = None) -> list[Completion]:
-        """`sample` for multi-turn episodes: contexts[i] is episode keys[i]'s whole context so far, and only
-        what it adds to what that episode's cache row holds is prefilled (policy.turn_cache). The same
-        completions as `sample(contexts, config)`, up to float summation order. Release an ended
-        episode's row with `self.turns.release([key])`; `owner`: rows of another owner are dropped."""
-        if self.compiled and self.device.type == "cuda":
-            _cudagraph_tls_ready()
-        out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | self.decode_stats() | self._block_stats
-        return out
-
-    def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
-        batch, width = ids.shape
-        logits, chunks = self._prefill_chunks(ids, 0, pad, valid, cache)
-        order = torch.arange(batch, device=ids.device)
-        done = torch.zeros(batch, dtype=torch.bool, device=ids.device)
-        done[rows:] = True  # dummy rows never hold the loop open
-        out_ids, out_lp, steps = self._decode(logits, width, pad, valid, cache, bias, config, done, order)
-        return out_ids, out_lp, steps, chunks
-
-    def _decode(self, logits, start: int, offset, valid, cache, bias, config: SamplingConfig, done, order):
+    def decode(self, logits, start: int, offset, valid, cache, bias, config: SamplingConfig, done, order):
         """Sample the first token of every row from the prefill's `logits` [B, V], then decode one token per
         step at slots start, start + 1, ... (the keys before `start` a row sees: its `valid` ones).
         `done` [B]: rows that never hold the loop open (dummies); `order`: who draws (`_draw`). Returns (ids [B, new], log-probs, steps)."""
@@ -516,14 +351,14 @@ class StaticSampler:
         bias.fill_(MASKED)
         bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
         seek_cache(cache, start)
-        self._block_stats = {"block_decode": "off"}
+        self.block_stats = {"block_decode": "off"}
         if self.block_decode:
             return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
         t = 1
         with self._decoding_attention():
             while t < new:
-                if (t - 1) % self.finish_check_every == 0 and bool(done.all()):
+                if (t - 1) % self.config.finish_check_every == 0 and bool(done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
                 prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
                 bias[:, :, :, start + t - 1].fill_(0.0)  # the query sees its own slot from now on
@@ -534,6 +369,11 @@ class StaticSampler:
                 done |= stopped
                 t += 1
         return out_ids, out_lp, t - 1
+
+    def ready_thread(self) -> None:
+        """Call before sampling from a thread: compiled on CUDA, the thread needs its CUDA-graph trees."""
+        if self.compiled and self.device.type == "cuda":
+            _cudagraph_tls_ready()
 
     def decode_stats(self) -> dict[str, Any]:
         """Which decode step samples: fused or the model's forward, and why (also in `stats` after every
@@ -569,7 +409,7 @@ class StaticSampler:
         st.slot.fill_(start)
         st.col.fill_(1)
         inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
-        check, t = self.finish_check_every, 1
+        check, t = self.config.finish_check_every, 1
         captured = 0
         with self._decoding_attention():
             while t < new:
@@ -579,10 +419,10 @@ class StaticSampler:
                     self._on_side_stream(lambda: self._advance(st, self._plain_step, *inputs))
                     st.warm, t = True, t + 1
                     continue
-                k = min(self.graph_steps, new - t, check - (t - 1) % check)
+                k = min(self.config.graph_steps, new - t, check - (t - 1) % check)
                 captured += self._block(st, k, inputs)
                 t += k
-        self._block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
+        self.block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
         return st.out_ids[:, :new].clone(), st.out_lp[:, :new].clone(), t - 1
 
     def _advance(self, st: _BlockState, step: Callable[..., Any], offset, order, bias, cache,
@@ -615,7 +455,7 @@ class StaticSampler:
                         self._advance(st, self._plain_step, *inputs)
             except Exception as exc:  # a capture this torch cannot make: the per-step path from now on
                 logging.getLogger(__name__).warning(
-                    "fast_sampler: capturing %d decode steps as a CUDA graph failed (%s: %s); decoding step by "
+                    "static sampler: capturing %d decode steps as a CUDA graph failed (%s: %s); decoding step by "
                     "step from now on", k, type(exc).__name__, exc)
                 self.capture = False
                 self.block_decode = False
@@ -665,7 +505,7 @@ class StaticSampler:
         self._blocks[key] = (weakref.ref(cache), state)
         return state
 
-    def _completions(self, out_ids: torch.Tensor, out_lp: torch.Tensor, new: int) -> list[Completion]:
+    def completions(self, out_ids: torch.Tensor, out_lp: torch.Tensor, new: int) -> list[Completion]:
         stop = set(self.stop_ids)
         completions = []
         for row_ids, row_lp in zip(out_ids.tolist(), out_lp.tolist(), strict=True):

@@ -12,7 +12,7 @@ the same micro-batch give bit-identical values (rho exactly 1; tests/rl/test_log
 
 Attention over the packed row follows the model's attention implementation:
 - "flash_attention_2" / "flash_attention_3" / kernels flash, and "torch_varlen" (PyTorch's own
-  varlen flash kernel, skillgate_core.rl.varlen_attention): no mask, varlen via cu_seqlens;
+  varlen flash kernel, skillgate_core.rl.engine.varlen_attention): no mask, varlen via cu_seqlens;
 - "sdpa": a block-diagonal causal bool mask; "eager": the same mask, additive in the model dtype.
 Anything else (e.g. flex attention) is refused rather than silently attending across samples.
 """
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from skillgate_core.rl.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
-from skillgate_core.rl.varlen_attention import TORCH_VARLEN
+from skillgate_core.rl.engine.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
+from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN
 
 __all__ = ["attention_inputs", "model_device", "packs_varlen", "token_logprobs"]
 

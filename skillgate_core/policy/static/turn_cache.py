@@ -19,7 +19,7 @@ Without it every turn of every episode prefills its whole conversation again (a 
 - a row with nothing cached (a new episode) is prefilled apart, in a small batch of the distinct
   contexts of the call, and its keys/values copied in to end at D: the G episodes of a group share
   their prompt, so it is prefilled once and copied into each of their rows;
-- the draws stay each episode's: only the call's rows draw, in the call's order (`StaticSampler._draw`),
+- the draws stay each episode's: only the call's rows draw, in the call's order (`StaticDecoder._draw`),
   so each episode draws exactly what a full re-prefill of the same call with the same seed draws, up
   to the float summation order of attention over a differently laid out cache. Compiled, every row
   draws (a static shape), the call's first, as the dummy rows of a compiled `sample` do;
@@ -36,17 +36,14 @@ Without it every turn of every episode prefills its whole conversation again (a 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig
-
-if TYPE_CHECKING:
-    from skillgate_core.policy.fast_sampler import StaticSampler
+from skillgate_core.policy.static.decoder import StaticDecoder, bucket_batch, round_up
 
 __all__ = ["COUNTERS", "TurnCache"]
 
@@ -96,15 +93,11 @@ def _seekable(model: Any) -> bool:
     return all(hasattr(layer, "cumulative_length") for layer in layers)
 
 
-def _bucket(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, n))))
-
-
 class TurnCache:
-    """The per-episode cache rows of one StaticSampler (see the module docstring)."""
+    """The per-episode cache rows of one StaticSampler, over its decoder (see the module docstring)."""
 
-    def __init__(self, sampler: StaticSampler, max_kept: int = 2) -> None:
-        self.sampler = sampler
+    def __init__(self, decoder: StaticDecoder, max_kept: int = 2) -> None:
+        self.decoder = decoder
         self.rows: list[_Row | None] = []
         self.frontier = 0
         self.cache: Any = None
@@ -116,8 +109,8 @@ class TurnCache:
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.stats: dict[str, Any] = {}
         """What the last call did (batch, cache shape, frontier, prefill widths, decode steps)."""
-        self.supported = _seekable(sampler.model)
-        """Whether this transformers' StaticCache can be written at a chosen slot (`fast_sampler.seek_cache`);
+        self.supported = _seekable(decoder.model)
+        """Whether this transformers' StaticCache can be written at a chosen slot (`decoder.seek_cache`);
         where not, callers sample with a full prefill per turn (agent.policies.LocalPolicy)."""
         self.disabled_reason: str | None = None
         """Why the cache was switched off after a failed call (`disable`); None while it works."""
@@ -146,7 +139,7 @@ class TurnCache:
         return sum(r is not None for r in self.rows)
 
     def _check_owner_and_weights(self, owner: Hashable) -> None:
-        weights = tuple(p._version for p in self.sampler.model.parameters())
+        weights = tuple(p._version for p in self.decoder.model.parameters())
         if owner != self.owner or weights != self._weights:
             self.clear()
         self.owner, self._weights = owner, weights
@@ -185,18 +178,18 @@ class TurnCache:
         if kept is None:
             while len(self._kept) >= self.max_kept:
                 self._kept.pop(next(iter(self._kept)))
-            model = self.sampler.model
+            model = self.decoder.model
             cache: Any = StaticCache(config=model.config, max_cache_len=length)
             config = model.config
             kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
             head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-            fake = torch.zeros((batch, kv_heads, 0, head_dim), dtype=model.dtype, device=self.sampler.device)
+            fake = torch.zeros((batch, kv_heads, 0, head_dim), dtype=model.dtype, device=self.decoder.device)
             for layer in cache.layers:  # the keys/values exist before the first forward: rows are copied in
                 if not layer.is_initialized:
                     layer.lazy_initialization(fake, fake)
             bias = torch.full((batch, 1, 1, length), torch.finfo(torch.float32).min, dtype=torch.float32,
-                              device=self.sampler.device)
-            if self.sampler.compiled:
+                              device=self.decoder.device)
+            if self.decoder.compiled:
                 torch._dynamo.mark_static_address(bias)
             kept = (cache, bias)
         self._kept[key] = kept
@@ -218,7 +211,7 @@ class TurnCache:
             if not row.slots:
                 continue
             start = frontier - len(row.slots)
-            src = torch.tensor(row.slots, device=self.sampler.device)
+            src = torch.tensor(row.slots, device=self.decoder.device)
             for lo, ln in zip(old.layers, new.layers, strict=True):
                 k, v = lo.keys[i].index_select(1, src), lo.values[i].index_select(1, src)  # copies first
                 ln.keys[target[i], :, start:frontier] = k
@@ -234,11 +227,11 @@ class TurnCache:
         return frontier
 
     def _shape(self, rows_needed: int, widest: int, new: int) -> tuple[int, int]:
-        s = self.sampler
-        batch = _bucket(max(rows_needed, s.min_batch)) if s.compiled else rows_needed
+        s = self.decoder
+        batch = bucket_batch(max(rows_needed, s.config.min_batch)) if s.compiled else rows_needed
         # rounded up even on CPU: a cache with room for the next turns is not laid out anew every call
-        length = max(widest + new, s.min_cache_length if s.compiled else 0)
-        return batch, -(-length // s.length_bucket) * s.length_bucket
+        length = max(widest + new, s.config.min_cache_length if s.compiled else 0)
+        return batch, round_up(length, s.config.length_bucket)
 
     # --- one call ---------------------------------------------------------------------------------
 
@@ -251,7 +244,7 @@ class TurnCache:
             raise ValueError("every prompt needs at least one token")
         if len(set(keys)) != len(keys) or len(keys) != len(contexts):
             raise ValueError("sample_turns: one distinct key per context")
-        s, new = self.sampler, config.max_new_tokens
+        s, new = self.decoder, config.max_new_tokens
         self._check_owner_and_weights(owner)
         items = self._plan(keys, contexts)
         # Continuing rows prefill their suffixes together at slots end - wide .. end - 1 (left padded), so
@@ -265,7 +258,7 @@ class TurnCache:
             kept = max([len(r.slots) for r in self.rows if r is not None] + [0])
             needed = max(kept + wide, fresh)
             # past the floor, room for the next turns too (fewer layouts; compiled: fewer shapes)
-            grow = needed + new > (s.min_cache_length if s.compiled else 0)
+            grow = needed + new > (s.config.min_cache_length if s.compiled else 0)
             batch, length = self._shape(held, needed + (needed // 2 if grow else 0), new)
             if self.bias is not None and batch == self.bias.shape[0]:
                 length = max(length, self._length())  # the same shape when it fits
@@ -273,7 +266,7 @@ class TurnCache:
         with torch.no_grad(), torch.random.fork_rng(devices=[s.device] if s.device.type == "cuda" else []):
             torch.manual_seed(config.seed)
             out_ids, out_lp, steps, widths = self._generate(items, end, config)
-        completions = s._completions(out_ids[[it.row for it in items]].cpu(), out_lp[[it.row for it in items]].cpu(),
+        completions = s.completions(out_ids[[it.row for it in items]].cpu(), out_lp[[it.row for it in items]].cpu(),
                                      new)
         for it, c in zip(items, completions, strict=True):
             row = self.rows[it.row]
@@ -293,7 +286,7 @@ class TurnCache:
         return 0 if self.bias is None else int(self.bias.shape[-1])
 
     def _generate(self, items: list[_Item], end: int, config: SamplingConfig):
-        s, cache, bias = self.sampler, self.cache, self.bias
+        s, cache, bias = self.decoder, self.cache, self.bias
         assert bias is not None
         batch, length, device = len(self.rows), self._length(), s.device
         valid = torch.zeros((batch, length), dtype=torch.bool)
@@ -314,7 +307,7 @@ class TurnCache:
             for it in going:
                 ids[it.row, wide - len(it.suffix) :] = torch.tensor(it.suffix, dtype=torch.long)
                 valid[it.row, end - len(it.suffix) : end] = True
-            part, _ = s._prefill_chunks(ids.to(device), end - wide, offset.to(device), valid.to(device), cache)
+            part, _ = s.prefill(ids.to(device), end - wide, offset.to(device), valid.to(device), cache)
             rows = torch.tensor([it.row for it in going], device=device)
             logits[rows] = part.float().index_select(0, rows)
             widths["suffix_width"] = wide
@@ -330,20 +323,20 @@ class TurnCache:
             order += [i for i in range(batch) if i not in set(order)]
         done = torch.ones(batch, dtype=torch.bool, device=device)
         done[[it.row for it in items]] = False  # the other rows never hold the loop open
-        out_ids, out_lp, steps = s._decode(logits, end, offset.to(device), valid.to(device), cache, bias, config,
+        out_ids, out_lp, steps = s.decode(logits, end, offset.to(device), valid.to(device), cache, bias, config,
                                            done, torch.tensor(order, device=device))
         return out_ids, out_lp, steps, widths
 
     def _prefill_fresh(self, fresh: list[_Item], end: int, widths: dict[str, int]) -> dict[int, torch.Tensor]:
-        s = self.sampler
+        s = self.decoder
         distinct: dict[tuple[int, ...], int] = {}
         for it in fresh:
             distinct.setdefault(tuple(it.context), len(distinct))
         contexts = list(distinct)
         wide = max(len(c) for c in contexts)
         n = len(contexts)
-        batch = _bucket(n) if s.compiled else n
-        length = -(-wide // s.length_bucket) * s.length_bucket if s.compiled else wide
+        batch = bucket_batch(n) if s.compiled else n
+        length = round_up(wide, s.config.length_bucket) if s.compiled else wide
         ids = torch.full((batch, wide), s.pad_id, dtype=torch.long)
         valid = torch.zeros((batch, length), dtype=torch.bool)
         pad = torch.full((batch,), wide - 1, dtype=torch.long)
@@ -352,8 +345,8 @@ class TurnCache:
             ids[j, wide - len(c) :] = torch.tensor(c, dtype=torch.long)
             valid[j, wide - len(c) : wide] = True
             pad[j] = wide - len(c)
-        temp, _ = s._cache(batch, length)
-        part, _ = s._prefill_chunks(ids.to(s.device), 0, pad.to(s.device), valid.to(s.device), temp)
+        temp, _ = s.bucket_cache(batch, length)
+        part, _ = s.prefill(ids.to(s.device), 0, pad.to(s.device), valid.to(s.device), temp)
         out = {}
         for it in fresh:
             j, size = distinct[tuple(it.context)], len(it.context)

@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO training engine, frozen reference, and the colocated inference replica.
 
-Every function here runs inside a worker of `skillgate_core.rl.launch` (a process group must exist:
+Every function here runs inside a worker of `skillgate_core.rl.engine.launch` (a process group must exist:
 gloo on CPU, NCCL on GPU, any world size) and is COLLECTIVE: every rank calls it, in the same order.
 
     zero = resolve_zero(model_dir, EngineConfig())                 # "auto": the stage for this model/world
@@ -22,7 +22,7 @@ micro-batches accumulates, `optimizer_step` is the boundary, nothing is scaled b
 count. Under bf16 the accumulation and the reduce-scatter run in float32.
 
 The ZeRO stage: `EngineConfig.zero_stage` names one, or "auto" (the default) has `resolve_zero` pick
-it from the parameter count, the world size and the free device memory (rl.zero_choice: its rules),
+it from the parameter count, the world size and the free device memory (rl.engine.zero_choice: its rules),
 once, when the engine is built; `build_engine` logs the choice, and the GRPO run records it in its
 metrics (`zero_stage_resolved`, `zero_stage_reason`), not in any config digest.
 
@@ -45,9 +45,9 @@ from typing import Any, Literal
 
 import torch
 
-from skillgate_core.rl.varlen_attention import TORCH_VARLEN
-from skillgate_core.rl.varlen_attention import register as register_torch_varlen
-from skillgate_core.rl.zero_choice import ZeroChoice, ZeroStage, choose_zero, explicit_zero
+from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN
+from skillgate_core.rl.engine.varlen_attention import register as register_torch_varlen
+from skillgate_core.rl.engine.zero_choice import ZeroChoice, ZeroStage, choose_zero, explicit_zero
 
 __all__ = [
     "EngineConfig",
@@ -88,11 +88,11 @@ class EngineConfig:
     with fused=True (one kernel for the whole update); deepspeed = FusedAdam on GPU /
     DeepSpeedCPUAdam when offloaded (compiled on first use); auto = deepspeed when the optimizer is
     offloaded, else torch, fused when `zero_stage` is "auto" and the choice made on a GPU says so
-    (rl.zero_choice: `fused_adam`, with the measurement in its reason)."""
+    (rl.engine.zero_choice: `fused_adam`, with the measurement in its reason)."""
     zero_stage: ZeroStage = "auto"
     """ZeRO stage of the policy (3 shards parameters, gradients and optimizer state; 2 gradients and
     optimizer state; 1 optimizer state); auto = chosen when the engine is built from the model size, the
-    world size and the free device memory (rl.zero_choice; stage 3 on CPU)."""
+    world size and the free device memory (rl.engine.zero_choice; stage 3 on CPU)."""
     offload_optimizer: bool = False
     """Keep optimizer state in CPU memory (ZeRO-Offload)."""
     offload_params: bool = False
@@ -101,7 +101,7 @@ class EngineConfig:
     """Recompute activations in backward (non-reentrant) to save memory."""
     attn_implementation: str = "auto"
     """HF attention kernel of the policy; auto = on GPU flash_attention_2 when importable, else
-    "torch_varlen" (PyTorch's varlen flash kernel, rl.varlen_attention: packed rows without the flash-attn
+    "torch_varlen" (PyTorch's varlen flash kernel, rl.engine.varlen_attention: packed rows without the flash-attn
     package) when its self-check passes there, else sdpa; sdpa on CPU. With sdpa every micro-batch holds
     one sample (2026-12-01, one H200, SmolLM2 GRPO: train 19-25 s of a 31-38 s step, 32 episodes one by
     one); a varlen kernel packs them. The replica samples with sdpa whenever the policy uses a varlen kernel."""
@@ -118,7 +118,7 @@ class EngineConfig:
     flat_grad_norm: bool = True
     """Under DeepSpeed's bf16 optimizer (ZeRO stage 1 in bf16: the one-GPU default), compute the gradient
     norm and clip over each group's flat fp32 gradient buffer (a few kernels) instead of DeepSpeed's
-    per-parameter loop; the same norm up to fp32 summation order (rl.flat_grad_norm)."""
+    per-parameter loop; the same norm up to fp32 summation order (rl.engine.flat_grad_norm)."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
@@ -175,7 +175,7 @@ def _attn_implementation(config: EngineConfig) -> str:
 @functools.cache
 def varlen_usable() -> bool:
     """Whether the torch varlen kernel runs on this GPU (its self-check, once per process); why not is logged."""
-    from skillgate_core.rl.varlen_attention import self_check, torch_varlen_available
+    from skillgate_core.rl.engine.varlen_attention import self_check, torch_varlen_available
 
     problem = None if torch_varlen_available() else "no varlen kernel in this torch"
     problem = problem or self_check("cuda", torch.bfloat16)
@@ -250,7 +250,7 @@ def deepspeed_config(config: EngineConfig, *, inference: bool = False, zero: Zer
 def _require_process_group() -> None:
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         raise RuntimeError(
-            "no torch.distributed process group: run this inside skillgate_core.rl.launch "
+            "no torch.distributed process group: run this inside skillgate_core.rl.engine.launch "
             "(launch_ray or run_in_process)"
         )
 
@@ -307,7 +307,7 @@ def resolve_zero(model_dir: str | Path, config: EngineConfig) -> ZeroChoice:
     free device memory. COLLECTIVE under "auto" (every rank gets the same answer)."""
     if config.zero_stage != "auto":
         return explicit_zero(int(config.zero_stage))
-    from skillgate_core.rl import collectives
+    from skillgate_core.rl.engine import collectives
 
     _require_process_group()
     free = collectives.all_gather_objects(_free_device_bytes())
@@ -324,7 +324,7 @@ def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoic
     runs over the flat buffers (`EngineConfig.flat_grad_norm`). Call `engine.train()` / `.eval()` as usual."""
     import deepspeed
 
-    from skillgate_core.rl.collectives import rank
+    from skillgate_core.rl.engine.collectives import rank
 
     _require_process_group()
     if zero is None:
@@ -340,14 +340,14 @@ def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoic
     if config.flat_grad_norm:
         from deepspeed.runtime.bf16_optimizer import BF16_Optimizer
 
-        from skillgate_core.rl.flat_grad_norm import install_flat_grad_norm
+        from skillgate_core.rl.engine.flat_grad_norm import install_flat_grad_norm
 
         if isinstance(engine.optimizer, BF16_Optimizer):
             flat = install_flat_grad_norm(engine.optimizer)
             if rank() == 0:
                 logging.getLogger(__name__).info(
                     "policy engine: gradient norm and clipping over %s", "the flat fp32 gradient buffers"
-                    if flat else "each parameter (DeepSpeed's own loop; rl.flat_grad_norm says why at info)")
+                    if flat else "each parameter (DeepSpeed's own loop; rl.engine.flat_grad_norm says why at info)")
     engine.train()
     return engine
 
@@ -446,7 +446,7 @@ def gathered_state_dict(
     added. only_rank=None: every rank keeps a full copy; only_rank=r: only rank r does (the others
     return {}), e.g. rank 0 writing an export without N full copies in host memory.
     """
-    from skillgate_core.rl.collectives import rank
+    from skillgate_core.rl.engine.collectives import rank
 
     keep = only_rank is None or rank() == only_rank
     out: dict[str, torch.Tensor] = {}

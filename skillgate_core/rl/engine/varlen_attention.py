@@ -1,6 +1,6 @@
 """Packed-row attention without the flash-attn package: PyTorch's own varlen flash kernel.
 
-A packed micro-batch (skillgate_core.rl.packing) is one row of several samples. Under "sdpa" it
+A packed micro-batch (skillgate_core.rl.engine.packing) is one row of several samples. Under "sdpa" it
 needs a dense [T, T] block mask, which costs T^2 memory and rules out the flash kernel, so the
 trainer packs one sample per micro-batch there. flash-attn's varlen kernel avoids both, but the
 package is not on every machine (not on the shared H200 image). `torch.nn.attention.varlen.varlen_attn`

@@ -7,7 +7,7 @@ grpo_step_vs_trl_c5e0553/README.md). Seven of a layer's kernels are projection G
 up, down. Here q/k/v run as ONE GEMM against their weights stacked row-wise, and gate/up as one, so a
 layer runs four projection GEMMs instead of seven; the rest of the layer is the model's own modules
 (RMSNorm, rotary embedding, activation, o_proj, down_proj) in the model's order, and attention is
-`fast_sampler.static_decode_attention` against the sampler's StaticCache (written through the cache
+`decode_attention.static_decode_attention` against the sampler's StaticCache (written through the cache
 layer's own `update`, which advances the slot counter `seek_cache` sets).
 
 The stacked weights are copies: `refresh()` rewrites them from the model's current weights (an
@@ -25,7 +25,7 @@ The sampler's default on CUDA (compiled) for a model `fusable` takes, when the c
 FREE_MEMORY_SHARE of the GPU's free memory (`too_large`); measured on an H200 with the
 anchor model: generation 0.708 s against 0.822 s a GRPO step (benchmarks/results/gpu/
 grpo_step_fused_b505c6d/README.md). On the CPU the model's forward decodes unless asked
-(`StaticSampler(fuse_projections=True)`).
+(`StaticSamplerConfig(fuse_projections=True)`).
 
     fused = FusedDecode.build(model)            # None if not fusable
     fused.refresh()                             # before each decode loop
@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from skillgate_core.policy.static.decode_attention import static_decode_attention
 
 __all__ = ["FREE_MEMORY_SHARE", "FusedDecode", "fusable", "projection_groups", "stacked_bytes", "too_large"]
 
@@ -159,8 +161,6 @@ class FusedDecode:
         """Logits [B, V] of one token per row, ids [B, 1] written at cache slot `slot` [1]; position ids
         slot - offset [B]; `bias` [B, 1, 1, L] the float key bias of `static_decode_attention`."""
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-        from skillgate_core.policy.fast_sampler import static_decode_attention
 
         inner = self.model.model
         hidden = inner.embed_tokens(ids)  # [B, 1, H]

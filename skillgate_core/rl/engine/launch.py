@@ -339,7 +339,7 @@ def _ray_worker(payload: dict[str, Any]) -> list[Any] | None:
 
 
 def _call_and_gather(fn: WorkerFn, ctx: WorkerContext, fn_config: object) -> list[Any] | None:
-    from skillgate_core.rl.collectives import all_gather_objects
+    from skillgate_core.rl.engine.collectives import all_gather_objects
 
     value = _no_tensors(fn(ctx, fn_config))
     gathered = all_gather_objects(value)
@@ -407,7 +407,7 @@ def run_in_process(
     import torch
     import torch.distributed as dist
 
-    from skillgate_core.rl.collectives import all_gather_objects
+    from skillgate_core.rl.engine.collectives import all_gather_objects
 
     gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
     torchrun = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))

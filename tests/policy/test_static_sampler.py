@@ -9,14 +9,20 @@ import pytest
 import torch
 
 from skillgate_core.agent.policies import LocalPolicy
-from skillgate_core.policy import fast_sampler
-from skillgate_core.policy.fast_sampler import StaticSampler, resolve_sampler, sample_batch
 from skillgate_core.policy.local_sampler import (
     SamplingConfig,
     load_policy,
     sample_completions,
     sequence_logprobs,
 )
+from skillgate_core.policy.static import (
+    StaticSampler,
+    StaticSamplerConfig,
+    decode_attention,
+    resolve_sampler,
+    sample_batch,
+)
+from skillgate_core.policy.static import decoder as decoder_module
 
 
 def prompts(tok):
@@ -60,7 +66,7 @@ def test_compiled_step_traces_whole_and_buckets_shapes(policy):
     model, tok = policy
     ps = prompts(tok)
     torch._dynamo.reset()
-    sampler = StaticSampler(model, tok, compile=True, compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(compile=True, compile_options={"backend": "eager", "fullgraph": True, "mode": None}))
     comps = sampler.sample(ps, SamplingConfig(max_new_tokens=20, seed=5))
     assert sampler.stats["batch_bucket"] == 4 and sampler.stats["cache_length"] == 256
     assert_teacher_forced(model, ps, comps, 1.0)
@@ -76,8 +82,8 @@ def test_shape_floors_give_every_call_one_compiled_shape(policy):
     model, tok = policy
     ps = prompts(tok)
     torch._dynamo.reset()
-    sampler = StaticSampler(model, tok, compile=True, min_batch=3, min_cache_length=300,
-                            compile_options={"backend": "eager", "fullgraph": True, "mode": None})
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(compile=True, min_batch=3, min_cache_length=300,
+                            compile_options={"backend": "eager", "fullgraph": True, "mode": None}))
     shapes = set()
     for batch, new in ((ps, 20), (ps[:1], 7), (ps[1:], 33)):
         comps = sampler.sample(batch, SamplingConfig(max_new_tokens=new, seed=2))
@@ -87,18 +93,18 @@ def test_shape_floors_give_every_call_one_compiled_shape(policy):
     sampler.sample(ps + ps[:2], SamplingConfig(max_new_tokens=4, seed=2))
     assert sampler.stats["batch_bucket"] == 8
     with pytest.raises(ValueError, match="min_batch"):
-        StaticSampler(model, tok, min_batch=0)
+        StaticSampler(model, tok, StaticSamplerConfig(min_batch=0))
 
 
 def test_stop_tokens_end_each_row_and_the_loop(policy):
     model, tok = policy
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=16, seed=11)
-    free = StaticSampler(model, tok, stop_ids=[]).sample(ps, cfg)
+    free = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[])).sample(ps, cfg)
     assert all(c.finish == "length" and len(c.token_ids) == 16 for c in free)
     # stop on the 4th token row 0 drew: row 0 ends there; other rows end at their first such token
     stop = free[0].token_ids[3]
-    sampler = StaticSampler(model, tok, stop_ids=[stop])
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[stop]))
     stopped = sampler.sample(ps, cfg)
     for a, b in zip(free, stopped, strict=True):
         if stop in a.token_ids:
@@ -109,7 +115,7 @@ def test_stop_tokens_end_each_row_and_the_loop(policy):
             assert b.finish == "length" and b.token_ids == a.token_ids
     # every row stopping ends the loop early (checked every finish_check_every steps)
     firsts = {c.token_ids[0] for c in free}
-    quick = StaticSampler(model, tok, stop_ids=sorted(firsts), finish_check_every=2)
+    quick = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=sorted(firsts), finish_check_every=2))
     out = quick.sample(ps, cfg)
     assert all(c.finish == "stop" and len(c.token_ids) == 1 for c in out)
     assert quick.stats["decode_steps"] == 0
@@ -120,7 +126,7 @@ def test_chunked_prefill_and_eager_attention_give_the_same_sample(policy, tiny_m
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=12, seed=2)
     base = StaticSampler(model, tok).sample(ps, cfg)
-    monkeypatch.setattr(fast_sampler, "MASK_ELEMENTS", 3 * 80 * 7)  # ~7-query chunks
+    monkeypatch.setattr(decoder_module, "MASK_ELEMENTS", 3 * 80 * 7)  # ~7-query chunks
     sampler = StaticSampler(model, tok)
     chunked = sampler.sample(ps, cfg)
     assert sampler.stats["prefill_chunks"] > 3
@@ -183,7 +189,7 @@ def test_bad_input_is_refused(policy):
 def decode_attention_inputs(seed: int, length: int, keep: float, batch=3, heads=6, kv_heads=2, dim=8):
     """One decode query per row over `length` keys with 3 query heads per KV head: (module, q, k, v,
     allowed [B, 1, 1, L] boolean, bias: 0 where allowed, MASKED elsewhere); key 0 always allowed."""
-    fast_sampler.register_static_attention()
+    decode_attention.register_static_attention()
     g = torch.Generator().manual_seed(seed)
     module = type("M", (torch.nn.Module,), {})()
     module.num_key_value_groups, module.is_causal = heads // kv_heads, True
@@ -191,7 +197,7 @@ def decode_attention_inputs(seed: int, length: int, keep: float, batch=3, heads=
     k, v = torch.randn(batch, kv_heads, length, dim, generator=g), torch.randn(batch, kv_heads, length, dim, generator=g)
     allowed = torch.rand(batch, 1, 1, length, generator=g) < keep
     allowed[..., 0] = True
-    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, fast_sampler.MASKED)
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, decode_attention.MASKED)
     return module, q, k, v, allowed, bias
 
 
@@ -201,11 +207,11 @@ def test_decode_attention_matches_sdpa_with_grouped_heads():
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     module, q, k, v, allowed, bias = decode_attention_inputs(seed=0, length=11, keep=0.6)
-    got, _ = fast_sampler.static_decode_attention(module, q, k, v, bias, scaling=0.3)
+    got, _ = decode_attention.static_decode_attention(module, q, k, v, bias, scaling=0.3)
     want, _ = sdpa_attention_forward(module, q, k, v, allowed, scaling=0.3)
     assert got.shape == want.shape == (3, 1, 6, 8)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    again, _ = fast_sampler.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
+    again, _ = decode_attention.static_decode_attention(module, q, k, v, allowed, scaling=0.3)  # boolean: sdpa
     torch.testing.assert_close(again, want)
 
 
@@ -216,18 +222,18 @@ def test_decode_steps_build_no_mask_and_leave_the_model_as_it_was(policy, monkey
 
     model, tok = policy
     before = model.config._attn_implementation
-    sampler = StaticSampler(model, tok, stop_ids=[])
+    sampler = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[]))
     seen = []
 
     def spy(module, query, key, value, mask, **kwargs):
         seen.append((query.shape[2], None if mask is None else mask.dtype, tuple(mask.shape)))
-        return fast_sampler.static_decode_attention(module, query, key, value, mask, **kwargs)
+        return decode_attention.static_decode_attention(module, query, key, value, mask, **kwargs)
 
-    AttentionInterface.register(fast_sampler.STATIC_ATTENTION, spy)
+    AttentionInterface.register(decode_attention.STATIC_ATTENTION, spy)
     try:
         comps = sampler.sample(prompts(tok), SamplingConfig(max_new_tokens=7, seed=1))
     finally:
-        AttentionInterface.register(fast_sampler.STATIC_ATTENTION, fast_sampler.static_decode_attention)
+        AttentionInterface.register(decode_attention.STATIC_ATTENTION, decode_attention.static_decode_attention)
     layers = model.config.num_hidden_layers
     assert sampler.stats["decode_steps"] == 6 and len(seen) == 6 * layers
     assert {s[:2] for s in seen} == {(1, torch.float32)}
@@ -244,11 +250,11 @@ def test_block_decoding_draws_what_the_per_step_loop_draws(policy, graph_steps, 
     model, tok = policy
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=21, seed=9)
-    free = StaticSampler(model, tok, stop_ids=[], block_decode=False).sample(ps, cfg)
+    free = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=[], block_decode=False)).sample(ps, cfg)
     stop_ids = sorted({c.token_ids[2] for c in free}) if stop_first else []
-    step = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=False)
-    block = StaticSampler(model, tok, stop_ids=stop_ids, finish_check_every=check, block_decode=True,
-                          graph_steps=graph_steps)
+    step = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=stop_ids, finish_check_every=check, block_decode=False))
+    block = StaticSampler(model, tok, StaticSamplerConfig(stop_ids=stop_ids, finish_check_every=check, block_decode=True,
+                          graph_steps=graph_steps))
     a, b = step.sample(ps, cfg), block.sample(ps, cfg)
     assert [c.token_ids for c in a] == [c.token_ids for c in b] and [c.finish for c in a] == [c.finish for c in b]
     assert [c.logprobs for c in a] == [c.logprobs for c in b]
@@ -269,8 +275,8 @@ def test_block_decoding_traces_whole_and_serves_the_turn_cache(policy):
     torch._dynamo.reset()
     compiled = {"compile": True, "compile_options": {"backend": "eager", "fullgraph": True, "mode": None}}
     cfg = SamplingConfig(max_new_tokens=12, seed=4)
-    step = StaticSampler(model, tok, block_decode=False, **compiled)
-    block = StaticSampler(model, tok, block_decode=True, graph_steps=4, **compiled)
+    step = StaticSampler(model, tok, StaticSamplerConfig(block_decode=False, **compiled))
+    block = StaticSampler(model, tok, StaticSamplerConfig(block_decode=True, graph_steps=4, **compiled))
     assert [c.token_ids for c in step.sample(ps, cfg)] == [c.token_ids for c in block.sample(ps, cfg)]
     assert block.stats["batch_bucket"] == 4 and block.stats["block_decode"] == "device loop"
     keys = ["x", "y", "z"]
@@ -286,7 +292,7 @@ def test_block_decoding_traces_whole_and_serves_the_turn_cache(policy):
 def test_block_decoding_refuses_what_it_cannot_do(policy):
     model, tok = policy
     with pytest.raises(ValueError, match="graph_steps"):
-        StaticSampler(model, tok, graph_steps=0)
+        StaticSampler(model, tok, StaticSamplerConfig(graph_steps=0))
     cpu = StaticSampler(model, tok)
     assert not cpu.block_decode and not cpu.capture  # on CPU, uncompiled: the per-step loop by default
 
@@ -298,7 +304,7 @@ def test_captured_blocks_draw_what_the_compiled_per_step_loop_draws(tiny_model_d
     model, tok = load_policy(tiny_model_dir, dtype=torch.bfloat16, device="cuda")
     ps = prompts(tok)
     cfg = SamplingConfig(max_new_tokens=40, seed=7)
-    step = StaticSampler(model, tok, block_decode=False)
+    step = StaticSampler(model, tok, StaticSamplerConfig(block_decode=False))
     block = StaticSampler(model, tok)
     assert block.capture
     a = step.sample(ps, cfg)
