@@ -20,6 +20,7 @@
 - `stage`: stage `eval70` (Eval70Config, run_eval70); `probe`: the selection probe (which of the slate's
   skills a policy would read first, without an episode).
 - `recorded_episodes`: recorded episodes read back for `skillgate traj show`.
+- `context_limit`: the context a model was trained to (its config or tokenizer), for the protocol warning.
 
     skillgate eval run --policy PATH|URL [--model NAME] --protocol eval70_v1
 """
