@@ -49,6 +49,7 @@ from skillgate_core.rl.engine import (  # the engine room: DeepSpeed, packing, l
     build_reference,
     collectives,
     gathered_state_dict,
+    has_active_dropout,
     load_engine_checkpoint,
     load_replica,
     optimizer_step,
@@ -176,8 +177,9 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], cf
 
     N sums every episode of every rank (docs/method.md 6). Every rank runs the same number of micro-batches
     (ZeRO-3 gathers parameters collectively on each forward), padding with empty ones. The old and
-    reference log-probs are recomputed here, before any update, by the same code that computes the
-    new ones, so at this step rho = 1 exactly. A step with no loss token anywhere (every group
+    reference log-probs come from the same code that computes the new ones, before any update, so at this
+    step rho = 1 exactly; the old ones are the new ones detached unless cfg.old_logprobs says recompute or
+    the policy has active dropout. A step with no loss token anywhere (every group
     rejected) takes no optimizer step.
     """
     phase = timer.phase if timer is not None else (lambda name: contextlib.nullcontext())
@@ -193,9 +195,12 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], cf
         packed = pack_samples(samples, packing)
         count = collectives.all_reduce_max(len(packed))
         micro_batches = [mb.to(device) for mb in pad_micro_batches(packed, count, field_names=TOKEN_FIELDS)]
-        # 5. old and reference log-probs, before any update
+        # 5. old and reference log-probs, before any update. With ONE optimizer step after every backward the
+        # policy at each loss is the one that sampled, so the old log-probs are the new ones detached (rho = 1),
+        # unless dropout makes two forwards differ (cfg.old_logprobs)
+        recompute = cfg.old_logprobs == "recompute" or has_active_dropout(engine)
         with torch.no_grad():
-            old = [token_logprobs(engine, mb, cfg.temperature) for mb in micro_batches]
+            old = [token_logprobs(engine, mb, cfg.temperature) if recompute else None for mb in micro_batches]
             ref = [token_logprobs(reference, mb, cfg.temperature) if reference is not None else None
                    for mb in micro_batches]
     with phase("train"):
@@ -203,7 +208,8 @@ def update_policy(engine: Any, reference: Any, samples: list[CreditedSample], cf
         losses = []
         for k, mb in enumerate(micro_batches):
             logp = token_logprobs(engine, mb, cfg.temperature)
-            out = _loss(logp, old[k], ref[k], mb, normaliser, cfg)
+            old_k = old[k]
+            out = _loss(logp, logp.detach() if old_k is None else old_k, ref[k], mb, normaliser, cfg)
             backward(engine, out.loss)
             if mb.num_response_tokens:
                 losses.append(out)

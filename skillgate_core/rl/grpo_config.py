@@ -141,6 +141,12 @@ class GRPOConfig:
     """Seconds per episode (seed 850)."""
     micro_batch_tokens: PositiveInt = 16384
     """Token budget of one packed micro-batch."""
+    old_logprobs: Literal["auto", "recompute"] = "auto"
+    """Where the clipped ratio's old log-probs come from. Each rollout batch takes ONE optimizer step, after
+    every micro-batch's backward, so at each loss the policy is still the one that sampled: rho = 1 by
+    construction. auto: the current log-probs, detached (one no-grad forward per micro-batch fewer), unless
+    the policy has active dropout (two forwards differ), where it recomputes; recompute: always the extra
+    no-grad forward first (the trainer before 2026-12-07)."""
     backend: Backend = "bwrap"
     """Sandbox backend for the episodes: auto or one of envs/backend_registry.py."""
     sandbox_workers: PositiveInt = 4
@@ -209,6 +215,8 @@ class GRPOConfig:
                 "below it the step would give up where the method forces acceptance")
         if self.zero_stage != "auto" and (isinstance(self.zero_stage, bool) or not isinstance(self.zero_stage, int)):
             raise ValueError(f"grpo.zero_stage must be 0..3 or 'auto', got {self.zero_stage!r}")
+        if self.old_logprobs not in ("auto", "recompute"):
+            raise ValueError(f"grpo.old_logprobs must be 'auto' or 'recompute', got {self.old_logprobs!r}")
         if self.launcher == "process" and self.num_workers != 1:
             raise ValueError(f"grpo.launcher = 'process' runs one worker; got num_workers = {self.num_workers}")
 

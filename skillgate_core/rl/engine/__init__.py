@@ -69,7 +69,13 @@ if TYPE_CHECKING:
         unique_run_name,
         worker_env,
     )
-    from skillgate_core.rl.engine.logprobs import attention_inputs, model_device, packs_varlen, token_logprobs  # noqa: F401
+    from skillgate_core.rl.engine.logprobs import (  # noqa: F401
+        attention_inputs,
+        has_active_dropout,
+        model_device,
+        packs_varlen,
+        token_logprobs,
+    )
     from skillgate_core.rl.engine.packing import (  # noqa: F401
         MicroBatch,
         PackingConfig,

@@ -26,7 +26,7 @@ import torch
 from skillgate_core.rl.engine.packing import MicroBatch, block_causal_mask, flash_attention_kwargs
 from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN
 
-__all__ = ["attention_inputs", "model_device", "packs_varlen", "token_logprobs"]
+__all__ = ["attention_inputs", "has_active_dropout", "model_device", "packs_varlen", "token_logprobs"]
 
 
 def packs_varlen(model: Any) -> bool:
@@ -42,6 +42,20 @@ def _is_varlen(impl: str) -> bool:
 def _inner(model: Any) -> Any:
     # A DeepSpeed engine wraps the HF model as .module; HF models have no .module attribute.
     return getattr(model, "module", model)
+
+
+def has_active_dropout(model: Any) -> bool:
+    """Whether two forwards of `model` on the same batch can differ: a dropout layer with p > 0 in training
+    mode, or an attention dropout in the config of a model in training mode (HF attention applies it
+    functionally, with no module to find)."""
+    inner = _inner(model)
+    if not inner.training:
+        return False
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 and m.training for m in inner.modules()):
+        return True
+    config = getattr(inner, "config", None)
+    return any(float(getattr(config, key, 0.0) or 0.0) > 0 for key in ("attention_dropout", "hidden_dropout",
+                                                                           "resid_pdrop", "attn_pdrop", "embd_pdrop"))
 
 
 def model_device(model: Any) -> torch.device:
