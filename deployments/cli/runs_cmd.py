@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
     def runs(
         stage: str = typer.Option(None, "--stage", help="only runs of this stage"),
         status: str = typer.Option(None, "--status", help="only runs with this status: running, completed, failed, "
-                                   "interrupted"),
+                                   "interrupted, cancelled"),
         limit: int = typer.Option(20, "--limit", help="at most this many, newest first (0: all)"),
         as_json: bool = typer.Option(False, "--json", help="print the runs as JSON (full digests and paths)"),
     ) -> None:

@@ -17,7 +17,7 @@
    soon as its batch ends. Resuming an evaluation (incomplete, failed, or its process killed) plays
    only the trials without a row. When all rows exist: eval_trials.parquet and summary.json in the
    evaluation folder, status completed.
-4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM) |
+4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM, a cancel) |
    failed (an error). The observer (evaluation/observer.py) hears about every step.
 """
 
@@ -39,7 +39,7 @@ from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView
 from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.base.atomic import atomic_write_json, atomic_write_text
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
-from skillgate_core.base.interrupts import SignalStop, interrupt_signal
+from skillgate_core.base.interrupts import SignalStop, cancellation, interrupt_signal
 from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.observer import EvalInfo, EvalObserver, current_observer
@@ -320,7 +320,10 @@ def run_evaluation(
         observer.ended(info, ended, None)
         raise
     except BaseException as exc:
-        ended = finish_eval(root, ref.experiment_id, eval_id, "failed", f"{type(exc).__name__}: {exc}")
+        # A cancel from the orchestrator stops the evaluation as a Ctrl-C does: incomplete, resumable.
+        cancelled_by = cancellation(exc)
+        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete" if cancelled_by else "failed",
+                            f"{cancelled_by}; run it again to resume" if cancelled_by else f"{type(exc).__name__}: {exc}")
         observer.ended(info, ended, None)
         raise
     rows = _ordered(list_eval_rows(exp, eval_id))
