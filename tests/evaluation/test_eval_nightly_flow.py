@@ -20,9 +20,8 @@ pytestmark = pytest.mark.usefixtures("prefect_server", "bwrap_ready")
 def test_nightly_flags_a_regression_and_fails_the_run(skillgate_home, tiny_model_dir, bench, tiny_spec):
     from prefect.artifacts import Artifact
 
-    from skillgate_core.ownership import experiment_dir, list_eval_rows
-
     from flows.eval_nightly import RegressionDetected, eval70_nightly
+    from skillgate_core.ownership import experiment_dir, list_eval_rows
     from warehouse import query, verify
 
     root = state_layout().experiments

@@ -10,8 +10,13 @@ from typer.testing import CliRunner
 
 from deployments.cli import app
 from skillgate_core.base.paths import StateLayout
-from skillgate_core.ownership import build_export, create_experiment, finish_segment, start_eval, start_segment
-
+from skillgate_core.ownership import (
+    build_export,
+    create_experiment,
+    finish_segment,
+    start_eval,
+    start_segment,
+)
 from skillgate_core.policy.tiny_model import TinyModelConfig
 from warehouse import StageRunRecorder, experiment_created, record
 
