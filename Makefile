@@ -1,5 +1,6 @@
 # make demo  -> the whole pipeline on the embedded default (no GPU, no server, no account)
-# make test  -> the test suite without the slow tests (bootstraps .venv, system packages and services first)
+# make test  -> the test suite without the slow tests (bootstraps .venv, system packages and services first);
+#               it says how many tests it runs, and every tenth of them how many ran with an ETA
 # make test-fast -> the same without the product-level (e2e) runs
 # make lint  -> ruff, the import-layer contracts and mypy (cache in .mypy_cache)
 VENV  ?= .venv

@@ -16,6 +16,7 @@ compared only with earlier nightlies that used the same override).
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from flows.stage_flows import STAGE_FLOWS
 from skillgate_core.base.config import config_to_dict
 from skillgate_core.base.paths import state_layout
 from skillgate_core.base.run_paths import check_run_path
-from skillgate_core.evaluation.nightly import nightly_tag
+from skillgate_core.evaluation.nightly import nightly_tag, nightly_targets
 from skillgate_core.evaluation.stage import Eval70Config
 from tasks.eval_nightly import compare_task, targets_task
 from tasks.stage import TRIGGER_TAG_PREFIX
@@ -35,7 +36,7 @@ from warehouse import check_trigger
 from warehouse.eval_cost import estimate_evaluation
 from warehouse.outputs import WarehouseInputFinder
 
-__all__ = ["RegressionDetected", "eval70_nightly"]
+__all__ = ["RegressionDetected", "eval70_nightly", "nightly_cost_line", "nightly_rows"]
 
 
 class RegressionDetected(RuntimeError):
@@ -51,26 +52,66 @@ def _newest_bench() -> Path:
     return Path(found.path)
 
 
-def _say_the_cost(logger: Any, protocol: str, bench: Path, demo_repeats: int, batch: int,
-                  targets: list[dict[str, Any]]) -> None:
-    """Log, before any trial, what the evaluations will cost (warehouse/eval_cost.py); a warning on a
-    CPU-only worker, where the full protocol can take hours."""
+def _cost(protocol: str, bench: Path, demo_repeats: int, batch: int, targets: list[dict[str, Any]]) -> tuple[str, bool]:
+    """(the estimate in words, whether this machine is CPU-only) for the evaluations of `targets`
+    (warehouse/eval_cost.py); the full protocol can take hours on a CPU-only worker."""
     import torch
 
     from skillgate_core.evaluation.specs import build_protocol, load_spec
 
+    resolved = build_protocol(load_spec(protocol), bench, demo_repeats=demo_repeats)
+    estimate = estimate_evaluation(resolved.protocol.fingerprint(), resolved.protocol.protocol_id(),
+                                   trials=resolved.trial_count(),
+                                   targets=[t["experiment_id"] for t in targets], batch=batch)
+    cpu_only = not torch.cuda.is_available()
+    return estimate.line(cpu_only), cpu_only
+
+
+def _say_the_cost(logger: Any, protocol: str, bench: Path, demo_repeats: int, batch: int,
+                  targets: list[dict[str, Any]]) -> None:
+    """Log, before any trial, what the evaluations will cost; a warning on a CPU-only worker."""
     if not targets:
         return
     try:
-        resolved = build_protocol(load_spec(protocol), bench, demo_repeats=demo_repeats)
-        estimate = estimate_evaluation(resolved.protocol.fingerprint(), resolved.protocol.protocol_id(),
-                                       trials=resolved.trial_count(),
-                                       targets=[t["experiment_id"] for t in targets], batch=batch)
+        line, cpu_only = _cost(protocol, bench, demo_repeats, batch, targets)
     except Exception as exc:  # the estimate informs; the evaluations report their own errors
         logger.warning("cost: no estimate (%s: %s)", type(exc).__name__, exc)
         return
-    cpu_only = not torch.cuda.is_available()
-    (logger.warning if cpu_only else logger.info)("cost: %s", estimate.line(cpu_only))
+    (logger.warning if cpu_only else logger.info)("cost: %s", line)
+
+
+def nightly_cost_line() -> str:
+    """What the scheduled nightly (its default parameters) would cost tonight, before it fires
+    (flows/nightly_schedule.py says it when the schedule is switched on)."""
+    defaults = {name: p.default for name, p in inspect.signature(eval70_nightly.fn).parameters.items()}
+    targets = [{"experiment_id": t.experiment_id} for t in nightly_targets(state_layout().experiments)]
+    line, _ = _cost(defaults["protocol"], _newest_bench(), defaults["demo_repeats"], defaults["batch_episodes"],
+                    targets)
+    return f"nightly cost: {line}"
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    return "" if value is None else f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def nightly_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The `eval70-nightly` table: one row per target, the verdict and the numbers first.
+
+    What is read every morning, in the Prefect UI's table at a laptop's width: the verdict and trial
+    success come before the long ids (export, previous evaluation), which would push them off-screen;
+    tonight's trial success is shown even on a first nightly; a cell without a value says why in
+    words (a lone "-" renders as a list bullet in the UI's markdown)."""
+    rows = []
+    for r in results:
+        c = r.get("check") or {}
+        verdict = ("ERROR" if r["error"] else "REGRESSION" if r["regressed"] else "ok" if c else "first nightly")
+        rows.append({"experiment": r["experiment_id"], "verdict": verdict,
+                     "trial_success": _number(r.get("trial_success")),
+                     "previous": _number(c.get("previous")) if c else "none",
+                     "delta": _number(c.get("delta"), signed=True),
+                     "interval": f"{c['ci_low']:+.3f} to {c['ci_high']:+.3f}" if c else "",
+                     "export": r["export_id"], "previous_eval": r.get("previous_eval_id") or "none"})
+    return rows
 
 
 def _run_name() -> str:
@@ -118,16 +159,9 @@ def eval70_nightly(
             logger.error("nightly of %s/%s failed: %s", target["experiment_id"], target["export_id"], exc)
             results.append({"experiment_id": target["experiment_id"], "export_id": target["export_id"],
                             "eval_id": None, "regressed": False, "check": None, "previous_eval_id": None,
+                            "trial_success": None,
                             "error": f"{type(exc).__name__}: {exc}"})
-    rows = []
-    for r in results:
-        c = r.get("check") or {}
-        rows.append({"experiment": r["experiment_id"], "export": r["export_id"],
-                     "trial_success": c.get("current"), "previous": c.get("previous"),
-                     "previous_eval": r.get("previous_eval_id") or "-", "delta": c.get("delta"),
-                     "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high"),
-                     "verdict": "ERROR" if r["error"] else "REGRESSION" if r["regressed"] else
-                     ("ok" if c else "first nightly (nothing to compare)")})
+    rows = nightly_rows(results)
     create_table_artifact(key="eval70-nightly", table=rows,
                           description=f"eval70 nightly {date}: trial success vs the previous nightly of the same "
                                       f"protocol fingerprint (paired task-cluster bootstrap, {1 - alpha:.0%} interval)")

@@ -25,7 +25,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.run_plan import PlanNotRunnable, check_runnable, plan_run
 from flows.stage_flows import STAGE_FLOWS
-from skillgate_core.base.interrupts import interrupt_signal
+from skillgate_core.base.interrupts import cancellation, interrupt_signal
 from skillgate_core.base.paths import state_layout
 from skillgate_core.pipeline.gathered import stage_inputs
 from tasks.headline import publish_headline
@@ -96,8 +96,9 @@ def skillgate(
             with tags(TRIGGER_TAG_PREFIX + trigger, RECIPE_TAG_PREFIX + resolved.name):
                 record = stage_flow(resolved.config_json(row.entry), inputs)
         except BaseException as exc:
-            signal_name = interrupt_signal(exc)
-            ended = (f"**interrupted** by {signal_name}" if signal_name else
+            signal_name, cancelled_by = interrupt_signal(exc), cancellation(exc)
+            ended = (f"**cancelled**: {cancelled_by}" if cancelled_by else
+                     f"**interrupted** by {signal_name}" if signal_name else
                      f"**failed**: {type(exc).__name__}: {str(exc)[:300]}")
             lines.append(f"| {row.entry} | {ended} | | |")
             create_markdown_artifact(key="skillgate-run-summary", markdown="\n".join(lines))

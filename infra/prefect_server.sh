@@ -16,6 +16,9 @@
 #   PREFECT_API_URL  when set to anything but the local server's address: a server that already runs
 #                    elsewhere (shared); this script then starts no server, only deploys and runs a worker
 #   SKILLGATE_DEPLOY 0 skips `prefect deploy --all` (default 1)
+#   SKILLGATE_NIGHTLY 1 switches the eval70-nightly schedule on (02:00 UTC, the full protocol on every
+#                    experiment: hours on a CPU-only machine); anything else leaves it off, as prefect.yaml
+#                    declares it. Each start prints the schedule's state (and, when on, a night's cost).
 #   SKILLGATE_STOP_TIMEOUT_S  seconds from SIGTERM to SIGKILL, per process (30)
 #   VENV             the virtualenv with prefect (default .venv of this checkout)
 set -euo pipefail
@@ -158,6 +161,11 @@ cmd_start() {
   "$PREFECT" work-pool inspect "$POOL" >/dev/null 2>&1 || "$PREFECT" work-pool create "$POOL" --type process >/dev/null
   if [[ "${SKILLGATE_DEPLOY:-1}" != 0 ]]; then
     "$PREFECT" --no-prompt deploy --all >"$LOGS/deploy.log" 2>&1 || { cat "$LOGS/deploy.log" >&2; exit 1; }
+    # The deploy wrote the nightly's schedule as prefect.yaml declares it (off); switch it on only when
+    # asked, and say which it is either way (a schedule nobody sees is how a 02:00 run surprises).
+    local nightly=off
+    [[ "${SKILLGATE_NIGHTLY:-}" == 1 ]] && nightly=on
+    "$VENV/bin/python" -m flows.nightly_schedule "$nightly" || log "could not set the nightly schedule $nightly"
   fi
   start_worker
   echo "Prefect UI/API: ${PREFECT_API_URL%/api}  (export PREFECT_API_URL=$PREFECT_API_URL)"

@@ -26,12 +26,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from skillgate_core.base.config import config_from_mapping
+from skillgate_core.base.interrupts import read_cancellations
 from skillgate_core.base.paths import state_layout
 from skillgate_core.base.stage_events import listening
 from skillgate_core.evaluation.observer import observing
 from skillgate_core.ownership import experiments_root
 from skillgate_core.pipeline.run import run_stage
 from skillgate_core.pipeline.stages import get_stage
+from tasks.cancellation import prefect_cancellation
 from tasks.paper import publish_paper_report
 from tasks.training import TrainingRecorder, training_artifacts
 from warehouse import StageRunRecorder, Trigger, check_trigger, experiment_created, record
@@ -96,6 +98,7 @@ def _trigger() -> Trigger:
       retry_condition_fn=_retry_on_infrastructure, cache_policy=NO_CACHE, log_prints=False)
 def run_stage_task(stage: str, config: dict[str, Any], inputs: dict[str, str]) -> dict[str, Any]:
     """Run one stage; returns the StageRecord as JSON (outputs, digests, metrics, timing)."""
+    read_cancellations(prefect_cancellation)  # a Cancel from the UI is recorded cancelled, not failed
     spec = get_stage(stage)
     frozen = config_from_mapping(spec.config_class(), config, f"flow parameter config of stage '{stage}'")
     layout = state_layout()

@@ -40,6 +40,12 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from support.sandbox_fixtures import bwrap_ready, docker_ready, sandbox_backend  # noqa: E402,F401  (fixtures)
+from support.suite_progress import (  # noqa: E402,F401  (hooks: the count up front, progress with an ETA)
+    pytest_collection_finish,
+    pytest_runtest_logfinish,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+)
 from support.tiny_fixtures import bench, tiny_llama_dir, tiny_model_dir, tiny_policy_dir  # noqa: E402,F401  (fixtures)
 
 

@@ -227,14 +227,11 @@ def record_regression(comparison: NightlyComparison, *, flow_run_id: str | None 
                       state: StateLayout | None = None) -> EvalRegression:
     """One eval_regression row for a nightly comparison (the first nightly has no baseline)."""
     c = comparison.check
-    current = c.current if c else None
-    if current is None:
-        got = query("select value from eval_metric where eval_id = ? and name = 'trial_success' and scope = 'all'",
-                    [eval_key(comparison.experiment_id, comparison.eval_id)], state or state_layout()).rows
-        current = float(got[0][0]) if got else 0.0
+    # The comparison's own number (from the evaluation's rows): a metric looked up here could be
+    # missing (not ingested yet) and was then written as 0.0, a number that was never measured.
     event = EvalRegression(
         eval_id=eval_key(comparison.experiment_id, comparison.eval_id),
-        protocol_fingerprint=comparison.fingerprint, metric="trial_success", current_value=current,
+        protocol_fingerprint=comparison.fingerprint, metric="trial_success", current_value=comparison.trial_success,
         regressed=comparison.regressed, created_at=utc_now(),
         baseline_eval_id=eval_key(comparison.experiment_id, comparison.previous_eval_id)
         if comparison.previous_eval_id else None,

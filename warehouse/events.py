@@ -126,15 +126,17 @@ class RunFinished:
     kind: ClassVar[str] = "run_finished"
     run_id: str
     """The run."""
-    status: Literal["completed", "failed", "interrupted"]
+    status: Literal["completed", "failed", "interrupted", "cancelled"]
     """Outcome; interrupted: stopped on request (Ctrl-C, SIGTERM: the run says so as it ends), or its
-    process died without saying so (found by warehouse/interrupted.py)."""
+    process died without saying so (found by warehouse/interrupted.py); cancelled: cancelled from the
+    orchestrator (the Prefect UI's Cancel; tasks/cancellation.py)."""
     finished_at: str
     """UTC ISO time."""
     reused: bool = False
     """True when an identical finished run was reused instead of recomputed."""
     error: str | None = None
-    """Error text when failed; when interrupted, the signal that stopped it or how the process was found gone."""
+    """Error text when failed; when interrupted, the signal that stopped it or how the process was found gone;
+    when cancelled, who cancelled it."""
     metrics: Mapping[str, Any] | None = None
     """Small JSON facts the stage reported."""
 

@@ -12,8 +12,10 @@ A reference is any of
     a path                SKILLGATE_HOME/artifacts/collect/KEY[/trajectories], an export folder, ...
 
 each by its full text or by a unique prefix (digests: at least MIN_DIGEST_PREFIX hex characters, so a
-short word never matches a digest by accident; "sha256:" in front is ignored). An exact id, digest
-or recorded path always wins over prefixes. A path is matched against what the warehouse recorded
+short word never matches a digest by accident; "sha256:" in front is ignored). An export or evaluation
+may also be named without its EXPERIMENT_ID/ (as `skillgate experiments` lists them, in the
+experiment's row) when one experiment has that name. An exact id, digest or recorded path always
+wins over a bare name, and a bare name over prefixes. A path is matched against what the warehouse recorded
 (an output's uri, an export's or evaluation's folder); a folder holding several outputs of one stage
 run names that run; a file inside an output names the output; an unrecorded file (or a folder
 under the state dir) is looked up by its content digest.
@@ -256,7 +258,19 @@ def ref_candidates(con: Con, text: str, state: StateLayout | None = None) -> lis
     exact = _unique([*_by_id(con, text, exact=True), *digest_exact, *_by_path(con, text, home)])
     if exact:
         return exact
+    if "/" not in text and (bare := _by_bare_name(con, text)):
+        return bare
     return _unique([*_by_id(con, text, exact=False), *digest_prefix])
+
+
+def _by_bare_name(con: Con, text: str) -> list[RefMatch]:
+    """Exports and evaluations whose id is EXPERIMENT_ID/`text` (every experiment's: AmbiguousRef lists them)."""
+    out: list[RefMatch] = []
+    for kind in ("export", "evaluation"):
+        sql = dict(_ID_SOURCES)[kind]
+        out += _rows(con, kind, f"{sql} where ends_with({_ID_COLUMN[kind]}, '/' || ?) order by {_ID_COLUMN[kind]}",
+                     [text], "id")
+    return out
 
 
 def _searched() -> str:

@@ -18,7 +18,7 @@ import duckdb
 
 __all__ = ["RUN_STATUSES", "recent_runs", "run_outputs"]
 
-RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+RUN_STATUSES = ("running", "completed", "failed", "interrupted", "cancelled")
 """What a run's status can be (v_run)."""
 
 _RUNS = """

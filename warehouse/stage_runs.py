@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from skillgate_core.base.config import config_digest, config_to_dict
-from skillgate_core.base.interrupts import interrupt_signal
+from skillgate_core.base.interrupts import cancellation, interrupt_signal
 from skillgate_core.base.paths import StateLayout, state_layout
 from skillgate_core.base.processes import current_process
 from skillgate_core.ownership.records import SegmentRecord, utc_now
@@ -131,12 +131,16 @@ class StageRunRecorder:
         record(*events, state=self.state)
 
     def fail(self, error: BaseException) -> None:
-        """Status failed, or interrupted when `error` is how a stop someone asked for (Ctrl-C,
-        SIGTERM) ended the run (skillgate_core.base.interrupts): a stop is not a defect of the run."""
+        """Status failed; interrupted when `error` is how a stop someone asked for (Ctrl-C, SIGTERM)
+        ended the run; cancelled when it is how a cancel from the orchestrator did
+        (skillgate_core.base.interrupts): neither is a defect of the run."""
         now = utc_now()
         signal_name = interrupt_signal(error)
-        status: Literal["failed", "interrupted"]
-        if signal_name is not None:
+        cancelled_by = cancellation(error)
+        status: Literal["failed", "interrupted", "cancelled"]
+        if cancelled_by is not None:
+            status, reason, text = "cancelled", "cancelled", cancelled_by
+        elif signal_name is not None:
             status, reason = "interrupted", "interrupted"
             text = f"interrupted by {signal_name} (stopped on request; {type(error).__name__})"
         else:

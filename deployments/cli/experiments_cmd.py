@@ -15,8 +15,8 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from deployments.cli.listing import print_listing
 from deployments.cli.result_format import printable
 
 __all__ = ["register"]
@@ -53,18 +53,18 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(listing: dict[str, dict[str, Any]]) -> None:
-    table = Table(title=f"{len(listing)} experiment(s)")
-    for col in ("experiment", "algorithm", "segments", "latest checkpoint", "exports", "evaluations"):
-        table.add_column(col, overflow="fold")
+    cells = []
     for eid, e in listing.items():
         segs = e["segments"]
         last = segs[-1] if segs else None
         seg_text = f"{len(segs)}" + (f" (last: {last['run_name']}, {last['exit_reason'] or 'running'})" if last else "")
         ckpt = e["checkpoints"][-1] if e["checkpoints"] else None
-        table.add_row(escape(eid), escape(e["algorithm"]), escape(seg_text),
-                      f"step {ckpt['step']} ({escape(ckpt['run_name'])})" if ckpt else "-",
-                      escape(", ".join(x["export_id"] for x in e["exports"]) or "-"),
-                      escape(", ".join(f"{v['eval_id']} ({v['status']})" for v in e["evals"]) or "-"))
-    console.print(table)
+        cells.append([escape(eid), escape(e["algorithm"]), escape(seg_text),
+                      f"step {ckpt['step']} ({escape(ckpt['run_name'])})" if ckpt else "none",
+                      escape("\n".join(x["export_id"] for x in e["exports"]) or "none"),
+                      # each as `traj show` / `lineage` take it (a bare name also resolves when unique)
+                      escape("\n".join(f"{eid}/{v['eval_id']} ({v['status']})" for v in e["evals"]) or "none")])
+    print_listing(console, f"{len(listing)} experiment(s)",
+                  ["experiment", "algorithm", "segments", "latest checkpoint", "exports", "evaluations"], cells)
     if listing:
         console.print("[dim]resume one: skillgate run rl-train --execute --resume EXPERIMENT_ID grpo.steps=N[/]")

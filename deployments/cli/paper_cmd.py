@@ -4,7 +4,8 @@ Rebuild every paper table and figure from raw evaluation rows (every eval_trials
 ROWS_DIR) and training files (metrics.jsonl, credit_episodes.jsonl under ROWS_DIR and each --training
 DIR): OUT/report.md, OUT/paper.json, OUT/tables/, OUT/figures/. KEY=VALUE overrides any PaperConfig
 field (e.g. baseline=selector_action_credit). The same rows give the same bytes. Rows of one protocol
-with two fingerprints are refused (exit 2), naming both.
+with two fingerprints are refused (exit 2), naming both. Evaluations tagged nightly-* (the nightly
+regression's re-runs of the same exports) are left out and listed (exclude_tags=[] keeps them).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def register(app: typer.Typer) -> None:
         m = built.metrics
         console.print(f"{m['trials']} trials of {len(m['methods'])} method(s) on {len(m['protocols'])} protocol(s), "
                       f"{m['training_files']} training file(s)", highlight=False)
+        if m.get("left_out"):
+            console.print(f"left out {len(m['left_out'])} tagged evaluation(s) (exclude_tags="
+                          f"{list(config.exclude_tags)}; exclude_tags=[] keeps them): "
+                          f"{escape(', '.join(m['left_out']))}", highlight=False)
         for name, note in m.get("k_notes", {}).items():
             console.print(f"[yellow]note[/] ({escape(name)}): {escape(note)}", highlight=False)
         for key, value in sorted(m.items()):

@@ -24,7 +24,9 @@ def _plan_table(resolved, outlook) -> Table:
     if resolved.selection:
         title += f" {resolved.selection.describe()}"
     table = Table(title=title)
-    for col in ("#", "stage", "code", "output", "inputs", "note"):
+    # No "code: built" column: every shipped stage has its code, so it said "built" on every row (read as
+    # "output built"); a stage without code says so in its note ("not built yet (...)", recipe_plan).
+    for col in ("#", "stage", "output", "inputs", "note"):
         table.add_column(col)
     for i, row in enumerate(plan_recipe(resolved), 1):
         wiring = ", ".join(f"{r} <- {src}" + (f" [dim](found: {row.found[r]})[/]" if r in row.found else "")
@@ -34,8 +36,8 @@ def _plan_table(resolved, outlook) -> Table:
         name = row.entry + (f" [cyan](added: builds {row.added_for})[/]" if row.added_for else "")
         o = outlook[row.entry]
         output = "[green]on record: reused[/]" if o.reused else f"[yellow]will compute[/] [dim]({escape(o.why)})[/]"
-        table.add_row(str(i), name, "built" if row.built else "[yellow]not built[/]", output, wiring or "-",
-                      escape(row.note))
+        note = escape(row.note) if row.built else f"[yellow]{escape(row.note)}[/]"
+        table.add_row(str(i), name, output, wiring or "-", note)
     return table
 
 

@@ -16,7 +16,8 @@ import json
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+
+from deployments.cli.listing import print_listing
 
 __all__ = ["register"]
 
@@ -35,7 +36,7 @@ def _outputs(run: dict) -> str:
     parts = [f"{o['role']}={o['sha256'][:SHORT_DIGEST]}" for o in run["outputs"]]
     if run.get("outputs_from"):
         parts.append(f"(from {run['outputs_from']})")
-    return "\n".join(parts) or "-"
+    return "\n".join(parts) or "none"
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
     def runs(
         stage: str = typer.Option(None, "--stage", help="only runs of this stage"),
         status: str = typer.Option(None, "--status", help="only runs with this status: running, completed, failed, "
-                                   "interrupted"),
+                                   "interrupted, cancelled"),
         limit: int = typer.Option(20, "--limit", help="at most this many, newest first (0: all)"),
         as_json: bool = typer.Option(False, "--json", help="print the runs as JSON (full digests and paths)"),
     ) -> None:
@@ -60,15 +61,14 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(rows, default=str, indent=2))
             return
         what = " ".join(filter(None, [status, stage]))
-        table = Table(title=f"{len(rows)} {what + ' ' if what else ''}run(s), newest first")
-        for col in ("run", "stage", "status", "trigger", "started (UTC)", "seconds", "experiment", "outputs"):
-            table.add_column(col, overflow="fold")
+        cells = []
         for r in rows:
             style = {"completed": "green", "running": "yellow"}.get(r["status"], "bold red")
             status_text = f"[{style}]{r['status']}[/]" + (" (reused)" if r["reused"] else "")
-            table.add_row(escape(r["run_id"]), escape(r["stage"]), status_text, r["trigger"],
+            cells.append([escape(r["run_id"]), escape(r["stage"]), status_text, r["trigger"],
                           r["started_at"].strftime("%Y-%m-%d %H:%M:%S"), _seconds(r["seconds"], r["status"]),
-                          escape(r["experiment_id"] or "-"), escape(_outputs(r)))
-        console.print(table)
+                          escape(r["experiment_id"] or "none"), escape(_outputs(r))])
+        print_listing(console, f"{len(rows)} {what + ' ' if what else ''}run(s), newest first",
+                      ["run", "stage", "status", "trigger", "started (UTC)", "seconds", "experiment", "outputs"], cells)
         if not rows and (stage or status):
             console.print("[dim]nothing matches; `skillgate runs` without filters lists every stage's runs[/]")

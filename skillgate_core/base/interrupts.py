@@ -9,14 +9,27 @@ is read as that stop.
 
     request_stop("SIGINT")          # in the signal handler, before raising SignalStop("SIGINT")
     interrupt_signal(exc)           # "SIGINT" / "SIGTERM" if exc ended the work because of a stop, else None
+
+A cancel from an orchestrator (the Prefect UI's Cancel: the worker sends SIGTERM after telling the
+flow-run process that it is a cancel) is a third kind of end: neither a failure nor a stop of this
+process's own. The library never imports the orchestrator, so the orchestrator's layer adds a reader
+that recognises its cancels (tasks/cancellation.py), and the recorders ask `cancellation(exc)`:
+
+    read_cancellations(reader)      # reader(exc) -> "cancelled from Prefect (...)" or None
+    cancellation(exc)               # the first reader's words, or None
 """
 
 from __future__ import annotations
 
-__all__ = ["SignalStop", "interrupt_signal", "request_stop", "stop_requested"]
+from collections.abc import Callable
+
+__all__ = ["SignalStop", "cancellation", "interrupt_signal", "read_cancellations", "request_stop", "stop_requested"]
 
 _requested: list[str] = []
 """The signals received in this process, first first (a list: set from a signal handler)."""
+
+_cancel_readers: list[Callable[[BaseException], str | None]] = []
+"""Who can tell a cancel from a crash: each takes the exception that ended the work."""
 
 
 class SignalStop(KeyboardInterrupt):
@@ -45,4 +58,20 @@ def interrupt_signal(exc: BaseException | None) -> str | None:
         return stop_requested()
     if isinstance(exc, KeyboardInterrupt):  # Python's own SIGINT handler
         return "SIGINT"
+    return None
+
+
+def read_cancellations(reader: Callable[[BaseException], str | None]) -> None:
+    """Let `reader` say whether an exception is how a cancel ended the work (once per reader)."""
+    if reader not in _cancel_readers:
+        _cancel_readers.append(reader)
+
+
+def cancellation(exc: BaseException | None) -> str | None:
+    """Who cancelled, in words, when `exc` is how an orchestrator's cancel ended the work (else None)."""
+    if exc is None:
+        return None
+    for reader in _cancel_readers:
+        if said := reader(exc):
+            return said
     return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillgate_core.evaluation.regression import RegressionCheck, check_regression
+from skillgate_core.evaluation.regression import RegressionCheck, check_regression, trial_success
 from skillgate_core.ownership import (
     EvalRecord,
     UnknownExport,
@@ -61,6 +61,8 @@ class NightlyComparison:
     eval_id: str
     export_id: str
     fingerprint: str
+    trial_success: float
+    """Trial success of this evaluation over all its trials (shown even when there is nothing to compare)."""
     previous_eval_id: str | None
     """None when this is the first nightly of this experiment and fingerprint."""
     previous_export_id: str | None
@@ -73,7 +75,7 @@ class NightlyComparison:
 
     def to_json(self) -> dict[str, Any]:
         return {"experiment_id": self.experiment_id, "eval_id": self.eval_id, "export_id": self.export_id,
-                "fingerprint": self.fingerprint, "previous_eval_id": self.previous_eval_id,
+                "fingerprint": self.fingerprint, "trial_success": self.trial_success, "previous_eval_id": self.previous_eval_id,
                 "previous_export_id": self.previous_export_id, "regressed": self.regressed,
                 "check": self.check.to_json() if self.check else None}
 
@@ -129,11 +131,13 @@ def compare_nightly(root: Path, experiment_id: str, eval_id: str, *, n_boot: int
     current = load_eval(exp, eval_id)
     if current.status != "completed":
         raise ValueError(f"evaluation {experiment_id}/{eval_id} is {current.status}; compare completed ones only")
+    rows = list_eval_rows(exp, eval_id).values()
+    success = trial_success(rows)
     previous = previous_nightly(root, experiment_id, current.protocol_fingerprint, eval_id)
     if previous is None:
-        return NightlyComparison(experiment_id, eval_id, current.export_id, current.protocol_fingerprint,
+        return NightlyComparison(experiment_id, eval_id, current.export_id, current.protocol_fingerprint, success,
                                  None, None, None)
-    check = check_regression(list_eval_rows(exp, eval_id).values(), list_eval_rows(exp, previous.eval_id).values(),
-                             n_boot=n_boot, seed=seed, alpha=alpha)
-    return NightlyComparison(experiment_id, eval_id, current.export_id, current.protocol_fingerprint,
+    check = check_regression(rows, list_eval_rows(exp, previous.eval_id).values(), n_boot=n_boot, seed=seed,
+                             alpha=alpha)
+    return NightlyComparison(experiment_id, eval_id, current.export_id, current.protocol_fingerprint, success,
                              previous.eval_id, previous.export_id, check)

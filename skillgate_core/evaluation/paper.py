@@ -55,7 +55,7 @@ from skillgate_core.evaluation.claim import claim_check
 from skillgate_core.evaluation.metrics import Trial, summarize_trials
 from skillgate_core.evaluation.paper_config import PaperConfig
 from skillgate_core.evaluation.probe import PROBE_SUMMARY_FILE, read_probe_summaries
-from skillgate_core.evaluation.rows import MethodTrials, group_by_protocol, read_eval_rows
+from skillgate_core.evaluation.rows import MethodTrials, eval_files, group_by_protocol, read_eval_rows
 from skillgate_core.evaluation.seed_pairs import PooledArm, arm_seeds, pooled_arms, seed_pairs
 from skillgate_core.evaluation.tables import (
     Table,
@@ -495,7 +495,8 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
     auto_k: a protocol whose rows hold fewer than config.k trials of a task uses that fewer k, with a note
     (the CLI's default when k is not given); otherwise such rows raise PassAtKError."""
     rows_dir, out = Path(rows_dir), Path(out)
-    rows = read_eval_rows(rows_dir)
+    _, left_out = eval_files(rows_dir, config.exclude_tags)  # tagged re-runs (nightlies) the config leaves out
+    rows = read_eval_rows(rows_dir, config.exclude_tags)
     training = read_training([rows_dir if rows_dir.is_dir() else rows_dir.parent, *training_dirs])
     probes = read_probe_summaries(rows_dir)
     sections = [_protocol_section(name, methods, config, probes, auto_k)
@@ -508,11 +509,11 @@ def build_paper(rows_dir: Path, out: Path, config: PaperConfig = PaperConfig(),
     # built in a temp folder beside `out`, renamed into place whole: a build killed midway leaves `out` as it
     # was (an earlier build stays readable) and its temp folder is removed by the next build
     with building_dir(out, replace=True) as tmp:
-        return _write_paper(rows, rows_dir, training, sections, config, out, tmp)
+        return _write_paper(rows, rows_dir, training, sections, config, out, tmp, left_out)
 
 
 def _write_paper(rows: list[dict[str, Any]], rows_dir: Path, training: TrainingData, sections: list[_Section],
-                 config: PaperConfig, out: Path, tmp: Path) -> PaperBuild:
+                 config: PaperConfig, out: Path, tmp: Path, left_out: list[tuple[str, str]]) -> PaperBuild:
     """Every file of the build into `tmp` (published as `out` by build_paper); what was written."""
     eval_files: defaultdict[str, int] = defaultdict(int)
     for r in rows:
@@ -525,7 +526,8 @@ def _write_paper(rows: list[dict[str, Any]], rows_dir: Path, training: TrainingD
                                  for s, n in sorted(eval_files.items())],
                    "probes": [{"source": str(p.relative_to(root)), "sha256": file_sha256(p)}
                               for p in sorted(root.rglob(PROBE_SUMMARY_FILE)) if p.is_file() and not p.is_symlink()],
-                   "training": training.files},
+                   "training": training.files,
+                   "left_out": [{"source": s, "tag": t} for s, t in left_out]},
         "protocols": {},
         "training": None,
     }
@@ -569,6 +571,7 @@ def _write_paper(rows: list[dict[str, Any]], rows_dir: Path, training: TrainingD
         "tables": len(written_tables) // 2,
         "figures": len(written_figures),
         "training_files": len(training.files),
+        "left_out": [f"{s} (tag {t})" for s, t in left_out],
     }
     if k_notes := {n: p["k_note"] for n, p in sorted(doc["protocols"].items()) if p.get("k_note")}:
         metrics["k_notes"] = k_notes  # only from auto_k (the CLI): the stage's metrics never carry one

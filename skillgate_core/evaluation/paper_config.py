@@ -60,6 +60,10 @@ class PaperConfig:
     """Last optimizer steps averaged in the training summary table."""
     dpi: Annotated[int, Range(ge=50, le=400)] = 110
     """Resolution of the PNG figures."""
+    exclude_tags: tuple[str, ...] = ("nightly-*",)
+    """Evaluations whose tag matches one of these shell patterns are left out (listed in paper.json and
+    the command's output): by default the nightly regression's, which re-evaluate the exports a paper
+    reports under the same protocol and would repeat their trials; () keeps every evaluation."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["RegressionCheck", "check_regression", "paired_task_bootstrap", "task_successes"]
+__all__ = ["RegressionCheck", "check_regression", "paired_task_bootstrap", "task_successes", "trial_success"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,12 @@ def _success(counts: Mapping[str, tuple[int, int]], tasks: Iterable[str]) -> flo
         resolved += counts[t][0]
         trials += counts[t][1]
     return resolved / trials if trials else 0.0
+
+
+def trial_success(rows: Iterable[Mapping[str, Any]]) -> float:
+    """Resolved trials / trials over trial rows (0.0 without rows), as the comparison counts them."""
+    counts = task_successes(rows)
+    return _success(counts, counts)
 
 
 def paired_task_bootstrap(current: Mapping[str, tuple[int, int]], previous: Mapping[str, tuple[int, int]], *,

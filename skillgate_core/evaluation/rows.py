@@ -7,6 +7,11 @@ trial; a folder may hold several evaluations (several methods), at any depth:
     for name, methods in group_by_protocol(rows).items():
         ...                                       # MethodTrials per `method`, one protocol name each
 
+An owned evaluation's folder holds its eval.json beside the parquet; its tag (the nightly's
+`nightly-YYYY-MM-DD`, a user's --tag) lets a build leave tagged re-runs out (`exclude_tags`: shell
+patterns): a nightly evaluates the export a paper already reports, under the same protocol, so its
+rows would repeat every trial.
+
 Rows are grouped by *protocol name* (`eval70_v1__mixed__r4`: the protocol id without its fingerprint
 hex): a protocol name whose rows carry two fingerprints is kept together, so that the table that
 compares them refuses (docs/method.md 8, comparison hygiene) instead of silently splitting it.
@@ -14,6 +19,8 @@ compares them refuses (docs/method.md 8, comparison hygiene) instead of silently
 
 from __future__ import annotations
 
+import fnmatch
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +36,7 @@ __all__ = [
     "TRIAL_SCHEMA",
     "EvalRowsError",
     "MethodTrials",
+    "eval_files",
     "group_by_protocol",
     "protocol_name",
     "read_eval_rows",
@@ -122,14 +130,22 @@ def _check_row(row: Mapping[str, Any], where: str) -> None:
                             "(a read is a consultation)")
 
 
-def read_eval_rows(folder: Path) -> list[dict[str, Any]]:
-    """Every row of every eval_trials.parquet under `folder` (or of the one file `folder` names).
+def _tag(parquet: Path) -> str:
+    """The tag of the owned evaluation whose folder holds `parquet` ('' for a loose file)."""
+    record = parquet.parent / "eval.json"
+    if not record.is_file():
+        return ""
+    try:
+        tag = json.loads(record.read_text(encoding="utf-8")).get("extra", {}).get("tag") or ""
+    except (OSError, ValueError, AttributeError) as exc:
+        raise EvalRowsError(f"{record}: unreadable evaluation record ({type(exc).__name__}: {exc})") from None
+    return str(tag)
 
-    Files are read in sorted relative-path order; each row gets `source` = that relative path, so the
-    result does not depend on where the folder lives. Raises FileNotFoundError when there is none.
-    """
-    import pyarrow.parquet as pq
 
+def eval_files(folder: Path, exclude_tags: Sequence[str] = ()) -> tuple[list[Path], list[tuple[str, str]]]:
+    """(the eval_trials.parquet files under `folder` in sorted order, [(relative path, tag) of those
+    left out because their evaluation's tag matches a pattern of `exclude_tags`]). Raises
+    FileNotFoundError when there is none at all."""
     folder = Path(folder)
     if folder.is_file():
         files, root = [folder], folder.parent
@@ -137,6 +153,31 @@ def read_eval_rows(folder: Path) -> list[dict[str, Any]]:
         files, root = sorted(folder.rglob(EVAL_TRIALS_FILE)), folder
     if not files:
         raise FileNotFoundError(f"{folder}: no {EVAL_TRIALS_FILE} found (one per evaluation, at any depth)")
+    kept, left_out = [], []
+    for path in files:
+        tag = _tag(path) if exclude_tags else ""
+        if tag and any(fnmatch.fnmatchcase(tag, pattern) for pattern in exclude_tags):
+            left_out.append((path.relative_to(root).as_posix(), tag))
+        else:
+            kept.append(path)
+    if not kept:
+        raise FileNotFoundError(f"{folder}: every {EVAL_TRIALS_FILE} belongs to an evaluation tagged "
+                                f"{sorted({t for _, t in left_out})}, left out by exclude_tags={list(exclude_tags)}")
+    return kept, left_out
+
+
+def read_eval_rows(folder: Path, exclude_tags: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every row of every eval_trials.parquet under `folder` (or of the one file `folder` names),
+    but those of evaluations whose tag matches a pattern of `exclude_tags` (eval_files).
+
+    Files are read in sorted relative-path order; each row gets `source` = that relative path, so the
+    result does not depend on where the folder lives. Raises FileNotFoundError when there is none.
+    """
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    root = folder.parent if folder.is_file() else folder
+    files, _ = eval_files(folder, exclude_tags)
     rows: list[dict[str, Any]] = []
     for path in files:
         rel = path.relative_to(root).as_posix()
@@ -190,7 +231,9 @@ def _method_trials(method: str, rows: Iterable[Mapping[str, Any]]) -> MethodTria
         key = (str(r.get("export_id") or ""), r["task_id"], int(r["repeat"]))
         if key in seen:
             raise EvalRowsError(f"method {method}: trial {key[1]}#{key[2]} of export {key[0] or '?'} appears twice "
-                                f"({seen[key]} and {r['source']})")
+                                f"({seen[key]} and {r['source']}): two evaluations of one export under one "
+                                "protocol; leave the tagged one out (paper config exclude_tags, e.g. "
+                                "'exclude_tags=[\"nightly-*\"]') or build from a folder holding one of them")
         seen[key] = r["source"]
     return MethodTrials(
         method=method,

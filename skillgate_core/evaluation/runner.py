@@ -20,7 +20,7 @@
    evaluation (incomplete, failed, or its process killed) plays only the trials without a row (an
    aborted row published before 2026-12-08, when aborts still got rows, stays). When every trial has a row:
    eval_trials.parquet and summary.json in the evaluation folder, status completed.
-4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM; or
+4. Status: running -> completed | incomplete (stopped on purpose: max_trials, Ctrl-C, SIGTERM, a cancel; or
    some trials aborted) | failed (an error; `stop_after_errors` trials aborted in a row stop the
    attempt at once with TrialsAbortedInARow: a dead endpoint fails 16 trials in seconds and 280 in
    minutes). The observer (evaluation/observer.py) hears about every step; the progress bar counts
@@ -45,7 +45,7 @@ from skillgate_core.agent.episode import EpisodeConfig, EpisodeSpec, EpisodeView
 from skillgate_core.agent.trajectory import Trajectory
 from skillgate_core.base.atomic import atomic_write_json, atomic_write_text
 from skillgate_core.base.config_ranges import NonNegativeInt, PositiveInt, check_ranges
-from skillgate_core.base.interrupts import SignalStop, interrupt_signal
+from skillgate_core.base.interrupts import SignalStop, cancellation, interrupt_signal
 from skillgate_core.base.paths import state_layout
 from skillgate_core.envs.task_package import load_task_package
 from skillgate_core.evaluation.context_limit import context_warning, model_context_limit
@@ -361,7 +361,10 @@ def run_evaluation(
         observer.ended(info, ended, None)
         raise
     except BaseException as exc:
-        ended = finish_eval(root, ref.experiment_id, eval_id, "failed", f"{type(exc).__name__}: {exc}")
+        # A cancel from the orchestrator stops the evaluation as a Ctrl-C does: incomplete, resumable.
+        cancelled_by = cancellation(exc)
+        ended = finish_eval(root, ref.experiment_id, eval_id, "incomplete" if cancelled_by else "failed",
+                            f"{cancelled_by}; run it again to resume" if cancelled_by else f"{type(exc).__name__}: {exc}")
         observer.ended(info, ended, None)
         raise
     rows = _ordered(list_eval_rows(exp, eval_id))

@@ -21,6 +21,7 @@ def test_nightly_flags_a_regression_and_fails_the_run(skillgate_home, tiny_model
     from prefect.artifacts import Artifact
 
     from flows.eval_nightly import RegressionDetected, eval70_nightly
+    from skillgate_core.ownership import experiment_dir, list_eval_rows
     from warehouse import query, verify
 
     root = state_layout().experiments
@@ -39,6 +40,15 @@ def test_nightly_flags_a_regression_and_fails_the_run(skillgate_home, tiny_model
     assert query("select stage, status from v_run where stage = 'eval70'").rows == [("eval70", "completed")]
     assert query("select count(*) from v_eval_trial where eval_id like '%nightly-2026-01-01'").rows == [(4,)]
     assert query("select regressed, baseline_eval_id from eval_regression").rows == [(False, None)]
+    # The first night's page shows tonight's number (it was an empty cell, and 0.0 in the warehouse
+    # whatever the trials said), the verdict next to it, and no cell a lone "-" (a bullet in the UI).
+    night1_rows = list_eval_rows(experiment_dir(root, "grpo-nightly"), night1["eval_id"]).values()
+    success = sum(r["outcome"] == "resolved" for r in night1_rows) / len(night1_rows)
+    [row] = json.loads(Artifact.get("eval70-nightly").data)
+    assert list(row)[:3] == ["experiment", "verdict", "trial_success"]
+    assert row["trial_success"] == f"{success:.3f}" and row["verdict"] == "first nightly"
+    assert all(str(v).strip() != "-" for v in row.values()), row
+    assert query("select current_value from eval_regression").rows == [(success,)]
 
     # make the first night look perfect: tonight's tiny model (all fails) is then far below it
     rows_dir = root / "grpo-nightly" / "eval" / night1["eval_id"] / "rows"

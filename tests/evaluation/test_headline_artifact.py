@@ -37,9 +37,15 @@ def test_the_headline_has_each_arms_numbers_and_the_report_from_the_state_dir(tm
     for arm in arms:
         s = json.loads((Path(results[arm["arm"]]["outputs"]["eval_rows"]) / "summary.json").read_text())
         n = s["trials"]
-        row = (f"| {arm['arm']} | `{s['method']}` | {s['trial_success']:.3f} "
+        row = (f"| {arm['name']} | {s['trial_success']:.3f} "
                f"({round(s['trial_success'] * n)}/{n}) | {s['oracle_exposure']:.3f} | {s['clean_oracle_rate']:.3f} |")
         assert row in markdown, row
+        assert f"- {arm['name']}: method `{s['method']}`, entry `{arm['arm']}`, protocol `{s['protocol_id']}`" in markdown
+    # each arm named by what it trained with (an entry name like eval70 says nothing of the arm), and a
+    # table narrow enough for the UI's pane: no long-id column beside the numbers
+    assert [a["name"] for a in arms] == ["SkillGate", "mixed_task_reward"]
+    header = next(line for line in markdown.splitlines() if line.startswith("| arm"))
+    assert header == "| arm | trial success | oracle exposure | clean-oracle rate | errors |"
     assert arms[0]["oracle_exposure"] != arms[1]["oracle_exposure"]  # the two arms' own numbers, not one copied
     assert "Report: `SKILLGATE_HOME/artifacts/paper-tables/k1/report/report.md`" in markdown
     assert str(tmp_path) not in markdown and "/tmp/" not in markdown and "file://" not in markdown

@@ -102,14 +102,17 @@ def test_rl_train_deployment_run_on_a_fresh_state(tmp_path):
         timings["start + deploy"] = time.monotonic() - began
         assert api_url in started.stdout
 
-        # The nightly's schedule, as prefect.yaml declares it, read back from the server.
+        # The nightly's schedule, as prefect.yaml declares it, read back from the server: off unless
+        # SKILLGATE_NIGHTLY=1 (a server started to look at the UI must not start hours of work at 02:00),
+        # and the start says so.
+        assert "nightly: eval70-nightly/eval70-nightly cron '0 2 * * *' UTC: OFF (opt in:" in started.stdout
         async def nightly():
             async with _client(api_url) as client:
                 return await client.read_deployment_by_name("eval70-nightly/eval70-nightly")
 
         deployment = asyncio.run(nightly())
         crons = [(s.schedule.cron, s.schedule.timezone, s.active) for s in deployment.schedules]
-        assert crons == [("0 2 * * *", "UTC", True)]
+        assert crons == [("0 2 * * *", "UTC", False)]
 
         t0 = time.monotonic()
         final = run_deployment("skillgate/rl-train", {"overrides": TINY}, env=env, api_url=api_url)

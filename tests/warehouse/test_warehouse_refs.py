@@ -128,3 +128,15 @@ def test_an_unknown_reference_is_one_message_not_a_traceback(scenario: Scenario)
     done = run_skillgate("traj", "show", "grpo-", home=scenario.state.home)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("error: 'grpo-' matches 2 things") and "run grpo-1" in done.stderr
+
+
+def test_an_evaluation_or_export_named_as_experiments_lists_it_resolves(scenario: Scenario):
+    """`skillgate experiments` shows an evaluation's name in its experiment's row; that name alone is a
+    reference (`traj show NAME`, `lineage NAME`) while one experiment has it."""
+    st = scenario.state
+    bare_eval = scenario.eval_id.split("/", 1)[1]
+    found = _one(st, bare_eval)
+    assert (found.kind, found.id) == ("evaluation", scenario.eval_id)
+    assert (_one(st, "step-10").kind, _one(st, "step-10").id) == ("export", "exp-1/step-10")
+    res = runner.invoke(app, ["lineage", bare_eval], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and scenario.eval_id in res.output, res.output
