@@ -3,7 +3,7 @@
     python benchmarks/gpu/grpo_step_vs_trl.py                 # the H200 comparison (docs/gpu.md)
     python benchmarks/gpu/grpo_step_vs_trl.py --smoke         # CPU: tiny model, 2 steps, < 1 min
 
-(a) TRL: anchors/anchor_trl.py (the recorded anchor script, unchanged) as a
+(a) TRL: anchors/anchor_trl_clocked.py (the recorded anchor_trl.py plus --generation and a step clock) as a
     subprocess with the same --bs/--gens/--maxlen/--steps and model shape: TRL 1.16 GRPOTrainer,
     transformers generate, reward len(completion) % 7, beta 0, bf16.
 (b) Ours, on the same shapes: the anchor's tokenizer construction and Qwen2 config (random init), the
@@ -109,9 +109,10 @@ def main(argv: list[str] | None = None) -> dict:
     for gen in ([] if a.skip_trl else [g for g in a.trl_generations.split(",") if g]):
         trl_args = [*gpu_bench.model_args(a), "--steps", a.steps, "--bs", a.bs, "--gens", a.gens, "--maxlen", a.maxlen,
                     "--out", work / f"trl_out_{gen}", "--generation", gen]
-        print(f"trl [{gen}]: running anchors/anchor_trl.py", flush=True)
+        print(f"trl [{gen}]: running anchors/anchor_trl_clocked.py", flush=True)
         log = None if a.smoke else out / ("trl_anchor.log" if gen == "plain" else f"trl_anchor_{gen}.log")
-        result["trl_runs"][gen] = gpu_bench.run_anchor("anchor_trl.py", trl_args, timeout=a.trl_timeout, log=log)
+        result["trl_runs"][gen] = gpu_bench.run_anchor("anchor_trl_clocked.py", trl_args, timeout=a.trl_timeout,
+                                                     log=log)
         print("trl", gen, json.dumps(result["trl_runs"][gen])[:600], flush=True)
         gpu_bench.write_json(path, result)
     # continuity: "trl" is plain generate when it ran, else the first mode

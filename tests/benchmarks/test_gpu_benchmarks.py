@@ -106,6 +106,9 @@ ANCHOR_SHA256 = {
     "anchor_gen.py": "f733269ea5a77bbb00247244adb4b9c43199b11f8af6339afceaef89e1382058",
     "anchor_raytrain.py": "1711a106acebb6df98309838eac9c71b64582f29a4297e3dd24b80a35db2a219",
     "anchor_trl.py": "cbb3dc0dca63461387f428f8dd895a1887387e2674571bae6055fe9fae32bc3c",
+    # anchor_trl.py plus --generation (TRL's offline generation modes) and a clock around every step (2026-12-07,
+    # issue [speed]: symmetric ratios); grpo_step_vs_trl.py runs it
+    "anchor_trl_clocked.py": "768b61e275330297dc1cfc7ffe39063be8bf470d36c959f3433f09e86caadbd0",
 }
 """The anchor scripts as they were run for docs/gpu.md's anchor table: a ratio against an edited
 anchor would compare against a number nobody measured."""
