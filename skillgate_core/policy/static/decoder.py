@@ -61,7 +61,12 @@ import torch
 
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 from skillgate_core.policy.static.config import StaticSamplerConfig
-from skillgate_core.policy.static.decode_attention import MASKED, STATIC_ATTENTION, register_static_attention
+from skillgate_core.policy.static.decode_attention import (
+    MASKED,
+    STATIC_ATTENTION,
+    kv_read_bytes,
+    register_static_attention,
+)
 from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 
 __all__ = ["MASK_ELEMENTS", "StaticDecoder", "bucket_batch", "round_up", "sample_next", "seek_cache"]
@@ -160,10 +165,10 @@ class _BlockState:
     """The decode key bias this state was made for (a new bias tensor: a new state)."""
     fixed: bool
     """Whether offset and order are copied into the buffers above (graphs) or passed as they come."""
-    warm: bool = False
-    """Whether this bucket's first decode step has run (outside any graph)."""
-    graphs: dict[tuple[int, float, float], Any] = field(default_factory=dict)
-    """Captured graphs by (steps, temperature, top_p)."""
+    warm: set[int] = field(default_factory=set)
+    """The attended lengths (live slots) whose first decode step has run (outside any graph)."""
+    graphs: dict[tuple[int, int, float, float], Any] = field(default_factory=dict)
+    """Captured graphs by (steps, attended length, temperature, top_p)."""
 
     def take(self, buffer: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """`value` through `buffer` when fixed (same shape), else `value` itself (CPU: order may hold
@@ -213,6 +218,8 @@ class StaticDecoder:
         self._side: Any = None  # the stream the first step of a bucket and every capture run on
         self.block_stats: dict[str, Any] = {"block_decode": "off"}
         """How the last `decode` ran: off (the per-step loop), device loop or graphs, and graphs captured."""
+        self.attended: list[int] = []
+        """The cache slots each decode step of the last `decode` attended (live slots: `attended_slots`)."""
 
     def _decode_steps(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
         """(the per-step path's decode step, the one block decoding captures): `_decode_step` itself when
@@ -334,6 +341,37 @@ class StaticDecoder:
         self._caches[key] = kept  # most recently used last
         return kept
 
+    def attended_slots(self, newest: int, length: int) -> int:
+        """The cache slots a decode step attends whose keys lie before slot `newest` (exclusive: the step's
+        own slot is newest - 1), in a cache of `length` slots: `newest` rounded up to live_bucket, at most
+        the cache; the whole cache with live_slots off."""
+        if not self.config.live_slots:
+            return length
+        return min(length, round_up(newest, self.config.live_bucket))
+
+    def live_bias(self, bias: torch.Tensor, slots: int) -> torch.Tensor:
+        """The decode key bias cut to its first `slots` slots (a view: the fills of the whole bias show
+        through), what `static_decode_attention` reads the cache to. Compiled, the length is marked
+        dynamic, so one compiled step serves every length (a graph per length stays static-shaped)."""
+        view = bias[..., :slots]
+        if self.compiled and self.config.live_slots and slots > 1:
+            torch._dynamo.maybe_mark_dynamic(view, 3)
+        return view
+
+    def attention_stats(self, cache: Any, rows: int) -> dict[str, Any]:
+        """What the last `decode`'s steps read of the cache: slots attended per step (mean, max), the
+        cache's slots, and the K/V bytes a step read on average (from the shapes: `kv_read_bytes`) against
+        the whole cache's."""
+        if cache is None or not all(getattr(layer, "is_initialized", False) for layer in cache.layers):
+            return {"live_slots": self.config.live_slots}  # nothing decoded yet
+        length = int(cache.layers[0].keys.shape[2])
+        steps = self.attended or [length]
+        mean = sum(steps) / len(steps)
+        return {"live_slots": self.config.live_slots, "cache_slots": length,
+                "attended_slots_mean": mean, "attended_slots_max": max(steps),
+                "kv_bytes_per_step": kv_read_bytes(cache, rows, 1) * mean,
+                "kv_bytes_per_step_whole_cache": kv_read_bytes(cache, rows, length)}
+
     def decode(self, logits, start: int, offset, valid, cache, bias, config: SamplingConfig, done, order):
         """Sample the first token of every row from the prefill's `logits` [B, V], then decode one token per
         step at slots start, start + 1, ... (the keys before `start` a row sees: its `valid` ones).
@@ -352,6 +390,7 @@ class StaticDecoder:
         bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
         seek_cache(cache, start)
         self.block_stats = {"block_decode": "off"}
+        self.attended = []
         if self.block_decode:
             return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
@@ -362,9 +401,12 @@ class StaticDecoder:
                     break  # every row has stopped; the columns left stay pad and are never read
                 prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
                 bias[:, :, :, start + t - 1].fill_(0.0)  # the query sees its own slot from now on
+                attended = self.attended_slots(start + t, bias.shape[-1])
+                self.attended.append(attended)
                 if self.compiled:
                     torch.compiler.cudagraph_mark_step_begin()
-                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], offset, bias, cache, order, temperature, top_p)
+                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], offset, self.live_bias(bias, attended), cache,
+                                              order, temperature, top_p)
                 out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
                 done |= stopped
                 t += 1
@@ -408,19 +450,25 @@ class StaticDecoder:
         st.done.copy_(done)
         st.slot.fill_(start)
         st.col.fill_(1)
-        inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
+        offset, order = st.take(st.offset, offset), st.take(st.order, order)
         check, t = self.config.finish_check_every, 1
         captured = 0
         with self._decoding_attention():
             while t < new:
                 if (t - 1) % check == 0 and bool(st.done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
-                if self.capture and not st.warm:  # this bucket's first step: outside any graph
-                    self._on_side_stream(lambda: self._advance(st, self._plain_step, *inputs))
-                    st.warm, t = True, t + 1
-                    continue
                 k = min(self.config.graph_steps, new - t, check - (t - 1) % check)
+                # one attended length for the whole block: what its last step (slot start + t + k - 2) sees
+                attended = self.attended_slots(start + t + k - 1, bias.shape[-1])
+                inputs = (offset, order, self.live_bias(bias, attended), cache, temperature, top_p)
+                if self.capture and attended not in st.warm:  # a length's first step: outside any graph
+                    self._on_side_stream(lambda inputs=inputs: self._advance(st, self._plain_step, *inputs))
+                    st.warm.add(attended)
+                    self.attended.append(attended)
+                    t += 1
+                    continue
                 captured += self._block(st, k, inputs)
+                self.attended += [attended] * k
                 t += k
         self.block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
         return st.out_ids[:, :new].clone(), st.out_lp[:, :new].clone(), t - 1
@@ -445,7 +493,7 @@ class StaticDecoder:
             for _ in range(k):
                 self._advance(st, self._plain_step, *inputs)
             return 0
-        key = (k, inputs[4], inputs[5])
+        key = (k, int(inputs[2].shape[-1]), inputs[4], inputs[5])
         graph, captured = st.graphs.get(key), 0
         if graph is None:
             try:

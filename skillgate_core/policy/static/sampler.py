@@ -142,7 +142,8 @@ class StaticSampler:
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      **self.decoder.decode_stats(), **self.decoder.block_stats}
+                      **self.decoder.decode_stats(), **self.decoder.block_stats,
+                      **self.decoder.attention_stats(cache, batch)}
         return self.decoder.completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -153,7 +154,8 @@ class StaticSampler:
         episode's row with `self.turns.release([key])`; `owner`: rows of another owner are dropped."""
         self.decoder.ready_thread()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | self.decoder.decode_stats() | self.decoder.block_stats
+        self.stats = (dict(self.turns.stats) | self.decoder.decode_stats() | self.decoder.block_stats
+                      | self.decoder.attention_stats(self.turns.cache, len(self.turns.rows)))
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
