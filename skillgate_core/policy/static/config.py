@@ -62,5 +62,11 @@ class StaticSamplerConfig:
     length is one CUDA graph per block size (compiled, the step is compiled once with the length dynamic);
     a coarser bucket means fewer graphs and at most this many masked slots read per step."""
 
+    shared_prefix: bool = False
+    """`StaticSampler.sample` only (opt-in, not yet measured on a GPU): the rows that share a prompt (a GRPO
+    group) keep its K/V once, and each decode step reads a group's prompt once for all its rows, merged
+    exactly with each row's own tokens (policy.static.shared_prefix). False = every row holds and reads its
+    own copy. `sample_turns` (the turn cache) keeps a copy per row either way."""
+
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -49,6 +49,7 @@ How a batch is decoded:
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -66,6 +67,7 @@ from skillgate_core.policy.static.decode_attention import (
     STATIC_ATTENTION,
     kv_read_bytes,
     register_static_attention,
+    shared_prefix_key,
 )
 from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 
@@ -167,8 +169,8 @@ class _BlockState:
     """Whether offset and order are copied into the buffers above (graphs) or passed as they come."""
     warm: set[int] = field(default_factory=set)
     """The attended lengths (live slots) whose first decode step has run (outside any graph)."""
-    graphs: dict[tuple[int, int, float, float], Any] = field(default_factory=dict)
-    """Captured graphs by (steps, attended length, temperature, top_p)."""
+    graphs: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    """Captured graphs by (steps, attended length, temperature, top_p, the shared prefix's key or None)."""
 
     def take(self, buffer: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """`value` through `buffer` when fixed (same shape), else `value` itself (CPU: order may hold
@@ -205,7 +207,7 @@ class StaticDecoder:
         self.additive_mask = _sampling_attention(model) == "eager"
         # transformers >= 5.2x renamed past_key_values to cache (the old name warns, inside the graph too)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
-        self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
+        self._caches: dict[tuple[int, int, str], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
         self.block_decode = (self.compiled and cuda) if config.block_decode is None else bool(config.block_decode)
         self.capture = self.block_decode and self.compiled and cuda
@@ -321,12 +323,13 @@ class StaticDecoder:
         ids = torch.full((batch, 1), self.pad_id, dtype=nxt.dtype, device=nxt.device).index_copy(0, order, nxt)
         return ids, torch.zeros((batch, 1), dtype=lp.dtype, device=lp.device).index_copy(0, order, lp)
 
-    def bucket_cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
+    def bucket_cache(self, batch: int, length: int, role: str = "") -> tuple[Any, torch.Tensor]:
         """The (StaticCache, decode key bias) of this bucket, reset; kept so CUDA graphs see the same
-        addresses every time."""
+        addresses every time. `role` tells apart caches of one shape one call holds at once (a shared
+        prefix's and the rows' own: policy.static.shared_prefix)."""
         from transformers import StaticCache
 
-        key = (batch, length)
+        key = (batch, length, role)
         kept = self._caches.pop(key, None)
         if kept is None:
             while len(self._caches) >= self.config.max_cached:
@@ -462,7 +465,7 @@ class StaticDecoder:
                 attended = self.attended_slots(start + t + k - 1, bias.shape[-1])
                 inputs = (offset, order, self.live_bias(bias, attended), cache, temperature, top_p)
                 if self.capture and attended not in st.warm:  # a length's first step: outside any graph
-                    self._on_side_stream(lambda inputs=inputs: self._advance(st, self._plain_step, *inputs))
+                    self._on_side_stream(functools.partial(self._advance, st, self._plain_step, *inputs))
                     st.warm.add(attended)
                     self.attended.append(attended)
                     t += 1
@@ -493,7 +496,7 @@ class StaticDecoder:
             for _ in range(k):
                 self._advance(st, self._plain_step, *inputs)
             return 0
-        key = (k, int(inputs[2].shape[-1]), inputs[4], inputs[5])
+        key = (k, int(inputs[2].shape[-1]), inputs[4], inputs[5], shared_prefix_key())
         graph, captured = st.graphs.get(key), 0
         if graph is None:
             try:

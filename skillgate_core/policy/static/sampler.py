@@ -41,6 +41,7 @@ from skillgate_core.policy.local_sampler import Completion, SamplingConfig, samp
 from skillgate_core.policy.static.config import StaticSamplerConfig
 from skillgate_core.policy.static.decoder import StaticDecoder, bucket_batch, round_up
 from skillgate_core.policy.static.fused_decode import FusedDecode
+from skillgate_core.policy.static.shared_prefix import sample_grouped
 from skillgate_core.policy.static.turn_cache import TurnCache
 
 __all__ = ["StaticSampler", "resolve_sampler", "sample_batch"]
@@ -117,6 +118,9 @@ class StaticSampler:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        if self.config.shared_prefix:
+            completions, self.stats = sample_grouped(self.decoder, prompts, config)
+            return completions
         n, new = len(prompts), config.max_new_tokens
         width = max(len(p) for p in prompts)
         batch = bucket_batch(max(n, self.config.min_batch)) if self.compiled else n
