@@ -47,6 +47,8 @@ sampler on the same episodes (each after its own untimed warm-up passes), for th
              The context an episode goes on with holds the teacher's turn, not the sampled one, so every
              turn after the first counts a fallback (the sampled tokens it held are dropped): the
              prefill it does is what a policy turn's would be (its turn + the observation);
+  reprefill_shared  reprefill with StaticSamplerConfig(shared_prefix=True): the episodes whose contexts are
+             equal (a group's first turn) keep the prompt's K/V once and read it once per group per step;
   cached_full  cached with StaticSamplerConfig(live_slots=False): every decode step attends the whole
              cache (the sampler before live slots; its own caches and graphs), for `cached_over_cached_full`;
   hf         transformers `generate` (what TRL's GRPOTrainer calls): a left-padded batch of the whole
@@ -113,7 +115,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bench", default="", help="a bench built by --write-bench (.tar.xz) or a bench folder; "
                    "default: build it here (needs polars and rank_bm25)")
     p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
-    p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, cached, cached_full, hf (one timed "
+    p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, reprefill_shared, cached, cached_full, hf (one timed "
                    "pass each, same episodes; see the module docstring)")
     p.add_argument("--model-dir", default="", help="an HF causal LM folder with its tokenizer to play with "
                    "(e.g. SmolLM2-135M-Instruct as init-model wrote it) instead of the random-init model "
@@ -174,7 +176,7 @@ def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> flo
     return total
 
 
-SAMPLERS = ("reprefill", "cached", "cached_full", "hf")
+SAMPLERS = ("reprefill", "reprefill_shared", "cached", "cached_full", "hf")
 
 
 class GPUTurnTeacher:
@@ -191,9 +193,11 @@ class GPUTurnTeacher:
                                      **({} if live_bucket is None else {"live_bucket": live_bucket}))
         self.sampler = StaticSampler(model, tokenizer, config)
         # cached_full: the same turn cache attending the whole cache every step (the sampler before live
-        # slots), its own caches and graphs, made on its first use
-        self._full_config = dataclasses.replace(config, live_slots=False)
-        self._full: Any = None
+        # slots); reprefill_shared: sample with a group's shared prompt kept once. Each its own sampler
+        # (caches, graphs), made on its first use
+        self._configs = {"cached_full": dataclasses.replace(config, live_slots=False),
+                         "reprefill_shared": dataclasses.replace(config, shared_prefix=True)}
+        self._others: dict[str, Any] = {}
         self.model, self.tokenizer = model, tokenizer
         self.shape = model_shape(model)
         self.decode_steps, self.decode_bytes, self.decode_bytes_whole_cache = 0, 0, 0
@@ -213,7 +217,7 @@ class GPUTurnTeacher:
             self.sampled_tokens += hf_generate(self.model, self.tokenizer, contexts, self.gen_tokens, cfg.seed)
         else:
             sampler = self.active_sampler()
-            if self.mode in ("cached", "cached_full"):
+            if self.mode.startswith("cached"):
                 ended = [k for k, v in self._held.items() if v.ended]
                 sampler.turns.release(ended)
                 for k in ended:
@@ -225,29 +229,36 @@ class GPUTurnTeacher:
             self.sampled_tokens += sum(len(c.token_ids) for c in sampled)
             stats = sampler.stats
             self.buckets[f"{self.mode}:{stats['batch_bucket']}x{stats['cache_length']}"] += 1
-            self.count_decode_bytes(stats["batch_bucket"], stats["cache_length"], sampler.decoder.attended)
+            self.count_decode_bytes(stats, sampler.decoder.attended)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return self.teacher.act(views)
 
 
     def active_sampler(self) -> Any:
-        """The StaticSampler the mode samples with (cached_full: the whole-cache one, made on first use)."""
-        if self.mode != "cached_full":
+        """The StaticSampler the mode samples with (cached_full, reprefill_shared: their own, made on first use)."""
+        if self.mode not in self._configs:
             return self.sampler
-        if self._full is None:
+        if self.mode not in self._others:
             from skillgate_core.policy.static import StaticSampler
 
-            self._full = StaticSampler(self.model, self.tokenizer, self._full_config)
-        return self._full
+            self._others[self.mode] = StaticSampler(self.model, self.tokenizer, self._configs[self.mode])
+        return self._others[self.mode]
 
-    def count_decode_bytes(self, rows: int, cache_slots: int, attended: list[int]) -> None:
+    def count_decode_bytes(self, stats: dict[str, Any], attended: list[int]) -> None:
         """Add what the call's decode steps read at least (ratios.decode_bytes_per_step: the weights once,
-        K/V of every row over the slots it attended) and what reading the whole cache would have been."""
+        K/V of every row over the slots it attended; a shared prefix once per group) and what reading the
+        whole cache, a prompt copy per row, would have been."""
+        rows, cache_slots = stats["batch_bucket"], stats["cache_length"]
+        shared = stats.get("shared_prefix")
+        prefix = 0 if shared is None else ratios.decode_bytes_per_step(
+            rows=shared["groups_bucket"], cache_slots=shared["prefix_slots"], **self.shape)["kv_cache"]
+        copies = 0 if shared is None else ratios.decode_bytes_per_step(
+            rows=stats["batch"], cache_slots=stats["prompt_width"], **self.shape)["kv_cache"]
         for slots in attended:
-            self.decode_bytes += ratios.decode_bytes_per_step(rows=rows, cache_slots=slots, **self.shape)["total"]
+            self.decode_bytes += ratios.decode_bytes_per_step(rows=rows, cache_slots=slots, **self.shape)["total"] + prefix
             self.decode_bytes_whole_cache += ratios.decode_bytes_per_step(rows=rows, cache_slots=cache_slots,
-                                                                          **self.shape)["total"]
+                                                                          **self.shape)["total"] + copies
         self.decode_steps += len(attended)
 
 
