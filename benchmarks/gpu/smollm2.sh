@@ -135,7 +135,8 @@ mkdir -p "$OUT" "$keep"
       if [ "${GPU_CHECKS:-1}" = 0 ]; then echo "== GPU checks skipped (GPU_CHECKS=0)"; else
         echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
         PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
-          tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py tests/policy/test_live_slots.py 2>&1 | tail -4
+          tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py tests/policy/test_live_slots.py \
+          tests/policy/test_shared_prefix.py 2>&1 | tail -4
         # test_static_sampler.py's GPU test: blocks of decode steps captured as CUDA graphs (StaticSampler's default on
         # a GPU since 2026-12-02, not run on a GPU before) draw what the per-step loop draws. If it fails, make
         # StaticSamplerConfig.block_decode default False (policy/static/config.py) before training anything
@@ -201,7 +202,8 @@ mkdir -p "$OUT" "$keep"
       # the same tokens with CUDA graphs captured per attended length (GPU_CHECKS=0 skips it, ~30 s)
       if [ "${GPU_CHECKS:-1}" != 0 ]; then
         echo "== live-slot tests"
-        timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_live_slots.py 2>&1 | tail -3
+        timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_live_slots.py \
+          tests/policy/test_shared_prefix.py 2>&1 | tail -3
       fi
       echo "== $(date -u +%T) agent_rollouts.py, model $model ($(left) s left)"
       timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/agent_rollouts.py --model-dir "$model" \

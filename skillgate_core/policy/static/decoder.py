@@ -25,6 +25,10 @@ How a batch is decoded:
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
   mask in every layer of every step: half the decode step's GPU time on an H200);
+- live slots (`live_slots`, on by default): the decode step attends only the slots before the batch's
+  newest one, rounded up to `live_bucket` (`attended_slots`; the bias is passed cut to that length, a
+  view), not the whole cache: exact, as every slot past it is masked for every row. `attended` records
+  the length of each step, `attention_stats` the K/V bytes a step read;
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
@@ -36,7 +40,9 @@ How a batch is decoded:
   reduce-overhead step it re-checked the step's guards, copied its inputs and ran the bookkeeping
   eagerly, ~0.4 of the 1.7 ms a token took on an H200 at batch 32 (benchmarks/results/gpu/LOG.md 1).
   Blocks end where the finish checks fall, so the loop stops where the per-step loop does, and the
-  RNG calls are the same ones in the same order. The first step of each cache bucket runs outside any
+  RNG calls are the same ones in the same order. A block attends what its last step sees (one length
+  per block), and a graph is captured per (block size, attended length, sampling, shared prefix); the
+  first step at each new length runs outside any graph. The first step of each cache bucket runs outside any
   graph (compilation, lazy initialisation); a capture that fails switches the sampler to the per-step
   path for good (logged; `stats["block_decode"]` says which ran);
 - compiled graphs have static shapes, so on CUDA the batch is padded to a power of two with dummy
