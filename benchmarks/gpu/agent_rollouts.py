@@ -47,18 +47,27 @@ sampler on the same episodes (each after its own untimed warm-up passes), for th
              The context an episode goes on with holds the teacher's turn, not the sampled one, so every
              turn after the first counts a fallback (the sampled tokens it held are dropped): the
              prefill it does is what a policy turn's would be (its turn + the observation);
+  reprefill_shared  reprefill with StaticSamplerConfig(shared_prefix=True): the episodes whose contexts are
+             equal (a group's first turn) keep the prompt's K/V once and read it once per group per step;
+  cached_full  cached with StaticSamplerConfig(live_slots=False): every decode step attends the whole
+             cache (the sampler before live slots; its own caches and graphs), for `cached_over_cached_full`;
   hf         transformers `generate` (what TRL's GRPOTrainer calls): a left-padded batch of the whole
              contexts, dynamic KV cache, exactly --gen-tokens per episode (min_new_tokens). It compiles
              nothing, so it gets no warm-up pass. With hf among --samplers the JSON's ratio also holds
              every other sampler over hf (`cached_over_hf`: issue [rollouts] item 1, target 10x).
 Each pass reports context_tokens (what a full prefill per turn processes) and, for cached, what the
-turn cache prefilled, reused and shared.
+turn cache prefilled, reused and shared. Each static pass also reports `decode_bytes`: the bytes a
+decode token-step reads at least, from the shapes (`ratios.decode_bytes_per_step`: the weights once,
+K/V of every row over the slots it attended; and the same had it read the whole cache), and the share
+of the card's HBM bandwidth reading them in the pass's generation time means (a lower bound: that time
+holds the prefills too).
 JSON: --out, else $OUT, else benchmarks/results/gpu/agent_rollouts.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -75,9 +84,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_bench  # noqa: E402
+import ratios  # noqa: E402
 
 SMOKE = {"hidden": 32, "layers": 2, "heads": 4, "kv": 2, "inter": 64, "vocab": 600, "tasks": 2, "repeats": 2,
-         "lanes": 2, "gen_tokens": 8, "warmup_passes": 0, "length_bucket": 256, "corpus_lines": 300}
+         "lanes": 2, "gen_tokens": 8, "warmup_passes": 0, "length_bucket": 256, "corpus_lines": 300,
+         "live_bucket": 16}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -95,6 +106,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=8, help="sandbox threads per lane (EpisodeConfig.workers)")
     p.add_argument("--gen-tokens", type=int, default=256, help="tokens the GPU samples per episode per turn")
     p.add_argument("--length-bucket", type=int, default=2048, help="StaticSampler cache-length bucket (few compiles)")
+    p.add_argument("--live-bucket", type=int, default=None, help="StaticSamplerConfig.live_bucket: the attended "
+                   "length's rounding (default: the config's)")
     p.add_argument("--warmup-passes", type=int, default=1, help="untimed passes first (compiles)")
     p.add_argument("--no-baseline", action="store_true", help="skip the 1-lane pass")
     p.add_argument("--misleading-rate", type=float, default=0.1, help="teacher selection noise (collect default)")
@@ -102,7 +115,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bench", default="", help="a bench built by --write-bench (.tar.xz) or a bench folder; "
                    "default: build it here (needs polars and rank_bm25)")
     p.add_argument("--write-bench", default="", help="only build the small bench into this .tar.xz and exit")
-    p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, cached, hf (one timed "
+    p.add_argument("--samplers", default="reprefill", help="comma-separated: reprefill, reprefill_shared, cached, cached_full, hf (one timed "
                    "pass each, same episodes; see the module docstring)")
     p.add_argument("--model-dir", default="", help="an HF causal LM folder with its tokenizer to play with "
                    "(e.g. SmolLM2-135M-Instruct as init-model wrote it) instead of the random-init model "
@@ -163,7 +176,7 @@ def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> flo
     return total
 
 
-SAMPLERS = ("reprefill", "cached", "hf")
+SAMPLERS = ("reprefill", "reprefill_shared", "cached", "cached_full", "hf")
 
 
 class GPUTurnTeacher:
@@ -171,13 +184,23 @@ class GPUTurnTeacher:
     policy turn) by the sampler `mode` names (SAMPLERS), then the reference teacher's turn is played."""
 
     def __init__(self, model: Any, tokenizer: Any, gen_tokens: int, length_bucket: int, misleading_rate: float,
-                 seed: int) -> None:
+                 seed: int, live_bucket: int | None = None) -> None:
         from skillgate_core.agent.policies import TeacherConfig, TeacherPolicy
         from skillgate_core.policy.static import StaticSampler, StaticSamplerConfig
 
         self.teacher = TeacherPolicy(tokenizer, TeacherConfig(misleading_rate=misleading_rate, seed=seed))
-        self.sampler = StaticSampler(model, tokenizer, StaticSamplerConfig(stop_ids=[], length_bucket=length_bucket, max_cached=16))
+        config = StaticSamplerConfig(stop_ids=[], length_bucket=length_bucket, max_cached=16,
+                                     **({} if live_bucket is None else {"live_bucket": live_bucket}))
+        self.sampler = StaticSampler(model, tokenizer, config)
+        # cached_full: the same turn cache attending the whole cache every step (the sampler before live
+        # slots); reprefill_shared: sample with a group's shared prompt kept once. Each its own sampler
+        # (caches, graphs), made on its first use
+        self._configs = {"cached_full": dataclasses.replace(config, live_slots=False),
+                         "reprefill_shared": dataclasses.replace(config, shared_prefix=True)}
+        self._others: dict[str, Any] = {}
         self.model, self.tokenizer = model, tokenizer
+        self.shape = model_shape(model)
+        self.decode_steps, self.decode_bytes, self.decode_bytes_whole_cache = 0, 0, 0
         self.gen_tokens, self.seed, self.name = gen_tokens, seed, "gpu-turn-teacher"
         self.calls, self.sampled_tokens, self.context_tokens, self.buckets = 0, 0, 0, Counter()
         self.mode = "reprefill"
@@ -193,21 +216,75 @@ class GPUTurnTeacher:
         if self.mode == "hf":
             self.sampled_tokens += hf_generate(self.model, self.tokenizer, contexts, self.gen_tokens, cfg.seed)
         else:
-            if self.mode == "cached":
+            sampler = self.active_sampler()
+            if self.mode.startswith("cached"):
                 ended = [k for k, v in self._held.items() if v.ended]
-                self.sampler.turns.release(ended)
+                sampler.turns.release(ended)
                 for k in ended:
                     del self._held[k]
                 self._held.update((id(v), v) for v in views)
-                sampled = self.sampler.sample_turns([id(v) for v in views], contexts, cfg, owner=self.name)
+                sampled = sampler.sample_turns([id(v) for v in views], contexts, cfg, owner=self.name)
             else:
-                sampled = self.sampler.sample(contexts, cfg)
+                sampled = sampler.sample(contexts, cfg)
             self.sampled_tokens += sum(len(c.token_ids) for c in sampled)
-            stats = self.sampler.stats
+            stats = sampler.stats
             self.buckets[f"{self.mode}:{stats['batch_bucket']}x{stats['cache_length']}"] += 1
+            self.count_decode_bytes(stats, sampler.decoder.attended)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return self.teacher.act(views)
+
+
+    def active_sampler(self) -> Any:
+        """The StaticSampler the mode samples with (cached_full, reprefill_shared: their own, made on first use)."""
+        if self.mode not in self._configs:
+            return self.sampler
+        if self.mode not in self._others:
+            from skillgate_core.policy.static import StaticSampler
+
+            self._others[self.mode] = StaticSampler(self.model, self.tokenizer, self._configs[self.mode])
+        return self._others[self.mode]
+
+    def count_decode_bytes(self, stats: dict[str, Any], attended: list[int]) -> None:
+        """Add what the call's decode steps read at least (ratios.decode_bytes_per_step: the weights once,
+        K/V of every row over the slots it attended; a shared prefix once per group) and what reading the
+        whole cache, a prompt copy per row, would have been."""
+        rows, cache_slots = stats["batch_bucket"], stats["cache_length"]
+        shared = stats.get("shared_prefix")
+        prefix = 0 if shared is None else ratios.decode_bytes_per_step(
+            rows=shared["groups_bucket"], cache_slots=shared["prefix_slots"], **self.shape)["kv_cache"]
+        copies = 0 if shared is None else ratios.decode_bytes_per_step(
+            rows=stats["batch"], cache_slots=stats["prompt_width"], **self.shape)["kv_cache"]
+        for slots in attended:
+            self.decode_bytes += ratios.decode_bytes_per_step(rows=rows, cache_slots=slots, **self.shape)["total"] + prefix
+            self.decode_bytes_whole_cache += ratios.decode_bytes_per_step(rows=rows, cache_slots=cache_slots,
+                                                                          **self.shape)["total"] + copies
+        self.decode_steps += len(attended)
+
+
+def model_shape(model: Any) -> dict[str, int]:
+    """The model's sizes `ratios.decode_bytes_per_step` takes besides rows and slots."""
+    c = model.config
+    heads = c.num_attention_heads
+    return {"param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "layers": c.num_hidden_layers, "kv_heads": getattr(c, "num_key_value_heads", None) or heads,
+            "head_dim": getattr(c, "head_dim", None) or c.hidden_size // heads,
+            "dtype_bytes": next(model.parameters()).element_size()}
+
+
+def decode_bytes(policy: GPUTurnTeacher, since: tuple[int, int, int], generation_s: float) -> dict[str, Any]:
+    """A pass's decode reads from the shapes: bytes per token-step (mean; and had every step read the
+    whole cache), and the share of the card's bandwidth (ratios.hbm_bandwidth) that reading them in the
+    pass's generation time means: a lower bound on the decode steps' own share, the generation time
+    holding the prefills too."""
+    steps = policy.decode_steps - since[0]
+    read, whole = policy.decode_bytes - since[1], policy.decode_bytes_whole_cache - since[2]
+    card = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return {"decode_steps": steps, "bytes_per_token_step": round(read / max(1, steps)),
+            "bytes_per_token_step_whole_cache": round(whole / max(1, steps)),
+            "weight_bytes": policy.shape["param_bytes"], "card": card or "cpu",
+            "roofline_share_of_generation_time": ratios.roofline_share(read, generation_s, ratios.hbm_bandwidth(card))
+            if card else None}
 
 
 def hf_generate(model: Any, tokenizer: Any, contexts: list[list[int]], new: int, seed: int) -> int:
@@ -318,7 +395,8 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
     config = EpisodeConfig(max_turns=6, backend="bwrap", workers=a.workers, max_new_tokens=max(a.gen_tokens, 256),
                            overlap_sandbox=overlap_sandbox)
     tokens0, calls0, context0 = policy.sampled_tokens, policy.calls, policy.context_tokens
-    cache0 = dict(policy.sampler.turns.counters)
+    cache0 = dict(policy.active_sampler().turns.counters)
+    bytes0 = (policy.decode_steps, policy.decode_bytes, policy.decode_bytes_whole_cache)
     t0 = time.monotonic()
     results = run_episode_batches(batches, shared, tok, config, sandbox_config=SandboxConfig(backend="bwrap"),
                                   lanes=lanes)
@@ -340,10 +418,12 @@ def run_pass(name: str, a: argparse.Namespace, lanes: int, batches: list[list[An
         "rows_per_call_max": max(sizes, default=0),
         "gpu_sampled_tokens": policy.sampled_tokens - tokens0,
         "context_tokens": policy.context_tokens - context0,
-        "turn_cache": {k: v - cache0.get(k, 0) for k, v in policy.sampler.turns.counters.items()},
+        "turn_cache": {k: v - cache0.get(k, 0) for k, v in policy.active_sampler().turns.counters.items()},
         # which decode step sampled (the sampler's defaults differ by device and model)
-        "decode_step": "transformers generate" if policy.mode == "hf" else policy.sampler.decode_stats() | {
-            "block_decode": policy.sampler.block_decode, "compiled": policy.sampler.compiled},
+        "decode_step": "transformers generate" if policy.mode == "hf" else policy.active_sampler().decode_stats() | {
+            "block_decode": policy.active_sampler().block_decode, "compiled": policy.active_sampler().compiled,
+            "live_slots": policy.active_sampler().config.live_slots},
+        "decode_bytes": None if policy.mode == "hf" else decode_bytes(policy, bytes0, gen_union),
         "gpu_tok_per_s_while_generating": round((policy.sampled_tokens - tokens0) / max(1e-9, gen_union), 1),
         "share_of_wall": {"generation": round(gen_union / wall, 3),
                           **{k: round(length(union(v)) / wall, 3) for k, v in kinds.items()},
@@ -368,7 +448,7 @@ def _sampler_summary(p: dict[str, Any]) -> dict[str, Any]:
     return {"pass": p["pass"], "episodes_per_min": p["episodes_per_min"], "generation_s": p["summed_s"]["generation"],
             "gpu_tok_per_s_while_generating": p["gpu_tok_per_s_while_generating"],
             "gpu_sampled_tokens": p["gpu_sampled_tokens"], "context_tokens": p["context_tokens"],
-            "turn_cache": p["turn_cache"]}
+            "turn_cache": p["turn_cache"], "decode_bytes": p["decode_bytes"]}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -406,7 +486,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "architecture": type(model).__name__,
                        "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
                        "vocab": len(tok), "dtype": str(model.dtype), "device": str(model.device)}
-    policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed)
+    policy = GPUTurnTeacher(model, tok, a.gen_tokens, a.length_bucket, a.misleading_rate, a.seed, a.live_bucket)
     batches = episode_batches(a, bench, work / "skills")
     from skillgate_core.agent.prompts import DEFAULT_PROFILE, build_messages, render_prompt_ids
 
@@ -427,7 +507,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = sorted(set(samplers) - set(SAMPLERS))
     if unknown or not samplers:
         raise SystemExit(f"--samplers: expected a comma-separated subset of {', '.join(SAMPLERS)}, got {a.samplers!r}")
-    if "cached" in samplers and not policy.sampler.turns.supported:
+    if {"cached", "cached_full"} & set(samplers) and not policy.sampler.turns.supported:
         raise SystemExit("--samplers cached: this transformers' StaticCache cannot be written at a chosen slot "
                          "(policy.static.turn_cache.TurnCache.supported)")
     policy.mode = samplers[0]
@@ -483,6 +563,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{mode}_over_hf": {"episodes_per_min": round(r["episodes_per_min"] / max(1e-9, hf["episodes_per_min"]), 2),
                                 "generation_s": round(r["generation_s"] / max(1e-9, hf["generation_s"]), 3)}
             for mode, r in result["samplers"].items() if mode != "hf"}}
+    if {"cached", "cached_full"} <= set(result["samplers"]):  # live slots against the whole cache: [speed] 3
+        new, old = result["samplers"]["cached"], result["samplers"]["cached_full"]
+        result["ratio"] = {**result.get("ratio", {}), "cached_over_cached_full": {
+            "episodes_per_min": round(new["episodes_per_min"] / max(1e-9, old["episodes_per_min"]), 2),
+            "generation_s": round(new["generation_s"] / max(1e-9, old["generation_s"]), 3)}}
     shared.close()
     result["sampler_buckets"] = dict(policy.buckets)
     result["turn_text"] = ("reference teacher (read oracle skill / exec its procedure / answer); the GPU samples "

@@ -24,8 +24,10 @@
 #                                              PART=d LR_COLLECTED="<smollm2_arms_*.tar.gz ...>" learning_result.sh
 #   STEP=rollouts (nothing carried after `run`; or .smol/d .smol/w after carry2 x 3, then it converts the base
 #                                              model itself)  agent episodes of SmolLM2 (init-model's folder): the turn
-#                                              cache (cached) against transformers generate (hf), one run
-#                                              (agent_rollouts.py; ROLLOUT_ARGS, default --tasks 4 --repeats 8 --lanes 4)
+#                                              cache (cached: live slots) against the same cache read whole every step
+#                                              (cached_full) and transformers generate (hf), one run (agent_rollouts.py;
+#                                              ROLLOUT_SAMPLERS, default cached,cached_full,hf; ROLLOUT_ARGS, default
+#                                              --tasks 4 --repeats 8 --lanes 4); tests/policy/test_live_slots.py first
 #   STEP=zero3   (as rollouts)                 [gpu-x2] item 1 on SmolLM2: benchmarks/gpu/gpu_check.py --model-dir on every GPU
 #                                              (one fp32 ZeRO-3 GRPO step on 1 GPU against N over NCCL: loss, grad norm,
 #                                              weights), $OUT/gpu_check_smollm2.json; on kind nvidia-h200-x2
@@ -133,7 +135,8 @@ mkdir -p "$OUT" "$keep"
       if [ "${GPU_CHECKS:-1}" = 0 ]; then echo "== GPU checks skipped (GPU_CHECKS=0)"; else
         echo "== turn-cache tests, transformers $(PYTHONPATH=/tmp/site python3 -c 'import transformers as t; print(t.__version__)')"
         PYTHONPATH=/tmp/site:$PWD timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_turn_cache.py \
-          tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py 2>&1 | tail -4
+          tests/policy/test_static_sampler.py tests/policy/test_fused_decode.py tests/policy/test_live_slots.py \
+          tests/policy/test_shared_prefix.py 2>&1 | tail -4
         # test_static_sampler.py's GPU test: blocks of decode steps captured as CUDA graphs (StaticSampler's default on
         # a GPU since 2026-12-02, not run on a GPU before) draw what the per-step loop draws. If it fails, make
         # StaticSamplerConfig.block_decode default False (policy/static/config.py) before training anything
@@ -195,9 +198,16 @@ mkdir -p "$OUT" "$keep"
       export PYTHONPATH=/tmp/site:$PWD
       base_model || exit 1
       bwrap_on_path
+      # [speed] #44 item 3: live slots (cached, the default) against the whole cache (cached_full) on this GPU first:
+      # the same tokens with CUDA graphs captured per attended length (GPU_CHECKS=0 skips it, ~30 s)
+      if [ "${GPU_CHECKS:-1}" != 0 ]; then
+        echo "== live-slot tests"
+        timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/policy/test_live_slots.py \
+          tests/policy/test_shared_prefix.py 2>&1 | tail -3
+      fi
       echo "== $(date -u +%T) agent_rollouts.py, model $model ($(left) s left)"
       timeout -s TERM --kill-after=15 $(( $(left) - 10 )) python3 benchmarks/gpu/agent_rollouts.py --model-dir "$model" \
-        --bench "$keep/bench.tar.xz" --bwrap-dir /tmp/bwrap/usr/bin --samplers cached,hf --no-baseline \
+        --bench "$keep/bench.tar.xz" --bwrap-dir /tmp/bwrap/usr/bin --samplers "${ROLLOUT_SAMPLERS:-cached,cached_full,hf}" --no-baseline \
         ${ROLLOUT_ARGS:---tasks 4 --repeats 8 --lanes 4} --out "$OUT"
       echo "rollouts exit $?" ;;
     zero3)

@@ -139,7 +139,8 @@ def agent_rollouts(tmp_path_factory) -> dict:
     first, as a plain `--smoke` runs them, then one timed pass each of the other samplers on the same episodes
     (one process, one build of the bench and model instead of two: ~20 s less on 2 cores)."""
     skip_without_bwrap()
-    return _run("agent_rollouts.py", tmp_path_factory.mktemp("agent_rollouts"), "--samplers", "reprefill,cached,hf")
+    return _run("agent_rollouts.py", tmp_path_factory.mktemp("agent_rollouts"), "--samplers",
+                "reprefill,reprefill_shared,cached,cached_full,hf")
 
 
 @pytest.mark.e2e
@@ -169,7 +170,7 @@ def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(agent_rollout
     full prefill per turn would and says what it reused and shared. CPU: no speed is asserted."""
     r = agent_rollouts
     samplers = r["samplers"]
-    assert set(samplers) == {"reprefill", "cached", "hf"}
+    assert set(samplers) == {"reprefill", "reprefill_shared", "cached", "cached_full", "hf"}
     assert samplers["reprefill"]["pass"] == "lanes" and samplers["cached"]["pass"] == "sampler_cached"
     assert len({(s["context_tokens"], s["gpu_sampled_tokens"]) for s in samplers.values()}) == 1
     cache = samplers["cached"]["turn_cache"]
@@ -183,7 +184,9 @@ def test_agent_rollouts_compares_the_samplers_on_the_same_episodes(agent_rollout
     assert samplers["reprefill"]["turn_cache"]["calls"] == samplers["hf"]["turn_cache"]["calls"] == 0
     # the samplers' ratios, beside the lanes-over-one-lane ratio of the default passes (the smoke test's)
     assert set(r["ratio"]) == {"episodes_per_min_lanes_over_one_lane", "cached_over_reprefill", "hf_over_reprefill",
-                               "reprefill_over_hf", "cached_over_hf"}  # hf: the anchor of issue [rollouts] item 1
+                               "reprefill_over_hf", "cached_over_hf",  # hf: the anchor of issue [rollouts] item 1
+                               "cached_full_over_reprefill", "cached_full_over_hf", "cached_over_cached_full",
+                               "reprefill_shared_over_reprefill", "reprefill_shared_over_hf"}
     hf, cached = samplers["hf"], samplers["cached"]
     assert r["ratio"]["cached_over_hf"]["episodes_per_min"] == round(cached["episodes_per_min"] / hf["episodes_per_min"], 2)
     assert r["model"]["dir"].startswith("random init")
@@ -816,3 +819,29 @@ def test_grpo_workers_put_every_arm_on_ray_train_workers_and_refuse_an_uneven_sp
     assert (armed.launcher, armed.num_workers, armed.profile) == ("ray", 2, "selector_clean_oracle_action_credit")
     with pytest.raises(ValueError, match=r"prompts_per_step \(4\) must be a multiple of grpo.num_workers \(3\)"):
         lr.Run(lr.parse(["arm", *common, "--grpo-workers", "3"]), "arm")
+
+
+# slow: a CPU smoke of a GPU benchmark script (~20-30 s); `make test` kept under 25 min on 2 cores (make test-slow runs it)
+@pytest.mark.slow
+def test_agent_rollouts_measures_live_slots_against_the_whole_cache(agent_rollouts):
+    """cached (live slots, the default) and cached_full (live_slots off: every step reads the whole cache)
+    on the same episodes: the same turn-cache work, and the bytes per decode token-step from the shapes:
+    live slots read less than the whole cache, the whole-cache sampler exactly the whole cache."""
+    r = agent_rollouts
+    new, old = r["samplers"]["cached"], r["samplers"]["cached_full"]
+    assert old["pass"] == "sampler_cached_full"
+    assert old["turn_cache"]["rows"] == new["turn_cache"]["rows"] > 0  # every episode turn (merging may differ)
+    passes = {p["pass"]: p for p in r["passes"]}
+    assert passes["sampler_cached"]["decode_step"]["live_slots"] is True
+    assert passes["sampler_cached_full"]["decode_step"]["live_slots"] is False
+    live, whole = new["decode_bytes"], old["decode_bytes"]
+    assert live["decode_steps"] > 0 and whole["decode_steps"] > 0  # the calls' merging may differ between passes
+    assert live["weight_bytes"] < live["bytes_per_token_step"] < live["bytes_per_token_step_whole_cache"]
+    assert whole["bytes_per_token_step"] == whole["bytes_per_token_step_whole_cache"]
+    assert live["card"] == "cpu" and live["roofline_share_of_generation_time"] is None  # no card: no roofline
+    assert passes["sampler_hf"]["decode_bytes"] is None
+    # reprefill_shared: a group's first-turn prompt read once per group, not once per episode
+    shared = r["samplers"]["reprefill_shared"]["decode_bytes"]
+    assert shared["bytes_per_token_step"] < shared["bytes_per_token_step_whole_cache"]
+    assert r["ratio"]["cached_over_cached_full"]["episodes_per_min"] == round(
+        new["episodes_per_min"] / old["episodes_per_min"], 2)

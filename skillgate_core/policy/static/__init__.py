@@ -6,7 +6,9 @@
   compiled step, CUDA-graph blocks, completions).
 - `turn_cache`: its multi-turn KV reuse (each episode's cache row kept across turns).
 - `fused_decode`: the decode step with q/k/v and gate/up as one GEMM each (Llama, Qwen2).
-- `decode_attention`: the decode steps' attention (one query per row, K/V read once per KV head).
+- `decode_attention`: the decode steps' attention (one query per row, K/V read once per KV head, only the
+  live slots; with a shared prefix, two partial softmaxes merged exactly).
+- `shared_prefix`: `sample` with a group's shared prompt kept once (opt-in: `shared_prefix`).
 
 Every module here imports torch; the rest of the library imports this package where it samples.
 """

@@ -51,5 +51,22 @@ class StaticSamplerConfig:
     benchmarks/results/gpu/grpo_step_fused_b505c6d), else the model's forward (`fused_decode_why_not` in
     stats says why); True = fused (a model it cannot fuse is an error); False = the model's own forward."""
 
+    live_slots: bool = True
+    """Decode attention reads only the cache slots a step can see: the slots before the batch's newest one
+    (every row writes in lock-step, so no row holds a key past it), rounded up to `live_bucket`; the slots
+    past it are masked for every row, so leaving them out changes no probability (exp(MASKED) is 0 in
+    float32). False = every step reads the whole cache (the path before: a 6,144-slot agent cache is
+    read whole from the first token)."""
+    live_bucket: PositiveInt = 512
+    """Live slots: the attended length is rounded up to a multiple of this (at most the cache length). Each
+    length is one CUDA graph per block size (compiled, the step is compiled once with the length dynamic);
+    a coarser bucket means fewer graphs and at most this many masked slots read per step."""
+
+    shared_prefix: bool = False
+    """`StaticSampler.sample` only (opt-in, not yet measured on a GPU): the rows that share a prompt (a GRPO
+    group) keep its K/V once, and each decode step reads a group's prompt once for all its rows, merged
+    exactly with each row's own tokens (policy.static.shared_prefix). False = every row holds and reads its
+    own copy. `sample_turns` (the turn cache) keeps a copy per row either way."""
+
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -25,6 +25,10 @@ How a batch is decoded:
   query heads grouped over their KV head, so K/V are read once per KV head and never repeated to
   the query heads (transformers' sdpa path repeats them whenever a mask is given, and rebuilt the
   mask in every layer of every step: half the decode step's GPU time on an H200);
+- live slots (`live_slots`, on by default): the decode step attends only the slots before the batch's
+  newest one, rounded up to `live_bucket` (`attended_slots`; the bias is passed cut to that length, a
+  view), not the whole cache: exact, as every slot past it is masked for every row. `attended` records
+  the length of each step, `attention_stats` the K/V bytes a step read;
 - finished rows keep decoding (their extra tokens are cut at the first stop token afterwards); the
   loop ends at max_new_tokens or once every row has stopped, checked every `finish_check_every`
   steps (one host sync per check, not per token);
@@ -36,7 +40,9 @@ How a batch is decoded:
   reduce-overhead step it re-checked the step's guards, copied its inputs and ran the bookkeeping
   eagerly, ~0.4 of the 1.7 ms a token took on an H200 at batch 32 (benchmarks/results/gpu/LOG.md 1).
   Blocks end where the finish checks fall, so the loop stops where the per-step loop does, and the
-  RNG calls are the same ones in the same order. The first step of each cache bucket runs outside any
+  RNG calls are the same ones in the same order. A block attends what its last step sees (one length
+  per block), and a graph is captured per (block size, attended length, sampling, shared prefix); the
+  first step at each new length runs outside any graph. The first step of each cache bucket runs outside any
   graph (compilation, lazy initialisation); a capture that fails switches the sampler to the per-step
   path for good (logged; `stats["block_decode"]` says which ran);
 - compiled graphs have static shapes, so on CUDA the batch is padded to a power of two with dummy
@@ -49,6 +55,7 @@ How a batch is decoded:
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -61,7 +68,13 @@ import torch
 
 from skillgate_core.policy.local_sampler import Completion, SamplingConfig, stop_token_ids
 from skillgate_core.policy.static.config import StaticSamplerConfig
-from skillgate_core.policy.static.decode_attention import MASKED, STATIC_ATTENTION, register_static_attention
+from skillgate_core.policy.static.decode_attention import (
+    MASKED,
+    STATIC_ATTENTION,
+    kv_read_bytes,
+    register_static_attention,
+    shared_prefix_key,
+)
 from skillgate_core.policy.static.fused_decode import FusedDecode, fusable, too_large
 
 __all__ = ["MASK_ELEMENTS", "StaticDecoder", "bucket_batch", "round_up", "sample_next", "seek_cache"]
@@ -160,10 +173,10 @@ class _BlockState:
     """The decode key bias this state was made for (a new bias tensor: a new state)."""
     fixed: bool
     """Whether offset and order are copied into the buffers above (graphs) or passed as they come."""
-    warm: bool = False
-    """Whether this bucket's first decode step has run (outside any graph)."""
-    graphs: dict[tuple[int, float, float], Any] = field(default_factory=dict)
-    """Captured graphs by (steps, temperature, top_p)."""
+    warm: set[int] = field(default_factory=set)
+    """The attended lengths (live slots) whose first decode step has run (outside any graph)."""
+    graphs: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    """Captured graphs by (steps, attended length, temperature, top_p, the shared prefix's key or None)."""
 
     def take(self, buffer: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """`value` through `buffer` when fixed (same shape), else `value` itself (CPU: order may hold
@@ -200,7 +213,7 @@ class StaticDecoder:
         self.additive_mask = _sampling_attention(model) == "eager"
         # transformers >= 5.2x renamed past_key_values to cache (the old name warns, inside the graph too)
         self._cache_kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
-        self._caches: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
+        self._caches: dict[tuple[int, int, str], tuple[Any, torch.Tensor]] = {}
         self._stop = torch.tensor(self.stop_ids, dtype=torch.long, device=self.device)
         self.block_decode = (self.compiled and cuda) if config.block_decode is None else bool(config.block_decode)
         self.capture = self.block_decode and self.compiled and cuda
@@ -213,6 +226,8 @@ class StaticDecoder:
         self._side: Any = None  # the stream the first step of a bucket and every capture run on
         self.block_stats: dict[str, Any] = {"block_decode": "off"}
         """How the last `decode` ran: off (the per-step loop), device loop or graphs, and graphs captured."""
+        self.attended: list[int] = []
+        """The cache slots each decode step of the last `decode` attended (live slots: `attended_slots`)."""
 
     def _decode_steps(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
         """(the per-step path's decode step, the one block decoding captures): `_decode_step` itself when
@@ -314,12 +329,13 @@ class StaticDecoder:
         ids = torch.full((batch, 1), self.pad_id, dtype=nxt.dtype, device=nxt.device).index_copy(0, order, nxt)
         return ids, torch.zeros((batch, 1), dtype=lp.dtype, device=lp.device).index_copy(0, order, lp)
 
-    def bucket_cache(self, batch: int, length: int) -> tuple[Any, torch.Tensor]:
+    def bucket_cache(self, batch: int, length: int, role: str = "") -> tuple[Any, torch.Tensor]:
         """The (StaticCache, decode key bias) of this bucket, reset; kept so CUDA graphs see the same
-        addresses every time."""
+        addresses every time. `role` tells apart caches of one shape one call holds at once (a shared
+        prefix's and the rows' own: policy.static.shared_prefix)."""
         from transformers import StaticCache
 
-        key = (batch, length)
+        key = (batch, length, role)
         kept = self._caches.pop(key, None)
         if kept is None:
             while len(self._caches) >= self.config.max_cached:
@@ -333,6 +349,37 @@ class StaticDecoder:
             kept[0].reset()
         self._caches[key] = kept  # most recently used last
         return kept
+
+    def attended_slots(self, newest: int, length: int) -> int:
+        """The cache slots a decode step attends whose keys lie before slot `newest` (exclusive: the step's
+        own slot is newest - 1), in a cache of `length` slots: `newest` rounded up to live_bucket, at most
+        the cache; the whole cache with live_slots off."""
+        if not self.config.live_slots:
+            return length
+        return min(length, round_up(newest, self.config.live_bucket))
+
+    def live_bias(self, bias: torch.Tensor, slots: int) -> torch.Tensor:
+        """The decode key bias cut to its first `slots` slots (a view: the fills of the whole bias show
+        through), what `static_decode_attention` reads the cache to. Compiled, the length is marked
+        dynamic, so one compiled step serves every length (a graph per length stays static-shaped)."""
+        view = bias[..., :slots]
+        if self.compiled and self.config.live_slots and slots > 1:
+            torch._dynamo.maybe_mark_dynamic(view, 3)
+        return view
+
+    def attention_stats(self, cache: Any, rows: int) -> dict[str, Any]:
+        """What the last `decode`'s steps read of the cache: slots attended per step (mean, max), the
+        cache's slots, and the K/V bytes a step read on average (from the shapes: `kv_read_bytes`) against
+        the whole cache's."""
+        if cache is None or not all(getattr(layer, "is_initialized", False) for layer in cache.layers):
+            return {"live_slots": self.config.live_slots}  # nothing decoded yet
+        length = int(cache.layers[0].keys.shape[2])
+        steps = self.attended or [length]
+        mean = sum(steps) / len(steps)
+        return {"live_slots": self.config.live_slots, "cache_slots": length,
+                "attended_slots_mean": mean, "attended_slots_max": max(steps),
+                "kv_bytes_per_step": kv_read_bytes(cache, rows, 1) * mean,
+                "kv_bytes_per_step_whole_cache": kv_read_bytes(cache, rows, length)}
 
     def decode(self, logits, start: int, offset, valid, cache, bias, config: SamplingConfig, done, order):
         """Sample the first token of every row from the prefill's `logits` [B, V], then decode one token per
@@ -352,6 +399,7 @@ class StaticDecoder:
         bias[:, 0, 0, :start].masked_fill_(valid[:, :start], 0.0)
         seek_cache(cache, start)
         self.block_stats = {"block_decode": "off"}
+        self.attended = []
         if self.block_decode:
             return self._decode_blocks(nxt, lp, done, start, offset, cache, bias, new, order, temperature, top_p)
         slot = torch.arange(start, start + new, device=logits.device)  # the slot token t is written at
@@ -362,9 +410,12 @@ class StaticDecoder:
                     break  # every row has stopped; the columns left stay pad and are never read
                 prev = nxt.clone()  # read the last replay's output before the next replay may overwrite it
                 bias[:, :, :, start + t - 1].fill_(0.0)  # the query sees its own slot from now on
+                attended = self.attended_slots(start + t, bias.shape[-1])
+                self.attended.append(attended)
                 if self.compiled:
                     torch.compiler.cudagraph_mark_step_begin()
-                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], offset, bias, cache, order, temperature, top_p)
+                nxt, lp, stopped = self._step(prev, slot[t - 1 : t], offset, self.live_bias(bias, attended), cache,
+                                              order, temperature, top_p)
                 out_ids[:, t : t + 1], out_lp[:, t : t + 1] = nxt, lp
                 done |= stopped
                 t += 1
@@ -408,19 +459,25 @@ class StaticDecoder:
         st.done.copy_(done)
         st.slot.fill_(start)
         st.col.fill_(1)
-        inputs = (st.take(st.offset, offset), st.take(st.order, order), bias, cache, temperature, top_p)
+        offset, order = st.take(st.offset, offset), st.take(st.order, order)
         check, t = self.config.finish_check_every, 1
         captured = 0
         with self._decoding_attention():
             while t < new:
                 if (t - 1) % check == 0 and bool(st.done.all()):
                     break  # every row has stopped; the columns left stay pad and are never read
-                if self.capture and not st.warm:  # this bucket's first step: outside any graph
-                    self._on_side_stream(lambda: self._advance(st, self._plain_step, *inputs))
-                    st.warm, t = True, t + 1
-                    continue
                 k = min(self.config.graph_steps, new - t, check - (t - 1) % check)
+                # one attended length for the whole block: what its last step (slot start + t + k - 2) sees
+                attended = self.attended_slots(start + t + k - 1, bias.shape[-1])
+                inputs = (offset, order, self.live_bias(bias, attended), cache, temperature, top_p)
+                if self.capture and attended not in st.warm:  # a length's first step: outside any graph
+                    self._on_side_stream(functools.partial(self._advance, st, self._plain_step, *inputs))
+                    st.warm.add(attended)
+                    self.attended.append(attended)
+                    t += 1
+                    continue
                 captured += self._block(st, k, inputs)
+                self.attended += [attended] * k
                 t += k
         self.block_stats = {"block_decode": "graphs" if self.capture else "device loop", "graphs_captured": captured}
         return st.out_ids[:, :new].clone(), st.out_lp[:, :new].clone(), t - 1
@@ -445,7 +502,7 @@ class StaticDecoder:
             for _ in range(k):
                 self._advance(st, self._plain_step, *inputs)
             return 0
-        key = (k, inputs[4], inputs[5])
+        key = (k, int(inputs[2].shape[-1]), inputs[4], inputs[5], shared_prefix_key())
         graph, captured = st.graphs.get(key), 0
         if graph is None:
             try:

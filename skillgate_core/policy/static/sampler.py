@@ -41,6 +41,7 @@ from skillgate_core.policy.local_sampler import Completion, SamplingConfig, samp
 from skillgate_core.policy.static.config import StaticSamplerConfig
 from skillgate_core.policy.static.decoder import StaticDecoder, bucket_batch, round_up
 from skillgate_core.policy.static.fused_decode import FusedDecode
+from skillgate_core.policy.static.shared_prefix import sample_grouped
 from skillgate_core.policy.static.turn_cache import TurnCache
 
 __all__ = ["StaticSampler", "resolve_sampler", "sample_batch"]
@@ -117,6 +118,9 @@ class StaticSampler:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        if self.config.shared_prefix:
+            completions, self.stats = sample_grouped(self.decoder, prompts, config)
+            return completions
         n, new = len(prompts), config.max_new_tokens
         width = max(len(p) for p in prompts)
         batch = bucket_batch(max(n, self.config.min_batch)) if self.compiled else n
@@ -142,7 +146,8 @@ class StaticSampler:
             out_ids, out_lp, steps, chunks = self._generate(ids, valid, pad, cache, bias, config, n)
         self.stats = {"batch": n, "batch_bucket": batch, "prompt_width": width, "cache_length": length,
                       "decode_steps": steps, "prefill_chunks": chunks, "compiled": self.compiled,
-                      **self.decoder.decode_stats(), **self.decoder.block_stats}
+                      **self.decoder.decode_stats(), **self.decoder.block_stats,
+                      **self.decoder.attention_stats(cache, batch)}
         return self.decoder.completions(out_ids[:n].cpu(), out_lp[:n].cpu(), new)
 
     def sample_turns(self, keys: Sequence[Hashable], contexts: Sequence[Sequence[int]], config: SamplingConfig,
@@ -153,7 +158,8 @@ class StaticSampler:
         episode's row with `self.turns.release([key])`; `owner`: rows of another owner are dropped."""
         self.decoder.ready_thread()
         out = self.turns.sample(keys, contexts, config, owner)
-        self.stats = dict(self.turns.stats) | self.decoder.decode_stats() | self.decoder.block_stats
+        self.stats = (dict(self.turns.stats) | self.decoder.decode_stats() | self.decoder.block_stats
+                      | self.decoder.attention_stats(self.turns.cache, len(self.turns.rows)))
         return out
 
     def _generate(self, ids, valid, pad, cache, bias, config: SamplingConfig, rows: int):
