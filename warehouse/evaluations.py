@@ -190,9 +190,14 @@ class WarehouseEvalObserver:
                     run_id=self.run_id, dataset_sha256=bench_sha, protocol_id=info.protocol.protocol_id(),
                     method=info.method, policy=info.policy, tag=info.tag, trials_total=info.trials_total),
             ]
-            rows = list_eval_rows(experiment_dir(info.root, rec.experiment_id), rec.eval_id)
-            if rows:  # rows of earlier attempts nobody recorded
-                events.append(EvalTrials(eval_id=key, trials=tuple(trial_event(r) for r in rows.values())))
+        # rows of earlier attempts nobody recorded: all of them for an evaluation new to the warehouse; for a known
+        # one, those a killed process published but never recorded (killed between a row's write and its record)
+        rows = list_eval_rows(experiment_dir(info.root, rec.experiment_id), rec.eval_id)
+        recorded = ({r[0] for r in query("select row_id from eval_trial where eval_id = ?", [key], self.state).rows}
+                    if known else set())
+        unrecorded = [r for r in rows.values() if r["row_id"] not in recorded]
+        if unrecorded:
+            events.append(EvalTrials(eval_id=key, trials=tuple(trial_event(r) for r in unrecorded)))
         if info.previous_status is not None:
             status_now = query("select status from v_evaluation where eval_id = ?", [key], self.state).rows
             latest = status_now[0][0] if status_now else "running"

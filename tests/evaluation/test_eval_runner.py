@@ -207,6 +207,30 @@ def test_killed_evaluation_resumes_only_the_missing_trials(skillgate_home, tiny_
     assert verify().drift == []
 
 
+def test_a_row_published_but_never_recorded_is_recorded_by_the_next_attempt(skillgate_home, tiny_model_dir, bench,
+                                                                             tiny_spec):
+    """A process killed between a row's write and its warehouse record leaves a row on disk the warehouse lacks
+    (an attempt with nobody recording stands in for that window here): the next recorded attempt records it, so
+    the warehouse ends with every trial, once (before: 3 of 4, and the killed-run test above failed now and then)."""
+    from warehouse import query, verify
+    from warehouse.evaluations import WarehouseEvalObserver
+
+    resolved = build_protocol(load_spec(tiny_spec), bench)
+    ref = resolve_policy(str(tiny_model_dir), root=state_layout().experiments)
+    one = EvalRunConfig(batch_episodes=1, sandbox_workers=2, cpu_threads=1, max_trials=1)
+    with observing(WarehouseEvalObserver(trigger="test")):
+        run_evaluation(resolved, ref, one, progress=False)
+    assert query("select count(*) from eval_trial").rows == [(1,)]
+    run_evaluation(resolved, ref, one, progress=False)  # published, never recorded
+    assert query("select count(*) from eval_trial").rows == [(1,)]
+    with observing(WarehouseEvalObserver(trigger="test")):
+        result = run_evaluation(resolved, ref, FAST, progress=False)
+    assert result.status == "completed" and result.trials_run == 2
+    assert query("select count(*), count(distinct row_id) from eval_trial").rows == [(4, 4)]
+    assert query("select status from v_evaluation").rows == [("completed",)]
+    assert verify().drift == []
+
+
 def test_a_protocol_longer_than_the_models_positions_is_said(skillgate_home, tiny_model_dir, bench, tiny_spec):
     """The tiny model has 8,192 positions: eval70_v1 (16,384) warns and names a protocol that fits; the tiny
     spec (4,096) does not warn."""
