@@ -512,7 +512,7 @@ def gathered_state_dict(
 
 def _plain_buffers(engine: Any) -> Iterator[tuple[str, torch.Tensor]]:
     """The persistent buffers under the plain HF model's names (a LoRA policy's base model unwrapped)."""
-    module = _inner(engine)
+    module: Any = _inner(engine)
     if is_lora(engine):
         return ((plain_name(n), b) for n, b in _persistent_buffers(module.get_base_model()))
     return _persistent_buffers(module)

@@ -12,6 +12,7 @@ W + B A * alpha / r per target projection, under the plain model's parameter nam
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,9 +48,8 @@ def wrap_with_lora(model: torch.nn.Module, *, rank: int, alpha: int = 0,
 
 def is_lora(module: Any) -> bool:
     """Whether `module` (a DeepSpeed engine's module or the model itself) is a peft-wrapped policy."""
-    from peft import PeftModel
-
-    return isinstance(getattr(module, "module", module), PeftModel)
+    peft = sys.modules.get("peft")  # not imported: nothing can be wrapped, and a full-weight run never imports it
+    return peft is not None and isinstance(getattr(module, "module", module), peft.PeftModel)
 
 
 def plain_name(name: str) -> str:
@@ -64,7 +64,8 @@ def merged_parameters(peft_model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     from peft.tuners.lora import LoraLayer
 
     base = peft_model.get_base_model()
-    layers = {prefix: m for prefix, m in base.named_modules() if isinstance(m, LoraLayer)}
+    # Any: get_delta_weight is defined by each concrete layer (lora.Linear, ...), not by LoraLayer
+    layers: dict[str, Any] = {prefix: m for prefix, m in base.named_modules() if isinstance(m, LoraLayer)}
     for name, param in base.named_parameters():
         if ".lora_" in name:
             continue
