@@ -59,6 +59,7 @@ from skillgate_core.rl.engine import (  # the engine room: DeepSpeed, packing, l
     refresh_replica,
     resolve_zero,
     resumed_zero,
+    save_engine_checkpoint,
     token_logprobs,
 )
 from skillgate_core.rl.grpo_config import GRPOConfig
@@ -250,7 +251,7 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
         lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2),
         grad_clip=cfg.grad_clip, zero_stage=cfg.zero_stage, dtype="bf16" if cfg.bf16 else "fp32",
         # one rank holds every shard anyway: a plain copy spares each reference forward ZeRO-3's gather hooks
-        reference_sharded=world > 1,
+        reference_sharded=world > 1, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
     )
     zero = _run_zero(job, engine_config)
     if rank == 0:
@@ -262,9 +263,13 @@ def grpo_worker(ctx: WorkerContext, job: GRPOJob) -> dict[str, Any]:
 
     state = _State(step=job.start_step, cursors=[0] * world)
     if job.resume_checkpoint:
+        saved = json.loads((Path(job.resume_checkpoint) / TRAINER_STATE_FILE).read_text())
+        written_rank = saved.get("config", {}).get("lora_rank", 0)  # a checkpoint from before LoRA trained every weight
+        if written_rank != cfg.lora_rank:  # checked first: the engine files of the two differ (adapters or all)
+            raise ValueError(f"checkpoint {job.resume_checkpoint} was written with grpo.lora_rank = {written_rank}, "
+                             f"this run has {cfg.lora_rank}: resume with the same lora_rank")
         # weights-only unpickling: the folder lies in the state dir, where a planted file would run code
         load_engine_checkpoint(engine, Path(job.resume_checkpoint) / ENGINE_DIR, ENGINE_TAG)
-        saved = json.loads((Path(job.resume_checkpoint) / TRAINER_STATE_FILE).read_text())
         if saved["world_size"] != world:
             raise ValueError(f"checkpoint {job.resume_checkpoint} was written by {saved['world_size']} workers, "
                              f"this run has {world}: the prompt order would change; resume with the same num_workers")
@@ -396,13 +401,13 @@ def _checkpoint(engine: Any, job: GRPOJob, step: int, cursors: list[int], optimi
     trainer state; the folder is renamed into place only once all of that is on disk."""
     if collectives.rank() != 0:
         (folder,) = [p for p in collectives.all_gather_objects(None) if p is not None]
-        engine.save_checkpoint(str(Path(folder) / ENGINE_DIR), tag=ENGINE_TAG)
+        save_engine_checkpoint(engine, Path(folder) / ENGINE_DIR, ENGINE_TAG)
         collectives.barrier()
         return str(folder)
 
     def write(tmp: Path) -> None:
         collectives.all_gather_objects(str(tmp))
-        engine.save_checkpoint(str(tmp / ENGINE_DIR), tag=ENGINE_TAG)
+        save_engine_checkpoint(engine, tmp / ENGINE_DIR, ENGINE_TAG)
         collectives.barrier()
         state = {"step": step, "cursors": cursors, "world_size": collectives.world_size(),
                  "optimizer_steps": optimizer_steps, "zero_stage": int(engine.zero_optimization_stage()),

@@ -23,7 +23,7 @@ from skillgate_core.credit.groups import FORCE_AFTER_GROUPS, FORCE_AFTER_SAMPLES
 from skillgate_core.envs.backend_registry import Backend
 from skillgate_core.policy.local_sampler import SamplerKind
 from skillgate_core.policy.sglang_client import worker_sglang_urls
-from skillgate_core.rl.engine.zero_choice import ZeroStage
+from skillgate_core.rl.engine.zero_choice import LORA_STAGE3_REFUSED, ZeroStage
 from skillgate_core.rl.loss_seeds import SEED_BETA, SEED_CLIP_HIGH, SEED_CLIP_LOW
 from skillgate_core.rl.profiles import get_profile
 
@@ -174,6 +174,14 @@ class GRPOConfig:
     workers and the free GPU memory (rl.engine.zero_choice; stage 3 on CPU). "auto" is what the config digest
     hashes; the stage it resolved to and why are in the run's metrics (zero_stage_resolved,
     zero_stage_reason). A resumed run keeps the stage its checkpoint was written with."""
+    lora_rank: NonNegativeInt = 0
+    """0: train every weight. r > 0: train LoRA adapters of rank r on the attention and MLP projections
+    (rl.engine.lora_adapters.LORA_TARGETS) with the base frozen: the ZeRO stage is then at most 2 (auto's 3
+    becomes 2, the reason in zero_stage_reason; a zero_stage of 3 is refused), a checkpoint holds only the
+    adapters and their Adam state, and the replica, the SGLang servers and the export get the merged plain
+    model (W + B A * alpha / r)."""
+    lora_alpha: NonNegativeInt = 0
+    """LoRA scaling alpha; 0 = 2 x lora_rank (the sft stage's ratio). Unused when lora_rank is 0."""
     max_failures: NonNegativeInt = 0
     """Ray Train FailureConfig.max_failures: worker-group restarts from the last checkpoint."""
     launcher: Literal["ray", "process"] = "ray"
@@ -215,6 +223,8 @@ class GRPOConfig:
                 "below it the step would give up where the method forces acceptance")
         if self.zero_stage != "auto" and (isinstance(self.zero_stage, bool) or not isinstance(self.zero_stage, int)):
             raise ValueError(f"grpo.zero_stage must be 0..3 or 'auto', got {self.zero_stage!r}")
+        if self.lora_rank and self.zero_stage == 3:
+            raise ValueError(LORA_STAGE3_REFUSED)
         if self.old_logprobs not in ("auto", "recompute"):
             raise ValueError(f"grpo.old_logprobs must be 'auto' or 'recompute', got {self.old_logprobs!r}")
         if self.launcher == "process" and self.num_workers != 1:

@@ -3,6 +3,7 @@
 - `deepspeed_engine`: the DeepSpeed ZeRO policy engine, the frozen reference, the colocated replica
   (`build_engine`, `build_reference`, `load_replica`, `refresh_replica`, `backward`, `optimizer_step`).
 - `zero_choice`: which ZeRO stage "auto" picks (pure: parameters, world, free memory, dtype).
+- `lora_adapters`: LoRA adapters on the policy (`lora_rank > 0`) and the merged weights copied out of it.
 - `checkpoint_load`: a resume checkpoint loaded without running code that came with it.
 - `flat_grad_norm`: DeepSpeed's bf16 gradient norm and clipping over each group's flat buffer.
 - `varlen_attention`: packed rows through PyTorch's varlen flash kernel (no flash-attn package).
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         check_checkpoint_files,
         load_engine_checkpoint,
         safe_globals,
+        save_engine_checkpoint,
     )
     from skillgate_core.rl.engine.collectives import (  # noqa: F401
         all_gather_objects,
@@ -76,6 +78,14 @@ if TYPE_CHECKING:
         packs_varlen,
         token_logprobs,
     )
+    from skillgate_core.rl.engine.lora_adapters import (  # noqa: F401
+        LORA_TARGETS,
+        effective_alpha,
+        is_lora,
+        merged_parameters,
+        plain_name,
+        wrap_with_lora,
+    )
     from skillgate_core.rl.engine.packing import (  # noqa: F401
         MicroBatch,
         PackingConfig,
@@ -97,6 +107,7 @@ if TYPE_CHECKING:
     )
     from skillgate_core.rl.engine.zero_choice import (  # noqa: F401
         FUSED_ADAM_WHY,
+        LORA_STAGE3_REFUSED,
         STAGE2_BUCKET,
         STATE_BYTES,
         STATE_FRACTION,
@@ -105,11 +116,12 @@ if TYPE_CHECKING:
         ZeroStage,
         choose_zero,
         explicit_zero,
+        lora_zero,
         resumed_zero,
     )
 
-MODULES = ("zero_choice", "deepspeed_engine", "checkpoint_load", "flat_grad_norm", "varlen_attention", "packing",
-           "logprobs", "collectives", "launch")
+MODULES = ("zero_choice", "deepspeed_engine", "lora_adapters", "checkpoint_load", "flat_grad_norm", "varlen_attention",
+           "packing", "logprobs", "collectives", "launch")
 """The room's modules; their `__all__` names are this package's public names. zero_choice first: a
 name of it is found without importing torch."""
 

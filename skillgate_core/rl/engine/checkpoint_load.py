@@ -9,7 +9,11 @@ its ZeRO stage enum). A file that needs anything else, or an entry that is not a
 refused with UnsafeCheckpoint naming it. DeepSpeed then loads through a checkpoint engine that
 unpickles the same restricted way, so a file swapped in after the check is refused as well.
 
+    save_engine_checkpoint(engine, Path(ckpt) / "engine", tag="state")
     load_engine_checkpoint(engine, Path(ckpt) / "engine", tag="state")   # UnsafeCheckpoint if planted
+
+A LoRA policy (rl.engine.lora_adapters) is saved without its frozen base weights (the adapters and their
+optimizer state only) and loaded onto the base model the engine was built from.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["UnsafeCheckpoint", "check_checkpoint_files", "load_engine_checkpoint", "safe_globals"]
+__all__ = ["UnsafeCheckpoint", "check_checkpoint_files", "load_engine_checkpoint", "safe_globals",
+           "save_engine_checkpoint"]
 
 
 class UnsafeCheckpoint(ValueError):
@@ -96,14 +101,43 @@ class _WeightsOnlyLoads:
         return getattr(self._inner, name)
 
 
+def _has_frozen_parameters(engine: Any) -> bool:
+    return any(not p.requires_grad for p in engine.module.parameters())
+
+
+def save_engine_checkpoint(engine: Any, folder: Path, tag: str) -> None:
+    """`engine.save_checkpoint(folder, tag)` (COLLECTIVE), leaving out frozen parameters: a LoRA policy's
+    checkpoint is its adapters and their optimizer state, not a copy of the base model."""
+    if not _has_frozen_parameters(engine):
+        engine.save_checkpoint(str(folder), tag=tag)
+        return
+    # DeepSpeed 0.19 drops the frozen weights it finds in named_parameters(), which names a tied weight once:
+    # a tied lm_head (the whole embedding matrix, 57 MB for SmolLM2-135M in bf16) would stay. Its state dict
+    # is filtered here against every name, aliases included, for this one save.
+    frozen = {n for n, p in engine.module.named_parameters(remove_duplicate=False) if not p.requires_grad}
+    deepspeeds_own = engine.module_state_dict
+
+    def without_frozen(*args: Any, **kwargs: Any) -> Any:
+        state = deepspeeds_own(*args, **kwargs)
+        return {n: t for n, t in state.items() if n not in frozen}
+
+    engine.module_state_dict = without_frozen
+    try:
+        engine.save_checkpoint(str(folder), tag=tag, exclude_frozen_parameters=True)
+    finally:
+        del engine.module_state_dict  # the class's method again
+
+
 def load_engine_checkpoint(engine: Any, folder: Path, tag: str) -> None:
     """`engine.load_checkpoint(folder, tag)` after every file of the checkpoint passed the check, with
-    DeepSpeed's loads restricted the same way (COLLECTIVE, like load_checkpoint itself)."""
+    DeepSpeed's loads restricted the same way (COLLECTIVE, like load_checkpoint itself). An engine with
+    frozen parameters (LoRA) takes the saved trainable ones and keeps its frozen base weights."""
     check_checkpoint_files(folder / tag)
     saved = engine.checkpoint_engine
     engine.checkpoint_engine = _WeightsOnlyLoads(saved)
     try:
-        load_path, _ = engine.load_checkpoint(str(folder), tag=tag)
+        # strict: every weight of the module is in the file, unless frozen ones were left out on save
+        load_path, _ = engine.load_checkpoint(str(folder), tag=tag, load_module_strict=not _has_frozen_parameters(engine))
     finally:
         engine.checkpoint_engine = saved
     if load_path is None:

@@ -45,9 +45,16 @@ from typing import Any, Literal
 
 import torch
 
+from skillgate_core.rl.engine.lora_adapters import (
+    LORA_TARGETS,
+    is_lora,
+    merged_parameters,
+    plain_name,
+    wrap_with_lora,
+)
 from skillgate_core.rl.engine.varlen_attention import TORCH_VARLEN
 from skillgate_core.rl.engine.varlen_attention import register as register_torch_varlen
-from skillgate_core.rl.engine.zero_choice import ZeroChoice, ZeroStage, choose_zero, explicit_zero
+from skillgate_core.rl.engine.zero_choice import ZeroChoice, ZeroStage, choose_zero, explicit_zero, lora_zero
 
 __all__ = [
     "EngineConfig",
@@ -119,6 +126,14 @@ class EngineConfig:
     """Under DeepSpeed's bf16 optimizer (ZeRO stage 1 in bf16: the one-GPU default), compute the gradient
     norm and clip over each group's flat fp32 gradient buffer (a few kernels) instead of DeepSpeed's
     per-parameter loop; the same norm up to fp32 summation order (rl.engine.flat_grad_norm)."""
+    lora_rank: int = 0
+    """0: train every weight. r > 0: train LoRA adapters of rank r on `lora_targets` only (rl.engine.lora_adapters):
+    the base is frozen, the ZeRO stage is at most 2 (zero_choice.lora_zero), a checkpoint holds the adapters and
+    their optimizer state, and every copy out of the engine (replica, servers, export) is the merged plain model."""
+    lora_alpha: int = 0
+    """LoRA scaling alpha (the update is B A * alpha / r); 0 = 2 x lora_rank."""
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    """Module names that get adapters when lora_rank > 0."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.eps <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
@@ -137,6 +152,10 @@ class EngineConfig:
             raise ValueError("bf16_overrides must be (name, value) pairs")
         if any(name == "enabled" for name, _ in self.bf16_overrides):
             raise ValueError('bf16_overrides may not set "enabled": set dtype instead')
+        if self.lora_rank < 0 or self.lora_alpha < 0:
+            raise ValueError(f"lora_rank and lora_alpha must be >= 0, got {self.lora_rank}, {self.lora_alpha}")
+        if self.lora_rank and not self.lora_targets:
+            raise ValueError("lora_targets: expected at least one module name when lora_rank > 0")
 
 
 @dataclass(frozen=True)
@@ -304,7 +323,13 @@ def _free_device_bytes() -> int | None:
 def resolve_zero(model_dir: str | Path, config: EngineConfig) -> ZeroChoice:
     """The ZeRO stage and knobs the engine is built with: the config's stage, or with "auto"
     `zero_choice.choose_zero` on this model's parameter count, the world size and the smallest rank's
-    free device memory. COLLECTIVE under "auto" (every rank gets the same answer)."""
+    free device memory. COLLECTIVE under "auto" (every rank gets the same answer). With LoRA
+    (`lora_rank > 0`) at most stage 2 (`zero_choice.lora_zero`: an automatic 3 becomes 2, a named 3 is refused)."""
+    choice = _resolve_zero(model_dir, config)
+    return lora_zero(choice) if config.lora_rank else choice
+
+
+def _resolve_zero(model_dir: str | Path, config: EngineConfig) -> ZeroChoice:
     if config.zero_stage != "auto":
         return explicit_zero(int(config.zero_stage))
     from skillgate_core.rl.engine import collectives
@@ -331,12 +356,18 @@ def build_engine(model_dir: str | Path, config: EngineConfig, *, zero: ZeroChoic
         zero = resolve_zero(model_dir, config)
     if rank() == 0:
         logging.getLogger(__name__).info("policy engine: ZeRO %s", zero.reason + (" (auto)" if zero.auto else ""))
+    if config.lora_rank:
+        zero = lora_zero(zero)  # a caller's own choice is held to the same rule as resolve_zero's
     ds = deepspeed_config(config, zero=zero)
     model = _load(model_dir, config, ds if zero.stage == 3 else None)
     model.config.use_cache = False
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+    if config.lora_rank:
+        model = wrap_with_lora(model, rank=config.lora_rank, alpha=config.lora_alpha, targets=config.lora_targets)
+    # only the trainable parameters reach the optimizer (with LoRA: the adapters)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=trainable, config=ds)
     if config.flat_grad_norm:
         from deepspeed.runtime.bf16_optimizer import BF16_Optimizer
 
@@ -412,11 +443,16 @@ def iter_gathered_parameters(
     COLLECTIVE: every rank must exhaust the iterator (an early exit on one rank deadlocks the
     others in the next gather). The tensors are valid only until the next bucket is requested;
     copy what you keep. Buckets hold at most `bucket_bytes` of full-size parameters (one larger
-    parameter goes alone). Works for ZeRO-3 engines, lower stages and plain modules (no gather).
+    parameter goes alone). Works for ZeRO-3 engines, lower stages and plain modules (no gather). A LoRA
+    policy yields the merged plain model's parameters (lora_adapters.merged_parameters; its stage <= 2
+    keeps them whole, so nothing is gathered).
     """
     import deepspeed
 
     limit = bucket_bytes if bucket_bytes is not None else 512 * 2**20
+    if is_lora(engine):
+        yield from _merged_buckets(_inner(engine), limit)
+        return
     bucket: list[tuple[str, torch.nn.Parameter]] = []
     size = 0
     for name, param in _inner(engine).named_parameters():
@@ -430,6 +466,20 @@ def iter_gathered_parameters(
     if bucket:
         with deepspeed.zero.GatheredParameters([p for _, p in bucket], modifier_rank=None):
             yield [(n, p.data) for n, p in bucket]
+
+
+def _merged_buckets(peft_model: Any, limit: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in merged_parameters(peft_model):
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > limit:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += nbytes
+    if bucket:
+        yield bucket
 
 
 def gathered_state_dict(
@@ -455,9 +505,17 @@ def gathered_state_dict(
             for name, tensor in bucket:
                 out[name] = tensor.detach().to(device, copy=True)
     if keep:
-        for name, buf in _persistent_buffers(_inner(engine)):
+        for name, buf in _plain_buffers(engine):
             out.setdefault(name, buf.detach().to(device, copy=True))
     return out
+
+
+def _plain_buffers(engine: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The persistent buffers under the plain HF model's names (a LoRA policy's base model unwrapped)."""
+    module: Any = _inner(engine)
+    if is_lora(engine):
+        return ((plain_name(n), b) for n, b in _persistent_buffers(module.get_base_model()))
+    return _persistent_buffers(module)
 
 
 def _persistent_buffers(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -502,7 +560,7 @@ def refresh_replica(replica: torch.nn.Module, engine, *, bucket_bytes: int | Non
                     target.copy_(full)
                     copied.add(name)
         replica_buffers = dict(replica.named_buffers())
-        for name, buf in _persistent_buffers(_inner(engine)):
+        for name, buf in _plain_buffers(engine):
             if name in replica_buffers and replica_buffers[name].shape == buf.shape:
                 replica_buffers[name].copy_(buf)
     missing = sorted(set(targets) - copied)

@@ -60,7 +60,9 @@ __all__ = [
     "ZeroChoice",
     "ZeroStage",
     "choose_zero",
+    "LORA_STAGE3_REFUSED",
     "explicit_zero",
+    "lora_zero",
     "resumed_zero",
 ]
 
@@ -136,6 +138,24 @@ def resumed_zero(choice: ZeroChoice, written: object) -> ZeroChoice:
         return choice
     resumed = explicit_zero(written, f"the resumed checkpoint was written with it (auto would pick {choice.reason})")
     return replace(resumed, fused_adam=choice.fused_adam)
+
+
+LORA_STAGE3_REFUSED = ("grpo.zero_stage = 3 with grpo.lora_rank > 0: LoRA trains at ZeRO stage <= 2 (the adapters "
+                       "are merged into whole weights); set zero_stage to 0..2 or 'auto'")
+"""The error of a LoRA run whose config names ZeRO stage 3 (GRPOConfig refuses it, and `lora_zero`)."""
+
+
+def lora_zero(choice: ZeroChoice) -> ZeroChoice:
+    """The stage for a LoRA policy (rl.engine.lora_adapters): at most 2. ZeRO-3 partitions each base weight
+    and its adapters apart, and merging the adapters into the weights the replica gets needs the whole
+    weight beside them; stages <= 2 keep every parameter whole (the adapters are few, so nothing needs
+    sharding). An automatic stage 3 becomes 2, with the reason; a stage 3 the config names is refused."""
+    if choice.stage < 3:
+        return choice
+    if not choice.auto:
+        raise ValueError(LORA_STAGE3_REFUSED)
+    return replace(choice, stage=2, overrides=(), reason=f"stage 2: LoRA adapters train at stage <= 2 (merged into "
+                   f"whole weights for the replica), so auto's stage 3 is not taken (it said {choice.reason})")
 
 
 def _count(n: int) -> str:
