@@ -6,8 +6,8 @@ figures come from it, each the same on both sides:
 - steady: the steps after the first one (both sides after their warm-up);
 - end to end: the first n steps, n the smaller step count of the two (both sides including it).
 
-Before 2026-12, our figure was steady while TRL's was end to end, which overstated the ratio by
-1.3-1.6x (docs/gpu.md, "How the ratios are timed"). Also: the bytes one decode step reads, from the
+Until 2026-12-07 our figure was steady while TRL's was end to end, which overstated the ratio by
+1.5-1.8x (docs/gpu.md, "How the ratios are timed"). Also: the bytes one decode step reads, from the
 shapes, and the share of the card's memory bandwidth that reaching them in the measured time means.
 """
 
