@@ -108,3 +108,30 @@ def prefect_services(env: dict[str, str], start_timeout: float = 420) -> Iterato
         yield run_script("prefect_server.sh", "start", env=env, timeout=start_timeout)
     finally:
         run_script("prefect_server.sh", "stop", env=env, timeout=180, check=False)
+
+
+def deploy_and_run(env: dict[str, str], api: str, flow_dir: Path, source: str, flow: str, marker: Path,
+                   start_timeout: float) -> tuple[str, str]:
+    """Inside prefect_services: deploy the one-file flow `source` as flow_dir/<flow>.py (entry <flow>, deployment
+    <flow> with "_" as "-", as Prefect names the flow) to the process pool, run it with parameter marker=MARKER, and wait for the run to write the marker.
+    Returns (flow run id, the marker's text)."""
+    import json
+    import re
+
+    flow_dir.mkdir(parents=True, exist_ok=True)
+    (flow_dir / f"{flow}.py").write_text(source)
+    client_env = dict(env, PREFECT_API_URL=api)
+    prefect = str(Path(env["VENV"]) / "bin" / "prefect")
+    name = flow.replace("_", "-")
+    subprocess.run([prefect, "--no-prompt", "deploy", f"{flow}.py:{flow}", "-n", name, "-p", "skillgate-process"],
+                   cwd=flow_dir, env=client_env, check=True, capture_output=True)
+    out = subprocess.run([prefect, "deployment", "run", f"{name}/{name}", "-p", f"marker={json.dumps(str(marker))}"],
+                         env=client_env, check=True, capture_output=True, text=True).stdout
+    match = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
+    assert match, f"no flow run id in: {out}"
+    deadline = time.time() + start_timeout
+    while not marker.exists():
+        assert time.time() < deadline, "the flow run did not start"
+        time.sleep(0.5)
+    return match.group(1), marker.read_text()
+

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
-from services import REPO, free_ports, prefect_services, service_env, wait_no_leftovers
+from services import REPO, deploy_and_run, free_ports, prefect_services, service_env, wait_no_leftovers
 from support.skillgate_cli import run_skillgate
 
 from tasks.cancellation import CANCELLED_FROM_PREFECT
@@ -55,24 +51,9 @@ def test_a_cancel_from_the_ui_is_recorded_cancelled(tmp_path):
     api = f"http://127.0.0.1:{port}/api"
     env = service_env(home, PREFECT_PORT=str(port), SKILLGATE_DEPLOY="0", PREFECT_WORKER_QUERY_SECONDS="2",
                       PYTHONPATH=str(REPO))
-    flow_dir = tmp_path / "flow"
-    flow_dir.mkdir()
-    (flow_dir / "in_a_stage.py").write_text(IN_A_STAGE)
-    marker = tmp_path / "running"
-    client_env = dict(env, PREFECT_API_URL=api)
-    prefect = str(Path(env["VENV"]) / "bin" / "prefect")
     with prefect_services(env):
-        subprocess.run([prefect, "--no-prompt", "deploy", "in_a_stage.py:in_a_stage", "-n", "in-a-stage", "-p",
-                        "skillgate-process"], cwd=flow_dir, env=client_env, check=True, capture_output=True)
-        out = subprocess.run([prefect, "deployment", "run", "in-a-stage/in-a-stage", "-p",
-                              f"marker={json.dumps(str(marker))}"], env=client_env, check=True, capture_output=True,
-                             text=True).stdout
-        flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
-        deadline = time.time() + 240
-        while not marker.exists():
-            assert time.time() < deadline, "the flow run did not start"
-            time.sleep(0.5)
-        run_id = marker.read_text()
+        flow_run_id, run_id = deploy_and_run(env, api, tmp_path / "flow", IN_A_STAGE, "in_a_stage",
+                                             tmp_path / "running", start_timeout=240)
 
         async def cancel_and_wait():
             async with PrefectClient(api=api) as client:

@@ -4,9 +4,7 @@ stop that leaves no process of that PREFECT_HOME behind (worker first, then the 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from services import (
     REPO,
     alive,
     cmdline,
+    deploy_and_run,
     free_ports,
     leftovers,
     prefect_services,
@@ -147,23 +146,10 @@ def test_stop_ends_a_running_flow_run_and_its_children(tmp_path):
     (port,) = free_ports()
     api = f"http://127.0.0.1:{port}/api"
     env = service_env(home, PREFECT_PORT=str(port), SKILLGATE_DEPLOY="0", PREFECT_WORKER_QUERY_SECONDS="2")
-    flow_dir = tmp_path / "flow"
-    flow_dir.mkdir()
-    (flow_dir / "sleeper.py").write_text(SLEEPER)
-    marker = tmp_path / "running"
-    client_env = dict(env, PREFECT_API_URL=api)
-    prefect = str(Path(env["VENV"]) / "bin" / "prefect")
     with prefect_services(env):
-        subprocess.run([prefect, "--no-prompt", "deploy", "sleeper.py:sleeper", "-n", "sleeper", "-p",
-                        "skillgate-process"], cwd=flow_dir, env=client_env, check=True, capture_output=True)
-        out = subprocess.run([prefect, "deployment", "run", "sleeper/sleeper", "-p", f"marker={json.dumps(str(marker))}"],
-                             env=client_env, check=True, capture_output=True, text=True).stdout
-        flow_run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
-        deadline = time.time() + 180
-        while not marker.exists():
-            assert time.time() < deadline, "the flow run did not start"
-            time.sleep(0.5)
-        engine, grandchild = map(int, marker.read_text().split())
+        flow_run_id, pids = deploy_and_run(env, api, tmp_path / "flow", SLEEPER, "sleeper", tmp_path / "running",
+                                           start_timeout=180)
+        engine, grandchild = map(int, pids.split())
         assert alive(engine) and alive(grandchild)
 
         t0 = time.monotonic()
